@@ -1,0 +1,33 @@
+"""pyggml: a thin cffi binding over ggml.
+
+    import pyggml, numpy as np
+    with pyggml.Context() as ctx, pyggml.Scheduler() as sched:
+        a = ctx.new_tensor("F32", (3, 4)).set_input()
+        b = ctx.new_tensor("F32", (2, 4)).set_input()
+        y = a.mul_mat(b)                  # (2, 3) == b @ a.T
+        sched.compute(ctx.graph(y), {a: np.ones((3, 4), np.float32),
+                                     b: np.ones((2, 4), np.float32)})
+        print(y.numpy())
+
+Shapes are numpy's (outermost first) everywhere; see pyggml.tensor for the convention.
+"""
+
+from .backend import (Backend, Buffer, Device, backend_features, cpu_backend, device, devices,
+                      log_system_info, system_info)
+from .context import Context
+from .dtypes import BF16, F16, F32, I32, I64, GGMLType
+from .errors import GGMLError
+from .gguf_weights import GGUFFile
+from .graph import Computation, Graph, Scheduler
+from .numpy_interop import dequantize
+from .quants import quantize
+from .tensor import Tensor
+
+__all__ = [
+    "Backend", "Buffer", "Computation", "Context", "Device", "GGMLError", "GGMLType", "GGUFFile",
+    "Graph", "Scheduler", "Tensor", "BF16", "F16", "F32", "I32", "I64", "backend_features",
+    "cpu_backend", "dequantize", "device", "devices", "log_system_info", "quantize",
+    "system_info",
+]
+
+log_system_info()

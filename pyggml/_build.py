@@ -1,0 +1,131 @@
+"""Generate the C source of pyggml._ggml with cffi (API mode, out of line).
+
+Run by CMakeLists.txt: `python pyggml/_build.py OUTPUT.c`; CMake compiles the result and
+links it against ggml. The cdefs are hand-written, one file per ggml header, in cdefs/.
+
+Every declaration in cdefs/ggml_ops.h also gets a guarded wrapper, safe_<name>: it sets a
+thread-local jump point, and pyggml's abort hook jumps back to it when a GGML_ASSERT fails
+inside the call, so a bad shape becomes an exception with ggml's own message instead of a
+dead process. Only calls into ggml.c (plain C, no destructors to skip) are guarded.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import cffi
+
+CDEFS = Path(__file__).resolve().parent / "cdefs"
+HEADERS = ["ggml.h", "ggml-backend.h", "ggml-alloc.h", "ggml-cpu.h"]
+GUARDED = "ggml_ops.h"
+SHIM = "shim.h"
+
+PRELUDE = r"""
+#include <setjmp.h>
+#include <stdio.h>
+#include <string.h>
+#include "ggml.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+
+static _Thread_local jmp_buf * pyggml_jump_target = NULL;
+static _Thread_local char pyggml_message[2048];
+static _Thread_local int pyggml_failed = 0;
+
+static void pyggml_on_abort(const char * message) {
+    jmp_buf * target = pyggml_jump_target;
+    if (target != NULL) {
+        snprintf(pyggml_message, sizeof(pyggml_message), "%s", message);
+        pyggml_failed = 1;
+        pyggml_jump_target = NULL;
+        longjmp(*target, 1);
+    }
+    fprintf(stderr, "%s\n", message);  /* not inside a guarded call: ggml aborts as usual */
+}
+
+static void pyggml_install_abort_hook(void) {
+    ggml_set_abort_callback(pyggml_on_abort);
+}
+
+static const char * pyggml_take_error(void) {
+    if (!pyggml_failed) {
+        return NULL;
+    }
+    pyggml_failed = 0;
+    return pyggml_message;
+}
+"""
+
+WRAPPER = """
+static {ret} safe_{name}({params}) {{
+    jmp_buf here;
+    jmp_buf * volatile outer = pyggml_jump_target;
+    {result_decl}
+    pyggml_jump_target = &here;
+    if (setjmp(here) == 0) {{
+        {call}
+    }}
+    pyggml_jump_target = outer;
+    return {result};
+}}
+"""
+
+DECLARATION = re.compile(r"^(?P<ret>[\w\s\*]+?)\s*\b(?P<name>ggml_\w+)\((?P<params>.*)\);$")
+
+
+def strip_comments(text: str) -> str:
+    return re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+
+
+def argument_name(param: str) -> str:
+    return re.sub(r"\[.*\]$", "", param.strip()).split()[-1].lstrip("*")
+
+
+def guarded_wrappers(text: str) -> tuple[str, str]:
+    """Return (cdef declarations, C definitions) of the safe_ wrappers."""
+    cdefs, sources = [], []
+    for line in strip_comments(text).splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        match = DECLARATION.match(line)
+        if match is None:
+            raise SystemExit(f"{GUARDED}: cannot read the declaration {line!r}")
+        ret, name, params = match["ret"].strip(), match["name"], match["params"]
+        args = ", ".join(argument_name(p) for p in params.split(","))
+        if ret == "void":
+            wrapper_ret, result_decl, call, result = ("int", "volatile int ok = 0;",
+                                                      f"{name}({args}); ok = 1;", "ok")
+        else:
+            wrapper_ret, result_decl, call, result = (
+                ret, f"{ret} volatile result = 0;", f"result = {name}({args});", "result")
+        cdefs.append(f"{wrapper_ret} safe_{name}({params});")
+        sources.append(WRAPPER.format(ret=wrapper_ret, name=name, params=params,
+                                      result_decl=result_decl, call=call, result=result))
+    return "\n".join(cdefs), "".join(sources)
+
+
+def builder() -> cffi.FFI:
+    ffi = cffi.FFI()
+    for header in HEADERS:
+        ffi.cdef(strip_comments((CDEFS / header).read_text()))
+    guarded_cdefs, guarded_source = guarded_wrappers((CDEFS / GUARDED).read_text())
+    ffi.cdef(guarded_cdefs)
+    ffi.cdef((CDEFS / SHIM).read_text())
+    ffi.set_source("pyggml._ggml", PRELUDE + guarded_source)
+    return ffi
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: _build.py OUTPUT.c", file=sys.stderr)
+        return 2
+    builder().emit_c_code(argv[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,113 @@
+"""Context: the arena that holds tensor and graph metadata (never tensor data).
+
+Contexts are always created with no_alloc: tensor memory lives in backend buffers
+(Context.allocate) or in a scheduler's compute buffers (Scheduler.alloc).
+"""
+
+from __future__ import annotations
+
+import operator
+
+from ._ggml import ffi, lib
+from .dtypes import GGMLType
+from .errors import GGMLError, ensure
+
+DEFAULT_GRAPH_SIZE = lib.GGML_DEFAULT_GRAPH_SIZE
+
+
+class Context:
+    """Room for max_tensors tensors and `graphs` graphs of graph_size nodes each."""
+
+    def __init__(self, max_tensors: int = 2048, graph_size: int = DEFAULT_GRAPH_SIZE,
+                 graphs: int = 1):
+        if max_tensors < 1 or graph_size < 1 or graphs < 0:
+            raise ValueError(f"A context needs max_tensors >= 1, graph_size >= 1 and graphs >= 0,"
+                             f" not {max_tensors}, {graph_size}, {graphs}.")
+        mem_size = (max_tensors * lib.ggml_tensor_overhead()
+                    + graphs * lib.ggml_graph_overhead_custom(graph_size, False))
+        params = ffi.new("struct ggml_init_params *", {"mem_size": mem_size, "no_alloc": True})
+        raw = ensure(lib.safe_ggml_init(params[0]), "creating a ggml context",
+                     f"{mem_size} bytes of metadata")
+        self._ptr = ffi.gc(raw, lib.ggml_free)
+        self.graph_size = graph_size
+        self.keepalive: list = []   # buffers and schedulers that hold this context's data
+
+    @property
+    def ptr(self):
+        if self._ptr is None:
+            raise GGMLError("This context was closed; its tensors can no longer be used.")
+        return self._ptr
+
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
+    def close(self) -> None:
+        if self._ptr is not None:
+            ptr, self._ptr = self._ptr, None
+            ffi.release(ptr)
+            self.keepalive.clear()
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def new_tensor(self, dtype, shape, name: str | None = None):
+        """A tensor of numpy-order shape (1 to 4 dimensions) and ggml type dtype."""
+        from .tensor import Tensor
+
+        dtype = GGMLType.parse(dtype)
+        ne = _ne_of(shape)
+        if ne[0] % dtype.block_size:
+            raise ValueError(f"The last dimension of a {dtype.name} tensor must be a multiple of "
+                             f"{dtype.block_size}, not {ne[0]} (shape {tuple(shape)}).")
+        raw = ensure(lib.safe_ggml_new_tensor_4d(self.ptr, dtype, *ne),
+                     "creating a tensor", f"{dtype.name} shape {tuple(shape)}")
+        tensor = Tensor(raw, self, len(shape))
+        if name is not None:
+            tensor.name = name
+        return tensor
+
+    def tensors(self):
+        """Every tensor of this context, in creation order."""
+        from .tensor import Tensor
+
+        raw = lib.ggml_get_first_tensor(self.ptr)
+        while raw != ffi.NULL:
+            yield Tensor(raw, self, max(1, lib.ggml_n_dims(raw)))
+            raw = lib.ggml_get_next_tensor(self.ptr, raw)
+
+    def allocate(self, backend):
+        """Place every tensor of this context in one new buffer of backend's device."""
+        from .backend import Buffer
+
+        buft = lib.ggml_backend_get_default_buffer_type(backend.ptr)
+        size = lib.ggml_backend_alloc_ctx_tensors_from_buft_size(self.ptr, buft)
+        raw = lib.ggml_backend_alloc_ctx_tensors(self.ptr, backend.ptr)
+        if raw == ffi.NULL:
+            raise GGMLError(f"Could not allocate {size} bytes on {backend.name} for this "
+                            "context's tensors (out of memory, or nothing left to allocate).")
+        buffer = Buffer(raw, contexts=[self])
+        self.keepalive.append(buffer)
+        return buffer
+
+    def graph(self, *outputs, size: int | None = None):
+        from .graph import Graph
+
+        return Graph(self, outputs, size or self.graph_size)
+
+
+def _ne_of(shape) -> list[int]:
+    """ggml's ne (innermost first, padded to 4) from a numpy-order shape."""
+    try:
+        dims = [operator.index(n) for n in shape]
+    except TypeError:
+        raise ValueError(f"Tensor dimensions must be integers, not {tuple(shape)!r}.") from None
+    if not 1 <= len(dims) <= 4:
+        raise ValueError(f"A ggml tensor has 1 to 4 dimensions; shape {tuple(dims)} has "
+                         f"{len(dims)}.")
+    if any(n < 0 for n in dims):
+        raise ValueError(f"Tensor dimensions must be non-negative, not {tuple(dims)}.")
+    return dims[::-1] + [1] * (4 - len(dims))

@@ -1,0 +1,200 @@
+"""Graphs and the scheduler that computes them over several backends.
+
+Build a graph in a Context, let a Scheduler allocate it (inputs and intermediate tensors get
+compute memory on the backend that runs them), fill the inputs, compute. compute_async runs
+the compute on the scheduler's worker thread, with the GIL released, so Python can build the
+next graph meanwhile; wait() collects the result.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from ._ggml import ffi, lib
+from .backend import Backend, Buffer, cpu_backend
+from .context import Context
+from .errors import GGMLError, failure_text
+
+STATUS_TEXT = {
+    lib.GGML_STATUS_ALLOC_FAILED: "a buffer could not be allocated",
+    lib.GGML_STATUS_FAILED: "the backend failed",
+    lib.GGML_STATUS_ABORTED: "the compute was aborted",
+}
+
+
+class Graph:
+    """The operations needed to compute outputs, in a Context with room for size nodes."""
+
+    def __init__(self, ctx: Context, outputs, size: int):
+        self.context = ctx
+        raw = lib.safe_ggml_new_graph_custom(ctx.ptr, size, False)
+        if not raw:
+            raise GGMLError(failure_text("creating a graph", f"{size} nodes; create the context "
+                                         "with graphs=N to make room for N graphs"))
+        self._ptr = raw              # lives in the context's memory
+        self.outputs = list(outputs)
+        for tensor in self.outputs:
+            self.expand(tensor)
+
+    @property
+    def ptr(self):
+        self.context.ptr
+        return self._ptr
+
+    def expand(self, tensor) -> None:
+        """Add tensor and everything it depends on."""
+        if not lib.safe_ggml_build_forward_expand(self.ptr, tensor.ptr):
+            raise GGMLError(failure_text("adding to the graph", f"{self.n_nodes} of "
+                                         f"{lib.ggml_graph_size(self._ptr)} nodes used"))
+
+    @property
+    def n_nodes(self) -> int:
+        return lib.ggml_graph_n_nodes(self.ptr)
+
+    def nodes(self):
+        from .tensor import Tensor
+
+        for i in range(self.n_nodes):
+            raw = lib.ggml_graph_node(self._ptr, i)
+            yield Tensor(raw, self.context, max(1, lib.ggml_n_dims(raw)))
+
+
+class Computation:
+    """A compute in flight; wait() returns when it is done and raises if it failed."""
+
+    def __init__(self, future: Future):
+        self._future = future
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def wait(self) -> None:
+        status = self._future.result()
+        if status != lib.GGML_STATUS_SUCCESS:
+            raise GGMLError(f"Computing the graph failed: "
+                            f"{STATUS_TEXT.get(status, f'status {status}')}.")
+
+
+class Scheduler:
+    """ggml_backend_sched over backends (the CPU is appended when missing; it must be last)."""
+
+    def __init__(self, backends: list[Backend] | None = None, graph_size: int = 8192,
+                 parallel: bool = False):
+        backends = list(backends or [])
+        if not backends or not backends[-1].is_cpu:
+            backends = [b for b in backends if not b.is_cpu] + [cpu_backend()]
+        self.backends = backends
+        array = ffi.new("struct ggml_backend *[]", [b.ptr for b in backends])
+        raw = lib.ggml_backend_sched_new(array, ffi.NULL, len(backends), graph_size, parallel,
+                                         True)
+        if raw == ffi.NULL:
+            raise GGMLError("Could not create a backend scheduler.")
+        self._ptr = ffi.gc(raw, lib.ggml_backend_sched_free)
+        self.graph_size = graph_size
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyggml-compute")
+        self._in_flight: Computation | None = None
+        self._allocated: list[Context] = []
+        self._lock = threading.Lock()
+
+    @property
+    def ptr(self):
+        if self._ptr is None:
+            raise GGMLError("This scheduler was closed.")
+        return self._ptr
+
+    def place(self, tensor, backend: Backend) -> None:
+        """Run tensor's operation on backend (otherwise the scheduler decides)."""
+        lib.ggml_backend_sched_set_tensor_backend(self.ptr, tensor.ptr, backend.ptr)
+
+    def reserve(self, graph: Graph) -> None:
+        """Size the compute buffers for graph (the largest graph you will run) up front."""
+        self.wait()
+        if not lib.ggml_backend_sched_reserve(self.ptr, graph.ptr):
+            raise GGMLError("Could not reserve compute memory for the graph (out of memory).")
+
+    def alloc(self, graph: Graph) -> None:
+        """Give graph's tensors compute memory; fill the inputs after this, before compute."""
+        self._check_size(graph)
+        self.wait()
+        lib.ggml_backend_sched_reset(self.ptr)
+        if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
+            raise GGMLError("Could not allocate compute memory for the graph (out of memory).")
+        if graph.context not in self._allocated:
+            self._allocated.append(graph.context)
+            graph.context.keepalive.append(self)
+
+    def compute_async(self, graph: Graph) -> Computation:
+        """Start computing an allocated graph on the worker thread."""
+        self._check_size(graph)
+        with self._lock:
+            if self._in_flight is not None and not self._in_flight.done():
+                raise GGMLError("A compute is already in flight on this scheduler; wait() first.")
+            sched, cgraph = self.ptr, graph.ptr
+            self._in_flight = Computation(self._worker.submit(_compute, sched, cgraph))
+            return self._in_flight
+
+    def wait(self) -> None:
+        """Wait for the compute in flight, if any."""
+        computation, self._in_flight = self._in_flight, None
+        if computation is not None:
+            computation.wait()
+
+    def compute(self, graph: Graph, inputs: dict | None = None) -> None:
+        """Allocate, fill inputs ({tensor: numpy array}), compute and wait."""
+        self.alloc(graph)
+        for tensor, array in (inputs or {}).items():
+            tensor.set(array)
+        self.compute_async(graph).wait()
+        self._in_flight = None
+
+    @property
+    def n_splits(self) -> int:
+        return lib.ggml_backend_sched_get_n_splits(self.ptr)
+
+    def buffer_size(self, backend: Backend) -> int:
+        return lib.ggml_backend_sched_get_buffer_size(self.ptr, backend.ptr)
+
+    def _check_size(self, graph: Graph) -> None:
+        if graph.n_nodes > self.graph_size:
+            raise GGMLError(f"The graph has {graph.n_nodes} nodes but this scheduler was made "
+                            f"for at most {self.graph_size}.")
+
+    def close(self) -> None:
+        """Free the compute buffers; tensors they held are detached so reads raise."""
+        if self._ptr is None:
+            return
+        try:
+            self.wait()
+        finally:
+            self._worker.shutdown(wait=True)
+            own = []
+            for ctx in self._allocated:
+                if ctx.closed:
+                    continue
+                fixed = {_address(b.ptr) for b in ctx.keepalive
+                         if isinstance(b, Buffer) and b._ptr is not None}
+                for tensor in ctx.tensors():
+                    raw = tensor.ptr
+                    if raw.buffer != ffi.NULL and _address(raw.buffer) not in fixed:
+                        own.append(raw)
+            for raw in own:
+                raw.buffer, raw.data = ffi.NULL, ffi.NULL
+            ptr, self._ptr = self._ptr, None
+            ffi.release(ptr)
+
+    def __enter__(self) -> "Scheduler":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _compute(sched, cgraph) -> int:
+    status = lib.ggml_backend_sched_graph_compute_async(sched, cgraph)
+    lib.ggml_backend_sched_synchronize(sched)
+    return status
+
+
+def _address(ptr) -> int:
+    return int(ffi.cast("uintptr_t", ptr))

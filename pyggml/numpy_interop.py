@@ -1,0 +1,104 @@
+"""numpy interop: copies in with an exact shape and dtype check, views or copies out.
+
+ggml's ne/nb are reversed into numpy's shape/strides (see tensor.py). Host memory is viewed
+without copying; the view keeps its Tensor (and so the context and buffers) alive. Arrays
+that view a buffer are invalid once that buffer or scheduler is closed explicitly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._ggml import ffi, lib
+from .dtypes import NUMPY_DTYPE
+from .errors import GGMLError
+
+
+def _require_memory(tensor) -> None:
+    ptr = tensor.ptr
+    if ptr.buffer == ffi.NULL or ptr.data == ffi.NULL:
+        raise GGMLError(f"The tensor {describe(tensor)} has no memory yet: allocate its context "
+                        "on a backend, or let a scheduler allocate its graph, first.")
+
+
+def expected_array(tensor) -> tuple[tuple[int, ...], np.dtype]:
+    """The numpy shape and dtype that hold this tensor's data exactly (raw bytes per row
+    for quantized types)."""
+    dtype = tensor.dtype
+    if dtype in NUMPY_DTYPE:
+        return tensor.shape, NUMPY_DTYPE[dtype]
+    shape = tensor.shape
+    return shape[:-1] + (dtype.row_size(shape[-1]),), np.dtype(np.uint8)
+
+
+def copy_in(tensor, array) -> None:
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"Expected a numpy array for {describe(tensor)}, got "
+                        f"{type(array).__name__}.")
+    shape, dtype = expected_array(tensor)
+    if array.shape != shape or array.dtype != dtype:
+        raise ValueError(f"Cannot copy an array of shape {array.shape} and dtype {array.dtype} "
+                         f"into {describe(tensor)}: expected shape {shape} and dtype {dtype}.")
+    if not tensor.is_contiguous:
+        raise ValueError(f"Cannot copy into the non-contiguous tensor {describe(tensor)}; "
+                         "copy into the tensor it views.")
+    _require_memory(tensor)
+    array = np.ascontiguousarray(array)
+    lib.ggml_backend_tensor_set(tensor.ptr, ffi.from_buffer(array), 0, array.nbytes)
+
+
+class _HostView:
+    """Owner of a zero-copy numpy view: exposes the memory and keeps the tensor alive."""
+
+    def __init__(self, tensor, shape, strides, dtype: np.dtype):
+        self.tensor = tensor
+        address = int(ffi.cast("uintptr_t", tensor.ptr.data))
+        self.__array_interface__ = {"version": 3, "shape": shape, "strides": strides,
+                                    "typestr": dtype.str, "data": (address, False)}
+
+
+def to_numpy(tensor, copy: bool = False) -> np.ndarray:
+    _require_memory(tensor)
+    ggml_type = tensor.dtype
+    if ggml_type.is_quantized:
+        return _dequantized(tensor)
+    if ggml_type not in NUMPY_DTYPE:
+        return _dequantized(tensor)   # BF16: converted through ggml's own to_float
+    dtype = NUMPY_DTYPE[ggml_type]
+    shape, strides = tensor.shape, tensor.strides
+    if lib.ggml_backend_buffer_is_host(tensor.ptr.buffer):
+        view = np.asarray(_HostView(tensor, shape, strides, dtype))
+        return view.copy() if copy else view
+    raw = np.empty(tensor.nbytes, dtype=np.uint8)
+    lib.ggml_backend_tensor_get(tensor.ptr, ffi.from_buffer(raw), 0, raw.nbytes)
+    return np.lib.stride_tricks.as_strided(raw.view(dtype), shape, strides).copy()
+
+
+def _dequantized(tensor) -> np.ndarray:
+    if not tensor.is_contiguous:
+        raise ValueError(f"Only contiguous {tensor.dtype.name} tensors can be read back; "
+                         f"{describe(tensor)} is a strided view (cont() it first).")
+    raw = np.empty(tensor.nbytes, dtype=np.uint8)
+    lib.ggml_backend_tensor_get(tensor.ptr, ffi.from_buffer(raw), 0, raw.nbytes)
+    return dequantize(raw, tensor.dtype, tensor.shape)
+
+
+def dequantize(raw: np.ndarray, ggml_type, shape) -> np.ndarray:
+    """float32 values of shape from raw bytes of ggml_type, through ggml's own to_float."""
+    count = int(np.prod(shape))
+    if raw.nbytes != ggml_type.row_size(count):
+        raise ValueError(f"{raw.nbytes} bytes cannot hold {count} {ggml_type.name} values "
+                         f"({ggml_type.row_size(count)} bytes needed).")
+    traits = lib.ggml_get_type_traits(ggml_type)
+    if traits.to_float == ffi.NULL:
+        raise ValueError(f"ggml cannot convert {ggml_type.name} to float.")
+    out = np.empty(count, dtype=np.float32)
+    raw = np.ascontiguousarray(raw)
+    traits.to_float(ffi.from_buffer(raw), ffi.cast("float *", ffi.from_buffer(out)), count)
+    return out.reshape(shape)
+
+
+def describe(tensor) -> str:
+    from .tensor import describe as describe_tensor
+
+    return describe_tensor(tensor)

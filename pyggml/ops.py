@@ -1,0 +1,256 @@
+"""Arithmetic and neural-network operations of Tensor (mixed into pyggml.tensor.Tensor).
+
+Shapes in the comments are numpy order (see tensor.py). Every call builds a graph node; it
+computes nothing until a Scheduler runs the graph. A call ggml rejects (bad shapes or types)
+raises GGMLError with ggml's message and the operands' shapes.
+"""
+
+from __future__ import annotations
+
+from ._ggml import ffi, lib
+from .dtypes import GGMLType
+
+ROPE_MODES = {
+    "normal": lib.GGML_ROPE_TYPE_NORMAL,
+    "neox": lib.GGML_ROPE_TYPE_NEOX,
+    "mrope": lib.GGML_ROPE_TYPE_MROPE,
+    "imrope": lib.GGML_ROPE_TYPE_IMROPE,
+    "vision": lib.GGML_ROPE_TYPE_VISION,
+}
+POOL_OPS = {"max": lib.GGML_OP_POOL_MAX, "avg": lib.GGML_OP_POOL_AVG}
+SCALE_MODES = {
+    "nearest": lib.GGML_SCALE_MODE_NEAREST,
+    "bilinear": lib.GGML_SCALE_MODE_BILINEAR,
+    "bicubic": lib.GGML_SCALE_MODE_BICUBIC,
+}
+UNARY = {
+    "gelu": (lib.safe_ggml_gelu, "GELU, tanh approximation."),
+    "gelu_erf": (lib.safe_ggml_gelu_erf, "GELU, exact (erf)."),
+    "gelu_quick": (lib.safe_ggml_gelu_quick, "x * sigmoid(1.702 x)."),
+    "silu": (lib.safe_ggml_silu, "x * sigmoid(x)."),
+    "relu": (lib.safe_ggml_relu, "max(x, 0)."),
+    "sigmoid": (lib.safe_ggml_sigmoid, "1 / (1 + exp(-x))."),
+    "tanh": (lib.safe_ggml_tanh, "tanh(x)."),
+    "softplus": (lib.safe_ggml_softplus, "log(1 + exp(x))."),
+    "exp": (lib.safe_ggml_exp, "exp(x)."),
+    "sqr": (lib.safe_ggml_sqr, "x * x."),
+    "sqrt": (lib.safe_ggml_sqrt, "sqrt(x)."),
+    "sum_rows": (lib.safe_ggml_sum_rows, "Sum over the last dimension, kept as size 1."),
+    "mean": (lib.safe_ggml_mean, "Mean over the last dimension, kept as size 1."),
+}
+BINARY = {
+    "add": lib.safe_ggml_add,
+    "sub": lib.safe_ggml_sub,
+    "mul": lib.safe_ggml_mul,
+    "div": lib.safe_ggml_div,
+}
+
+
+def _table(table: dict, key: str, what: str) -> int:
+    try:
+        return table[key]
+    except KeyError:
+        raise ValueError(f"Unknown {what} {key!r}; choose one of {', '.join(table)}.") from None
+
+
+def _null(tensor):
+    return ffi.NULL if tensor is None else tensor._ptr
+
+
+class TensorOps:
+    __slots__ = ()
+
+    # -- element-wise ---------------------------------------------------------------------
+
+    def _binary(self, other, name: str):
+        # other broadcasts into self: each of self's dimensions a multiple of other's
+        raw = BINARY[name](self._ctx.ptr, self._ptr, other._ptr)
+        return self._result(raw, max(self.ndim, other.ndim), name, other)
+
+    def add(self, other):
+        return self._binary(other, "add")
+
+    def sub(self, other):
+        return self._binary(other, "sub")
+
+    def mul(self, other):
+        return self._binary(other, "mul")
+
+    def div(self, other):
+        return self._binary(other, "div")
+
+    def __add__(self, other):
+        return self._binary(other, "add")
+
+    def __sub__(self, other):
+        return self._binary(other, "sub")
+
+    def __mul__(self, other):
+        if isinstance(other, (int, float)):
+            return self.scale(other)
+        return self._binary(other, "mul")
+
+    def __truediv__(self, other):
+        if isinstance(other, (int, float)):
+            return self.scale(1.0 / other)
+        return self._binary(other, "div")
+
+    def scale(self, s: float):
+        return self._result(lib.safe_ggml_scale(self._ctx.ptr, self._ptr, s), self.ndim, "scale")
+
+    def clamp(self, min: float, max: float):
+        raw = lib.safe_ggml_clamp(self._ctx.ptr, self._ptr, min, max)
+        return self._result(raw, self.ndim, "clamp")
+
+    # -- products and lookups -------------------------------------------------------------
+
+    def mul_mat(self, b):
+        """self (..., M, K) weights, b (..., N, K) -> (..., N, M): b @ self.T, batched and
+        broadcast over the leading dimensions (self's must divide b's)."""
+        raw = lib.safe_ggml_mul_mat(self._ctx.ptr, self._ptr, b._ptr)
+        return self._result(raw, max(self.ndim, b.ndim, 2), "mul_mat", b)
+
+    def mul_mat_id(self, b, ids):
+        """self (E, M, K) expert weights, b (T, U or 1, K), ids int32 (T, U) choosing experts
+        -> (T, U, M): for each token t and slot u, b[t, u] @ self[ids[t, u]].T."""
+        raw = lib.safe_ggml_mul_mat_id(self._ctx.ptr, self._ptr, b._ptr, ids._ptr)
+        return self._result(raw, 3, "mul_mat_id", b, ids)
+
+    def get_rows(self, ids):
+        """self (..., R, C), ids int32 (..., n) -> float32 (..., n, C); dequantizes."""
+        raw = lib.safe_ggml_get_rows(self._ctx.ptr, self._ptr, ids._ptr)
+        return self._result(raw, max(self.ndim, ids.ndim + 1), "get_rows", ids)
+
+    def set_rows(self, src, ids):
+        """Write src's rows (n, C) into self (R, C) at rows ids (int64 or int32, (n,));
+        returns self as the node that does the write (converting to self's type)."""
+        raw = lib.safe_ggml_set_rows(self._ctx.ptr, self._ptr, src._ptr, ids._ptr)
+        return self._result(raw, self.ndim, "set_rows", src, ids)
+
+    # -- normalisation and attention ------------------------------------------------------
+
+    def rms_norm(self, eps: float):
+        """x / sqrt(mean(x^2) + eps) over the last dimension."""
+        raw = lib.safe_ggml_rms_norm(self._ctx.ptr, self._ptr, eps)
+        return self._result(raw, self.ndim, "rms_norm")
+
+    def norm(self, eps: float):
+        """(x - mean) / sqrt(var + eps) over the last dimension."""
+        return self._result(lib.safe_ggml_norm(self._ctx.ptr, self._ptr, eps), self.ndim, "norm")
+
+    def soft_max(self, mask=None, scale: float = 1.0, max_bias: float = 0.0):
+        """softmax(self * scale + mask) over the last dimension; mask (n_q, n_kv) F16 or F32
+        broadcasts over heads; max_bias > 0 adds ALiBi slopes."""
+        raw = lib.safe_ggml_soft_max_ext(self._ctx.ptr, self._ptr, _null(mask), scale, max_bias)
+        return self._result(raw, self.ndim, "soft_max_ext", *(() if mask is None else (mask,)))
+
+    soft_max_ext = soft_max
+
+    def rope_ext(self, positions, n_dims: int, mode: str = "normal", freq_factors=None,
+                 freq_base: float = 10000.0, freq_scale: float = 1.0, n_ctx_orig: int = 0,
+                 ext_factor: float = 0.0, attn_factor: float = 1.0, beta_fast: float = 32.0,
+                 beta_slow: float = 1.0):
+        """Rotary embedding of self (T, H, D) at int32 positions (T,), rotating the first
+        n_dims of D; freq_factors (n_dims/2,) divide the frequencies; YaRN via ext_factor."""
+        raw = lib.safe_ggml_rope_ext(
+            self._ctx.ptr, self._ptr, positions._ptr, _null(freq_factors), n_dims,
+            _table(ROPE_MODES, mode, "rope mode"), n_ctx_orig, freq_base, freq_scale,
+            ext_factor, attn_factor, beta_fast, beta_slow)
+        return self._result(raw, self.ndim, "rope_ext", positions)
+
+    def rope_multi(self, positions, n_dims: int, sections, mode: str = "mrope",
+                   freq_factors=None, freq_base: float = 10000.0, freq_scale: float = 1.0,
+                   n_ctx_orig: int = 0, ext_factor: float = 0.0, attn_factor: float = 1.0,
+                   beta_fast: float = 32.0, beta_slow: float = 1.0):
+        """Multi-axis rope (M-RoPE, vision): positions int32 (4 * T,), one block of T per
+        section; sections gives the rotated pairs per axis (4 values)."""
+        sections = ffi.new("int[4]", list(sections))
+        raw = lib.safe_ggml_rope_multi(
+            self._ctx.ptr, self._ptr, positions._ptr, _null(freq_factors), n_dims, sections,
+            _table(ROPE_MODES, mode, "rope mode"), n_ctx_orig, freq_base, freq_scale,
+            ext_factor, attn_factor, beta_fast, beta_slow)
+        return self._result(raw, self.ndim, "rope_multi", positions)
+
+    def flash_attn_ext(self, k, v, mask=None, scale: float = 1.0, max_bias: float = 0.0,
+                       logit_softcap: float = 0.0):
+        """Fused attention. self q (B, H, n_q, D), k (B, H_kv, n_kv, D), v (B, H_kv, n_kv, Dv),
+        mask F16 (n_q padded, n_kv) -> (B, n_q, H, Dv). H must be a multiple of H_kv."""
+        raw = lib.safe_ggml_flash_attn_ext(self._ctx.ptr, self._ptr, k._ptr, v._ptr, _null(mask),
+                                           scale, max_bias, logit_softcap)
+        return self._result(raw, max(self.ndim, 3), "flash_attn_ext", k, v)
+
+    # -- sorting --------------------------------------------------------------------------
+
+    def argsort(self, descending: bool = False):
+        """int32 indices that sort each row (last dimension)."""
+        order = lib.GGML_SORT_ORDER_DESC if descending else lib.GGML_SORT_ORDER_ASC
+        return self._result(lib.safe_ggml_argsort(self._ctx.ptr, self._ptr, order), self.ndim,
+                            "argsort")
+
+    def top_k(self, k: int):
+        """int32 indices of the k largest values of each row, in no particular order."""
+        return self._result(lib.safe_ggml_top_k(self._ctx.ptr, self._ptr, k), self.ndim,
+                            f"top_k({k})")
+
+    # -- convolution, pooling, resampling -------------------------------------------------
+
+    def im2col(self, data, stride=(1, 1), padding=(0, 0), dilation=(1, 1), is_2d: bool = True,
+               dtype="F16"):
+        """Unfold data (N, C, H, W) for self's kernel (OC, C, KH, KW) into
+        (N, OH, OW, C*KH*KW); with is_2d False, data (N, C, W) -> (N, OW, C*KW)."""
+        (s1, s0), (p1, p0), (d1, d0) = stride, padding, dilation
+        raw = lib.safe_ggml_im2col(self._ctx.ptr, self._ptr, data._ptr, s0, s1, p0, p1, d0, d1,
+                                   is_2d, GGMLType.parse(dtype))
+        return self._result(raw, 4 if is_2d else 3, "im2col", data)
+
+    def conv_2d(self, data, stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
+        """self kernel (OC, C, KH, KW) over data (N, C, H, W) -> (N, OC, OH, OW)."""
+        (s1, s0), (p1, p0), (d1, d0) = stride, padding, dilation
+        raw = lib.safe_ggml_conv_2d(self._ctx.ptr, self._ptr, data._ptr, s0, s1, p0, p1, d0, d1)
+        return self._result(raw, 4, "conv_2d", data)
+
+    def conv_1d_dw(self, data, stride: int = 1, padding: int = 0, dilation: int = 1):
+        """Depthwise: self kernel (C, 1, K) over data (C, L) -> (C, OL), channel by channel."""
+        raw = lib.safe_ggml_conv_1d_dw(self._ctx.ptr, self._ptr, data._ptr, stride, padding,
+                                       dilation)
+        return self._result(raw, data.ndim, "conv_1d_dw", data)
+
+    def pool_2d(self, op: str, kernel, stride=None, padding=(0, 0)):
+        """'max' or 'avg' pooling of self (N, C, H, W) with kernel (KH, KW)."""
+        (k1, k0), (p1, p0) = kernel, padding
+        s1, s0 = stride or kernel
+        raw = lib.safe_ggml_pool_2d(self._ctx.ptr, self._ptr, _table(POOL_OPS, op, "pool op"),
+                                    k0, k1, s0, s1, p0, p1)
+        return self._result(raw, max(self.ndim, 2), f"pool_2d({op})")
+
+    def interpolate(self, shape, mode: str = "nearest", align_corners: bool = False):
+        """Resample to a numpy-order shape of the same rank."""
+        from .context import _ne_of
+
+        flags = _table(SCALE_MODES, mode, "interpolation mode")
+        if align_corners:
+            flags |= lib.GGML_SCALE_FLAG_ALIGN_CORNERS
+        raw = lib.safe_ggml_interpolate(self._ctx.ptr, self._ptr, *_ne_of(shape), flags)
+        return self._result(raw, len(tuple(shape)), f"interpolate to {tuple(shape)}")
+
+    def upscale(self, factor: int, mode: str = "nearest"):
+        """Scale the last two dimensions by an integer factor."""
+        shape = list(self.shape)
+        shape[-1] *= factor
+        if len(shape) > 1:
+            shape[-2] *= factor
+        return self.interpolate(shape, mode)
+
+
+def _unary_method(name: str, fn, doc: str):
+    def method(self):
+        return self._result(fn(self._ctx.ptr, self._ptr), self.ndim, name)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = doc
+    return method
+
+
+for _name, (_fn, _doc) in UNARY.items():
+    setattr(TensorOps, _name, _unary_method(_name, _fn, _doc))
+TensorOps.quick_gelu = TensorOps.gelu_quick

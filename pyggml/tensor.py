@@ -1,0 +1,250 @@
+"""Tensor: a node of a ggml graph, with its shape in numpy order.
+
+The one convention: pyggml shapes, axes and strides are numpy's (outermost first), so a
+tensor's shape equals the shape of the numpy array it round-trips with. ggml stores them
+reversed (ne[0] is the innermost, fastest-varying dimension); only this package translates.
+A ggml tensor with ne = [64, 9, 7, 1] has shape (7, 9, 64) here.
+
+Layout operations (reshape, view, permute, transpose, cont, concat, repeat, pad, cpy, cast)
+live here; arithmetic and neural-network operations in ops.py.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+from ._ggml import ffi, lib
+from .context import Context, _ne_of
+from .dtypes import GGMLType
+from .errors import GGMLError, failure_text
+from .ops import TensorOps
+
+
+class Tensor(TensorOps):
+    __slots__ = ("_ptr", "_ctx", "ndim", "__weakref__")
+
+    def __init__(self, ptr, ctx: Context, ndim: int):
+        self._ptr = ptr
+        self._ctx = ctx      # a Tensor keeps its Context (and so its memory) alive
+        self.ndim = ndim
+
+    # -- identity -------------------------------------------------------------------------
+
+    @property
+    def ptr(self):
+        self._ctx.ptr  # raises once the context is closed
+        return self._ptr
+
+    @property
+    def context(self) -> Context:
+        return self._ctx
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        ne = self.ptr.ne
+        return tuple(ne[i] for i in range(self.ndim - 1, -1, -1))
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Byte strides in numpy order (the innermost is the size of one block)."""
+        nb = self.ptr.nb
+        return tuple(nb[i] for i in range(self.ndim - 1, -1, -1))
+
+    @property
+    def dtype(self) -> GGMLType:
+        return GGMLType(self.ptr.type)
+
+    @property
+    def nbytes(self) -> int:
+        return lib.ggml_nbytes(self.ptr)
+
+    @property
+    def size(self) -> int:
+        return lib.ggml_nelements(self.ptr)
+
+    @property
+    def is_contiguous(self) -> bool:
+        return bool(lib.ggml_is_contiguous(self.ptr))
+
+    @property
+    def op(self) -> str:
+        return ffi.string(lib.ggml_op_desc(self.ptr)).decode()
+
+    @property
+    def name(self) -> str:
+        return ffi.string(self.ptr.name).decode(errors="replace")
+
+    @name.setter
+    def name(self, value: str) -> None:
+        lib.ggml_set_name(self.ptr, value.encode()[: lib.GGML_MAX_NAME - 1])
+
+    def set_input(self) -> "Tensor":
+        """Mark as a graph input, so a scheduler gives it its own memory to fill."""
+        lib.ggml_set_input(self.ptr)
+        return self
+
+    def set_output(self) -> "Tensor":
+        """Mark as a graph output, so a scheduler keeps its memory to read back."""
+        lib.ggml_set_output(self.ptr)
+        return self
+
+    def __repr__(self) -> str:
+        if self._ctx.closed:
+            return "<Tensor of a closed context>"
+        return f"<Tensor {self.name!r} {self.dtype.name} {self.shape} op={self.op}>"
+
+    # -- plumbing shared by every operation -----------------------------------------------
+
+    def _result(self, raw, ndim: int, what: str, *operands) -> "Tensor":
+        if not raw:
+            shapes = ", ".join(describe(t) for t in (self, *operands) if isinstance(t, Tensor))
+            raise GGMLError(failure_text(what, shapes))
+        return Tensor(raw, self._ctx, ndim)
+
+    # -- layout ---------------------------------------------------------------------------
+
+    def reshape(self, *shape) -> "Tensor":
+        """Same data, new numpy-order shape (one dimension may be -1). Needs contiguity."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        shape = _resolve_shape(shape, self.size, self.shape)
+        ne = _ne_of(shape)
+        raw = lib.safe_ggml_reshape_4d(self._ctx.ptr, self._ptr, *ne)
+        return self._result(raw, len(shape), f"reshaping to {shape}", self)
+
+    def view(self, shape, offset: int = 0, strides=None) -> "Tensor":
+        """A view of numpy-order shape starting offset bytes in, with byte strides (numpy
+        order, the innermost equal to this tensor's); contiguous rows by default."""
+        ne = _ne_of(shape)
+        dtype = self.dtype
+        if strides is None:
+            nb = [dtype.type_size, dtype.row_size(ne[0])]
+            nb += [nb[1] * ne[1], nb[1] * ne[1] * ne[2]]
+        else:
+            strides = [operator.index(s) for s in strides]
+            if len(strides) != len(shape):
+                raise ValueError(f"A view of shape {tuple(shape)} needs {len(shape)} strides, "
+                                 f"not {len(strides)}.")
+            nb = strides[::-1]
+            while len(nb) < 4:
+                nb.append(nb[-1] * ne[len(nb) - 1])
+        end = offset + sum((n - 1) * b for n, b in zip(ne, nb)) + dtype.row_size(dtype.block_size)
+        if offset < 0 or (self.size and end > self._span()):
+            raise ValueError(f"A view of shape {tuple(shape)} at offset {offset} reaches byte "
+                             f"{end}, past the end of {describe(self)} ({self._span()} bytes).")
+        raw = lib.safe_ggml_view_4d(self._ctx.ptr, self._ptr, *ne, nb[1], nb[2], nb[3], offset)
+        return self._result(raw, len(tuple(shape)), f"viewing as {tuple(shape)}", self)
+
+    def permute(self, *axes) -> "Tensor":
+        """Reorder dimensions like numpy.transpose: result.shape[i] == shape[axes[i]]."""
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        n = self.ndim
+        if sorted(axes) != list(range(n)):
+            raise ValueError(f"permute of a {n}-dimensional tensor needs a permutation of "
+                             f"0..{n - 1}, not {axes}.")
+        ggml_axes = [0, 1, 2, 3]
+        for i, axis in enumerate(axes):
+            ggml_axes[n - 1 - axis] = n - 1 - i
+        raw = lib.safe_ggml_permute(self._ctx.ptr, self._ptr, *ggml_axes)
+        return self._result(raw, n, f"permuting by {axes}", self)
+
+    def transpose(self) -> "Tensor":
+        """Swap the last two dimensions (a view)."""
+        if self.ndim < 2:
+            raise ValueError(f"transpose needs at least 2 dimensions; {describe(self)} has 1.")
+        axes = list(range(self.ndim))
+        axes[-1], axes[-2] = axes[-2], axes[-1]
+        return self.permute(*axes)
+
+    @property
+    def T(self) -> "Tensor":
+        return self.transpose()
+
+    def cont(self) -> "Tensor":
+        """A contiguous copy (after permute/transpose/view)."""
+        return self._result(lib.safe_ggml_cont(self._ctx.ptr, self._ptr), self.ndim, "cont", self)
+
+    def concat(self, other: "Tensor", axis: int = 0) -> "Tensor":
+        ndim = max(self.ndim, other.ndim)
+        dim = _ggml_dim(axis, ndim)
+        raw = lib.safe_ggml_concat(self._ctx.ptr, self._ptr, other._ptr, dim)
+        return self._result(raw, ndim, f"concat along axis {axis}", other)
+
+    def repeat(self, like: "Tensor") -> "Tensor":
+        """Tile this tensor to like's shape (each of like's dimensions a multiple of ours)."""
+        raw = lib.safe_ggml_repeat(self._ctx.ptr, self._ptr, like._ptr)
+        return self._result(raw, max(self.ndim, like.ndim), "repeat", like)
+
+    def pad(self, widths) -> "Tensor":
+        """Zero padding, numpy.pad style: widths is one (before, after) pair per dimension."""
+        widths = [tuple(w) for w in widths]
+        if len(widths) != self.ndim or any(len(w) != 2 or min(w) < 0 for w in widths):
+            raise ValueError(f"pad of {describe(self)} needs {self.ndim} non-negative "
+                             f"(before, after) pairs, not {widths}.")
+        pairs = widths[::-1] + [(0, 0)] * (4 - self.ndim)
+        flat = [int(p) for pair in pairs for p in pair]
+        raw = lib.safe_ggml_pad_ext(self._ctx.ptr, self._ptr, *flat)
+        return self._result(raw, self.ndim, f"pad by {widths}", self)
+
+    def cpy(self, dst: "Tensor") -> "Tensor":
+        """Copy (converting type) into dst; returns the graph node that writes dst."""
+        raw = lib.safe_ggml_cpy(self._ctx.ptr, self._ptr, dst._ptr)
+        return self._result(raw, dst.ndim, "cpy", dst)
+
+    def cast(self, dtype) -> "Tensor":
+        dtype = GGMLType.parse(dtype)
+        raw = lib.safe_ggml_cast(self._ctx.ptr, self._ptr, dtype)
+        return self._result(raw, self.ndim, f"cast to {dtype.name}", self)
+
+    # -- data -----------------------------------------------------------------------------
+
+    def _span(self) -> int:
+        """Bytes from the first to one past the last byte this tensor may touch."""
+        ne, nb = self.ptr.ne, self.ptr.nb
+        if any(ne[i] == 0 for i in range(4)):
+            return 0
+        rows = sum((ne[i] - 1) * nb[i] for i in range(1, 4))
+        return rows + self.dtype.row_size(ne[0])
+
+    def set(self, array) -> "Tensor":
+        """Copy a numpy array in; its dtype and shape must match exactly."""
+        from .numpy_interop import copy_in
+
+        copy_in(self, array)
+        return self
+
+    def numpy(self, copy: bool = False):
+        """The data as a numpy array: a zero-copy view for host memory unless copy=True
+        (quantized tensors are dequantized to float32, always a copy)."""
+        from .numpy_interop import to_numpy
+
+        return to_numpy(self, copy)
+
+
+def describe(tensor: Tensor) -> str:
+    name = f"'{tensor.name}' " if tensor.name else ""
+    return f"{name}{tensor.dtype.name} {tensor.shape}"
+
+
+def _ggml_dim(axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of range for {ndim} dimensions.")
+    return ndim - 1 - (axis % ndim)
+
+
+def _resolve_shape(shape, size: int, old_shape) -> tuple[int, ...]:
+    shape = tuple(operator.index(n) for n in shape)
+    unknown = [i for i, n in enumerate(shape) if n == -1]
+    if len(unknown) > 1:
+        raise ValueError(f"reshape allows at most one -1 dimension, not {shape}.")
+    known = math.prod(n for n in shape if n != -1)
+    if unknown:
+        if known == 0 or size % known:
+            raise ValueError(f"Cannot reshape {old_shape} ({size} elements) to {shape}.")
+        shape = tuple(size // known if n == -1 else n for n in shape)
+    if math.prod(shape) != size:
+        raise ValueError(f"Cannot reshape {old_shape} ({size} elements) to {shape} "
+                         f"({math.prod(shape)} elements).")
+    return shape
