@@ -16,6 +16,10 @@ from .errors import GGMLError
 
 def _require_memory(tensor) -> None:
     ptr = tensor.ptr
+    source = ptr.view_src
+    if (ptr.buffer == ffi.NULL and source != ffi.NULL and source.buffer != ffi.NULL
+            and source.data != ffi.NULL):
+        lib.ggml_backend_view_init(ptr)   # a view made after its source got memory
     if ptr.buffer == ffi.NULL or ptr.data == ffi.NULL:
         raise GGMLError(f"The tensor {describe(tensor)} has no memory yet: allocate its context "
                         "on a backend, or let a scheduler allocate its graph, first.")

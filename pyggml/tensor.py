@@ -18,7 +18,7 @@ from ._ggml import ffi, lib
 from .context import Context, _ne_of
 from .dtypes import GGMLType
 from .errors import GGMLError, failure_text
-from .ops import TensorOps
+from .ops import TensorOps, _rows
 
 
 class Tensor(TensorOps):
@@ -169,13 +169,17 @@ class Tensor(TensorOps):
     def concat(self, other: "Tensor", axis: int = 0) -> "Tensor":
         ndim = max(self.ndim, other.ndim)
         dim = _ggml_dim(axis, ndim)
+        _rows("concat", self, other)
         raw = lib.safe_ggml_concat(self._ctx.ptr, self._ptr, other._ptr, dim)
         return self._result(raw, ndim, f"concat along axis {axis}", other)
 
-    def repeat(self, like: "Tensor") -> "Tensor":
-        """Tile this tensor to like's shape (each of like's dimensions a multiple of ours)."""
-        raw = lib.safe_ggml_repeat(self._ctx.ptr, self._ptr, like._ptr)
-        return self._result(raw, max(self.ndim, like.ndim), "repeat", like)
+    def repeat(self, *shape) -> "Tensor":
+        """Tile to a numpy-order shape, each dimension a multiple of this tensor's."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        _rows("repeat", self)
+        raw = lib.safe_ggml_repeat_4d(self._ctx.ptr, self._ptr, *_ne_of(shape))
+        return self._result(raw, max(self.ndim, len(shape)), f"repeat to {tuple(shape)}", self)
 
     def pad(self, widths) -> "Tensor":
         """Zero padding, numpy.pad style: widths is one (before, after) pair per dimension."""
@@ -185,6 +189,7 @@ class Tensor(TensorOps):
                              f"(before, after) pairs, not {widths}.")
         pairs = widths[::-1] + [(0, 0)] * (4 - self.ndim)
         flat = [int(p) for pair in pairs for p in pair]
+        _rows("pad", self)
         raw = lib.safe_ggml_pad_ext(self._ctx.ptr, self._ptr, *flat)
         return self._result(raw, self.ndim, f"pad by {widths}", self)
 

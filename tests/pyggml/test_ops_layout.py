@@ -1,0 +1,96 @@
+"""Layout operations against numpy: reshape, view, permute, transpose, cont, concat, repeat,
+pad, cpy/cast, and the sorting ops."""
+
+import numpy as np
+import pytest
+
+import pyggml
+
+from .conftest import f32
+
+
+@pytest.mark.parametrize("shape,new", [((2, 3, 4), (6, 4)), ((24,), (2, -1, 3)),
+                                       ((4, 6), (2, 2, 2, 3))])
+def test_reshape(compute, rng, shape, new):
+    x = f32(rng, *shape)
+    out = compute(lambda t: t.reshape(*new), x)
+    np.testing.assert_array_equal(out, x.reshape(new))
+
+
+@pytest.mark.parametrize("axes", [(1, 0), (0, 2, 1), (2, 0, 1), (1, 0, 2), (3, 1, 0, 2)])
+def test_permute_matches_numpy_transpose(compute, rng, axes):
+    x = f32(rng, *[2, 3, 4, 5][: len(axes)])
+    out = compute(lambda t: t.permute(*axes).cont(), x)
+    np.testing.assert_array_equal(out, x.transpose(axes))
+
+
+def test_transpose_swaps_last_two(compute, rng):
+    x = f32(rng, 2, 3, 5)
+    out = compute(lambda t: t.transpose().cont(), x)
+    np.testing.assert_array_equal(out, np.swapaxes(x, -1, -2))
+
+
+def test_view_with_offset_and_strides(compute, rng):
+    x = f32(rng, 6, 10)
+    # rows 1..4, columns 2..7 of x
+    out = compute(lambda t: t.view((4, 6), offset=(10 + 2) * 4, strides=(40, 4)).cont(), x)
+    np.testing.assert_array_equal(out, x[1:5, 2:8])
+
+
+def test_numpy_of_a_view_is_strided_not_copied(sched, rng):
+    x = f32(rng, 4, 6)
+    with pyggml.Context() as ctx:
+        t = ctx.new_tensor("F32", (4, 6)).set_input()
+        out = t.scale(1.0).set_output()
+        sched.compute(ctx.graph(out), {t: x})
+        transposed = out.transpose()
+        array = transposed.numpy()
+        np.testing.assert_array_equal(array, x.T)
+        assert not array.flags["C_CONTIGUOUS"]
+        assert array.base is not None
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_concat(compute, rng, axis):
+    a, b = f32(rng, 2, 3, 4), f32(rng, 2, 3, 4)
+    out = compute(lambda x, y: x.concat(y, axis), a, b)
+    np.testing.assert_array_equal(out, np.concatenate([a, b], axis=axis))
+
+
+def test_repeat(compute, rng):
+    a = f32(rng, 1, 3)
+    out = compute(lambda x: x.repeat(4, 6), a)
+    np.testing.assert_array_equal(out, np.tile(a, (4, 2)))
+
+
+@pytest.mark.parametrize("widths", [((1, 2), (0, 3)), ((0, 0), (2, 2)), ((1, 0), (0, 0), (2, 1))])
+def test_pad_asymmetric(compute, rng, widths):
+    x = f32(rng, *[2, 3, 4][-len(widths):])
+    out = compute(lambda t: t.pad(widths), x)
+    np.testing.assert_array_equal(out, np.pad(x, widths))
+
+
+def test_cast_and_cpy(compute, rng):
+    x = f32(rng, 3, 8)
+    half, back = compute(lambda t: (t.cast("F16"), t.cast("F16").cast("F32")), x)
+    assert half.dtype == np.float16
+    np.testing.assert_array_equal(half, x.astype(np.float16))
+    np.testing.assert_array_equal(back, x.astype(np.float16).astype(np.float32))
+    dst = np.zeros((3, 8), np.float16)
+    copied = compute(lambda t, d: t.cpy(d), x, dst)
+    np.testing.assert_array_equal(copied, x.astype(np.float16))
+
+
+def test_argsort(compute, rng):
+    x = f32(rng, 4, 37)
+    up, down = compute(lambda t: (t.argsort(), t.argsort(descending=True)), x)
+    np.testing.assert_array_equal(up, np.argsort(x, axis=-1, kind="stable"))
+    np.testing.assert_array_equal(down, np.argsort(-x, axis=-1, kind="stable"))
+
+
+def test_top_k(compute, rng):
+    x = f32(rng, 3, 1000)
+    out = compute(lambda t: t.top_k(10), x)
+    assert out.shape == (3, 10)
+    for row, picked in zip(x, out):
+        assert set(picked) == set(np.argsort(-row)[:10])
