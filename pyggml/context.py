@@ -10,13 +10,19 @@ import operator
 
 from ._ggml import ffi, lib
 from .dtypes import GGMLType
-from .errors import GGMLError, ensure
+from .errors import GGMLError, ensure, failure_text
 
 DEFAULT_GRAPH_SIZE = lib.GGML_DEFAULT_GRAPH_SIZE
 
 
 class Context:
-    """Room for max_tensors tensors and `graphs` graphs of graph_size nodes each."""
+    """Room for max_tensors tensors and `graphs` graphs of graph_size nodes each.
+
+    A context with room for no graph (graphs=0) holds storage: weights, caches. Operations
+    on its tensors build their results in the context of an operand that is not storage;
+    for operations on storage alone (a view of a cache), bind() the tensor to a graph's
+    context first.
+    """
 
     def __init__(self, max_tensors: int = 2048, graph_size: int = DEFAULT_GRAPH_SIZE,
                  graphs: int = 1):
@@ -30,7 +36,11 @@ class Context:
                      f"{mem_size} bytes of metadata")
         self._ptr = ffi.gc(raw, lib.ggml_free)
         self.graph_size = graph_size
+        self.storage = graphs == 0
         self.keepalive: list = []   # buffers and schedulers that hold this context's data
+        # index tensors (get_rows, set_rows, mul_mat_id) -> exclusive upper bound of their
+        # values: ggml's kernels abort the process on an out-of-range index, so set() checks
+        self.index_limits: dict[int, tuple[int, str]] = {}
 
     @property
     def ptr(self):
@@ -47,6 +57,7 @@ class Context:
             ptr, self._ptr = self._ptr, None
             ffi.release(ptr)
             self.keepalive.clear()
+            self.index_limits.clear()
 
     def __enter__(self) -> "Context":
         return self
@@ -63,12 +74,33 @@ class Context:
         if ne[0] % dtype.block_size:
             raise ValueError(f"The last dimension of a {dtype.name} tensor must be a multiple of "
                              f"{dtype.block_size}, not {ne[0]} (shape {tuple(shape)}).")
-        raw = ensure(lib.safe_ggml_new_tensor_4d(self.ptr, dtype, *ne),
-                     "creating a tensor", f"{dtype.name} shape {tuple(shape)}")
+        raw = lib.safe_ggml_new_tensor_4d(self.ptr, dtype, *ne)
+        if not raw:
+            raise GGMLError(failure_text("creating a tensor", f"{dtype.name} shape "
+                                         f"{tuple(shape)}{self.fullness()}"))
         tensor = Tensor(raw, self, len(shape))
         if name is not None:
             tensor.name = name
         return tensor
+
+    def fullness(self) -> str:
+        """'; the context is full ...' when no tensor fits any more, else ''."""
+        ptr = self.ptr
+        if lib.ggml_get_mem_size(ptr) - lib.ggml_used_mem(ptr) >= lib.ggml_tensor_overhead():
+            return ""
+        if self.storage:
+            return ("; the context is full: it holds storage, so bind() its tensor to a graph's "
+                    "context before operating on it alone")
+        return "; the context is full: create it with a larger max_tensors"
+
+    def bind(self, tensor):
+        """The same ggml tensor, with operations on it built in this context (this context
+        keeps the tensor's own context alive)."""
+        from .tensor import Tensor
+
+        if tensor.context is not self and tensor.context not in self.keepalive:
+            self.keepalive.append(tensor.context)
+        return Tensor(tensor.ptr, self, tensor.ndim)
 
     def tensors(self):
         """Every tensor of this context, in creation order."""

@@ -51,10 +51,12 @@ class GGUFFile:
         """numpy-order shape."""
         return tuple(int(n) for n in reversed(self.tensors_info[name].shape.tolist()))
 
-    def load(self, placement: Placement = None, progress: Progress | None = None
-             ) -> dict[str, "Tensor"]:  # noqa: F821
+    def load(self, placement: Placement = None, progress: Progress | None = None,
+             use_mmap: bool = True) -> dict[str, "Tensor"]:  # noqa: F821
         """Create every tensor on the backend placement gives it (a Backend, or a function of
-        the tensor name; the CPU by default) and fill it. Returns {name: Tensor}."""
+        the tensor name; the CPU by default) and fill it. Returns {name: Tensor}.
+
+        CPU tensors point into the memory-mapped file unless use_mmap is False."""
         if placement is None:
             placement = cpu_backend()
         where = placement if callable(placement) else (lambda name, backend=placement: backend)
@@ -76,7 +78,7 @@ class GGUFFile:
             tensors = {info.name: ctx.new_tensor(self.tensor_type(info.name),
                                                  self.tensor_shape(info.name), name=info.name)
                        for info in infos}
-            if backend.is_cpu:
+            if backend.is_cpu and use_mmap:
                 self._map(ctx, tensors, infos, advance)
             else:
                 self._copy(ctx, backend, tensors, infos, advance)

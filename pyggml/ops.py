@@ -74,6 +74,14 @@ def _rows(what: str, *tensors) -> None:
                                 f"{describe(tensor)} is a transposed view; cont() it first.")
 
 
+def _bound_indices(ids, limit: int, what: str) -> None:
+    """Remember that ids indexes something of `limit` entries (checked when ids is set)."""
+    key = int(ffi.cast("uintptr_t", ids._ptr))
+    previous = ids._ctx.index_limits.get(key)
+    if previous is None or limit < previous[0]:
+        ids._ctx.index_limits[key] = (limit, what)
+
+
 class TensorOps:
     __slots__ = ()
 
@@ -82,8 +90,9 @@ class TensorOps:
     def _binary(self, other, name: str):
         # other broadcasts into self: each of self's dimensions a multiple of other's
         _rows(name, self, other)
-        raw = BINARY[name](self._ctx.ptr, self._ptr, other._ptr)
-        return self._result(raw, max(self.ndim, other.ndim), name, other)
+        ctx = self._home(other)
+        raw = BINARY[name](ctx.ptr, self._ptr, other._ptr)
+        return self._result(ctx, raw, max(self.ndim, other.ndim), name, other)
 
     def add(self, other):
         return self._binary(other, "add")
@@ -115,12 +124,14 @@ class TensorOps:
 
     def scale(self, s: float):
         _rows("scale", self)
-        return self._result(lib.safe_ggml_scale(self._ctx.ptr, self._ptr, s), self.ndim, "scale")
+        ctx = self._home()
+        return self._result(ctx, lib.safe_ggml_scale(ctx.ptr, self._ptr, s), self.ndim, "scale")
 
     def clamp(self, min: float, max: float):
         _rows("clamp", self)
-        raw = lib.safe_ggml_clamp(self._ctx.ptr, self._ptr, min, max)
-        return self._result(raw, self.ndim, "clamp")
+        ctx = self._home()
+        raw = lib.safe_ggml_clamp(ctx.ptr, self._ptr, min, max)
+        return self._result(ctx, raw, self.ndim, "clamp")
 
     # -- products and lookups -------------------------------------------------------------
 
@@ -128,48 +139,61 @@ class TensorOps:
         """self (..., M, K) weights, b (..., N, K) -> (..., N, M): b @ self.T, batched and
         broadcast over the leading dimensions (self's must divide b's)."""
         _rows("mul_mat", self, b)
-        raw = lib.safe_ggml_mul_mat(self._ctx.ptr, self._ptr, b._ptr)
-        return self._result(raw, max(self.ndim, b.ndim, 2), "mul_mat", b)
+        ctx = self._home(b)
+        raw = lib.safe_ggml_mul_mat(ctx.ptr, self._ptr, b._ptr)
+        return self._result(ctx, raw, max(self.ndim, b.ndim, 2), "mul_mat", b)
 
     def mul_mat_id(self, b, ids):
         """self (E, M, K) expert weights, b (T, U or 1, K), ids int32 (T, U) choosing experts
         -> (T, U, M): for each token t and slot u, b[t, u] @ self[ids[t, u]].T."""
         _rows("mul_mat_id", self, b, ids)
-        raw = lib.safe_ggml_mul_mat_id(self._ctx.ptr, self._ptr, b._ptr, ids._ptr)
-        return self._result(raw, 3, "mul_mat_id", b, ids)
+        ctx = self._home(b, ids)
+        raw = lib.safe_ggml_mul_mat_id(ctx.ptr, self._ptr, b._ptr, ids._ptr)
+        result = self._result(ctx, raw, 3, "mul_mat_id", b, ids)
+        _bound_indices(ids, self._ptr.ne[2], "mul_mat_id expert ids")
+        return result
 
     def get_rows(self, ids):
         """self (..., R, C), ids int32 (..., n) -> float32 (..., n, C); dequantizes."""
         _rows("get_rows", self, ids)
-        raw = lib.safe_ggml_get_rows(self._ctx.ptr, self._ptr, ids._ptr)
-        return self._result(raw, max(self.ndim, ids.ndim + 1), "get_rows", ids)
+        ctx = self._home(ids)
+        raw = lib.safe_ggml_get_rows(ctx.ptr, self._ptr, ids._ptr)
+        result = self._result(ctx, raw, max(self.ndim, ids.ndim + 1), "get_rows", ids)
+        _bound_indices(ids, self._ptr.ne[1], "get_rows row ids")
+        return result
 
     def set_rows(self, src, ids):
         """Write src's rows (n, C) into self (R, C) at rows ids (int64 or int32, (n,));
         returns self as the node that does the write (converting to self's type)."""
         _rows("set_rows", self, src, ids)
-        raw = lib.safe_ggml_set_rows(self._ctx.ptr, self._ptr, src._ptr, ids._ptr)
-        return self._result(raw, self.ndim, "set_rows", src, ids)
+        ctx = self._home(src, ids)
+        raw = lib.safe_ggml_set_rows(ctx.ptr, self._ptr, src._ptr, ids._ptr)
+        result = self._result(ctx, raw, self.ndim, "set_rows", src, ids)
+        _bound_indices(ids, self._ptr.ne[1], "set_rows row ids")
+        return result
 
     # -- normalisation and attention ------------------------------------------------------
 
     def rms_norm(self, eps: float):
         """x / sqrt(mean(x^2) + eps) over the last dimension."""
         _rows("rms_norm", self)
-        raw = lib.safe_ggml_rms_norm(self._ctx.ptr, self._ptr, eps)
-        return self._result(raw, self.ndim, "rms_norm")
+        ctx = self._home()
+        raw = lib.safe_ggml_rms_norm(ctx.ptr, self._ptr, eps)
+        return self._result(ctx, raw, self.ndim, "rms_norm")
 
     def norm(self, eps: float):
         """(x - mean) / sqrt(var + eps) over the last dimension."""
         _rows("norm", self)
-        return self._result(lib.safe_ggml_norm(self._ctx.ptr, self._ptr, eps), self.ndim, "norm")
+        ctx = self._home()
+        return self._result(ctx, lib.safe_ggml_norm(ctx.ptr, self._ptr, eps), self.ndim, "norm")
 
     def soft_max(self, mask=None, scale: float = 1.0, max_bias: float = 0.0):
         """softmax(self * scale + mask) over the last dimension; mask (n_q, n_kv) F16 or F32
         broadcasts over heads; max_bias > 0 adds ALiBi slopes."""
         _rows("soft_max", self, mask)
-        raw = lib.safe_ggml_soft_max_ext(self._ctx.ptr, self._ptr, _null(mask), scale, max_bias)
-        return self._result(raw, self.ndim, "soft_max_ext", *(() if mask is None else (mask,)))
+        ctx = self._home(mask)
+        raw = lib.safe_ggml_soft_max_ext(ctx.ptr, self._ptr, _null(mask), scale, max_bias)
+        return self._result(ctx, raw, self.ndim, "soft_max_ext", mask)
 
     soft_max_ext = soft_max
 
@@ -180,11 +204,12 @@ class TensorOps:
         """Rotary embedding of self (T, H, D) at int32 positions (T,), rotating the first
         n_dims of D; freq_factors (n_dims/2,) divide the frequencies; YaRN via ext_factor."""
         _rows("rope_ext", self, positions, freq_factors)
+        ctx = self._home(positions)
         raw = lib.safe_ggml_rope_ext(
-            self._ctx.ptr, self._ptr, positions._ptr, _null(freq_factors), n_dims,
+            ctx.ptr, self._ptr, positions._ptr, _null(freq_factors), n_dims,
             _table(ROPE_MODES, mode, "rope mode"), n_ctx_orig, freq_base, freq_scale,
             ext_factor, attn_factor, beta_fast, beta_slow)
-        return self._result(raw, self.ndim, "rope_ext", positions)
+        return self._result(ctx, raw, self.ndim, "rope_ext", positions)
 
     def rope_multi(self, positions, n_dims: int, sections, mode: str = "mrope",
                    freq_factors=None, freq_base: float = 10000.0, freq_scale: float = 1.0,
@@ -194,20 +219,22 @@ class TensorOps:
         section; sections gives the rotated pairs per axis (4 values)."""
         _rows("rope_multi", self, positions, freq_factors)
         sections = ffi.new("int[4]", list(sections))
+        ctx = self._home(positions)
         raw = lib.safe_ggml_rope_multi(
-            self._ctx.ptr, self._ptr, positions._ptr, _null(freq_factors), n_dims, sections,
+            ctx.ptr, self._ptr, positions._ptr, _null(freq_factors), n_dims, sections,
             _table(ROPE_MODES, mode, "rope mode"), n_ctx_orig, freq_base, freq_scale,
             ext_factor, attn_factor, beta_fast, beta_slow)
-        return self._result(raw, self.ndim, "rope_multi", positions)
+        return self._result(ctx, raw, self.ndim, "rope_multi", positions)
 
     def flash_attn_ext(self, k, v, mask=None, scale: float = 1.0, max_bias: float = 0.0,
                        logit_softcap: float = 0.0):
         """Fused attention. self q (B, H, n_q, D), k (B, H_kv, n_kv, D), v (B, H_kv, n_kv, Dv),
         mask F16 (n_q padded, n_kv) -> (B, n_q, H, Dv). H must be a multiple of H_kv."""
         _rows("flash_attn_ext", self, k, v, mask)
-        raw = lib.safe_ggml_flash_attn_ext(self._ctx.ptr, self._ptr, k._ptr, v._ptr, _null(mask),
+        ctx = self._home(k, v)
+        raw = lib.safe_ggml_flash_attn_ext(ctx.ptr, self._ptr, k._ptr, v._ptr, _null(mask),
                                            scale, max_bias, logit_softcap)
-        return self._result(raw, max(self.ndim, 3), "flash_attn_ext", k, v)
+        return self._result(ctx, raw, max(self.ndim, 3), "flash_attn_ext", k, v)
 
     # -- sorting --------------------------------------------------------------------------
 
@@ -215,13 +242,15 @@ class TensorOps:
         """int32 indices that sort each row (last dimension)."""
         _rows("argsort", self)
         order = lib.GGML_SORT_ORDER_DESC if descending else lib.GGML_SORT_ORDER_ASC
-        return self._result(lib.safe_ggml_argsort(self._ctx.ptr, self._ptr, order), self.ndim,
+        ctx = self._home()
+        return self._result(ctx, lib.safe_ggml_argsort(ctx.ptr, self._ptr, order), self.ndim,
                             "argsort")
 
     def top_k(self, k: int):
         """int32 indices of the k largest values of each row, in no particular order."""
         _rows("top_k", self)
-        return self._result(lib.safe_ggml_top_k(self._ctx.ptr, self._ptr, k), self.ndim,
+        ctx = self._home()
+        return self._result(ctx, lib.safe_ggml_top_k(ctx.ptr, self._ptr, k), self.ndim,
                             f"top_k({k})")
 
     # -- convolution, pooling, resampling -------------------------------------------------
@@ -232,32 +261,36 @@ class TensorOps:
         (N, OH, OW, C*KH*KW); with is_2d False, data (N, C, W) -> (N, OW, C*KW)."""
         (s1, s0), (p1, p0), (d1, d0) = stride, padding, dilation
         _rows("im2col", self, data)
-        raw = lib.safe_ggml_im2col(self._ctx.ptr, self._ptr, data._ptr, s0, s1, p0, p1, d0, d1,
+        ctx = self._home(data)
+        raw = lib.safe_ggml_im2col(ctx.ptr, self._ptr, data._ptr, s0, s1, p0, p1, d0, d1,
                                    is_2d, GGMLType.parse(dtype))
-        return self._result(raw, 4 if is_2d else 3, "im2col", data)
+        return self._result(ctx, raw, 4 if is_2d else 3, "im2col", data)
 
     def conv_2d(self, data, stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
         """self kernel (OC, C, KH, KW) over data (N, C, H, W) -> (N, OC, OH, OW)."""
         (s1, s0), (p1, p0), (d1, d0) = stride, padding, dilation
         _rows("conv_2d", self, data)
-        raw = lib.safe_ggml_conv_2d(self._ctx.ptr, self._ptr, data._ptr, s0, s1, p0, p1, d0, d1)
-        return self._result(raw, 4, "conv_2d", data)
+        ctx = self._home(data)
+        raw = lib.safe_ggml_conv_2d(ctx.ptr, self._ptr, data._ptr, s0, s1, p0, p1, d0, d1)
+        return self._result(ctx, raw, 4, "conv_2d", data)
 
     def conv_1d_dw(self, data, stride: int = 1, padding: int = 0, dilation: int = 1):
         """Depthwise: self kernel (C, 1, K) over data (C, L) -> (C, OL), channel by channel."""
         _rows("conv_1d_dw", self, data)
-        raw = lib.safe_ggml_conv_1d_dw(self._ctx.ptr, self._ptr, data._ptr, stride, padding,
+        ctx = self._home(data)
+        raw = lib.safe_ggml_conv_1d_dw(ctx.ptr, self._ptr, data._ptr, stride, padding,
                                        dilation)
-        return self._result(raw, data.ndim, "conv_1d_dw", data)
+        return self._result(ctx, raw, data.ndim, "conv_1d_dw", data)
 
     def pool_2d(self, op: str, kernel, stride=None, padding=(0, 0)):
         """'max' or 'avg' pooling of self (N, C, H, W) with kernel (KH, KW)."""
         (k1, k0), (p1, p0) = kernel, padding
         s1, s0 = stride or kernel
         _rows("pool_2d", self)
-        raw = lib.safe_ggml_pool_2d(self._ctx.ptr, self._ptr, _table(POOL_OPS, op, "pool op"),
+        ctx = self._home()
+        raw = lib.safe_ggml_pool_2d(ctx.ptr, self._ptr, _table(POOL_OPS, op, "pool op"),
                                     k0, k1, s0, s1, p0, p1)
-        return self._result(raw, max(self.ndim, 2), f"pool_2d({op})")
+        return self._result(ctx, raw, max(self.ndim, 2), f"pool_2d({op})")
 
     def interpolate(self, shape, mode: str = "nearest", align_corners: bool = False):
         """Resample to a numpy-order shape of the same rank."""
@@ -267,8 +300,9 @@ class TensorOps:
         if align_corners:
             flags |= lib.GGML_SCALE_FLAG_ALIGN_CORNERS
         _rows("interpolate", self)
-        raw = lib.safe_ggml_interpolate(self._ctx.ptr, self._ptr, *_ne_of(shape), flags)
-        return self._result(raw, len(tuple(shape)), f"interpolate to {tuple(shape)}")
+        ctx = self._home()
+        raw = lib.safe_ggml_interpolate(ctx.ptr, self._ptr, *_ne_of(shape), flags)
+        return self._result(ctx, raw, len(tuple(shape)), f"interpolate to {tuple(shape)}")
 
     def upscale(self, factor: int, mode: str = "nearest"):
         """Scale the last two dimensions by an integer factor."""
@@ -282,7 +316,8 @@ class TensorOps:
 def _unary_method(name: str, fn, doc: str):
     def method(self):
         _rows(name, self)
-        return self._result(fn(self._ctx.ptr, self._ptr), self.ndim, name)
+        ctx = self._home()
+        return self._result(ctx, fn(ctx.ptr, self._ptr), self.ndim, name)
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = doc

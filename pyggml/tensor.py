@@ -96,11 +96,25 @@ class Tensor(TensorOps):
 
     # -- plumbing shared by every operation -----------------------------------------------
 
-    def _result(self, raw, ndim: int, what: str, *operands) -> "Tensor":
+    def _home(self, *operands) -> Context:
+        """The context a result is built in: this tensor's, unless that holds storage
+        (weights, caches), then the first operand's that does not."""
+        ctx = self._ctx
+        for tensor in operands:
+            if tensor is not None and tensor._ctx._ptr is None:
+                tensor.ptr   # raises: that operand's context was closed
+        if ctx.storage:
+            ctx.ptr
+            for tensor in operands:
+                if tensor is not None and not tensor._ctx.storage:
+                    return tensor._ctx
+        return ctx
+
+    def _result(self, ctx: Context, raw, ndim: int, what: str, *operands) -> "Tensor":
         if not raw:
             shapes = ", ".join(describe(t) for t in (self, *operands) if isinstance(t, Tensor))
-            raise GGMLError(failure_text(what, shapes))
-        return Tensor(raw, self._ctx, ndim)
+            raise GGMLError(failure_text(what, shapes + ctx.fullness()))
+        return Tensor(raw, ctx, ndim)
 
     # -- layout ---------------------------------------------------------------------------
 
@@ -110,8 +124,9 @@ class Tensor(TensorOps):
             shape = tuple(shape[0])
         shape = _resolve_shape(shape, self.size, self.shape)
         ne = _ne_of(shape)
-        raw = lib.safe_ggml_reshape_4d(self._ctx.ptr, self._ptr, *ne)
-        return self._result(raw, len(shape), f"reshaping to {shape}", self)
+        ctx = self._home(self)
+        raw = lib.safe_ggml_reshape_4d(ctx.ptr, self._ptr, *ne)
+        return self._result(ctx, raw, len(shape), f"reshaping to {shape}", self)
 
     def view(self, shape, offset: int = 0, strides=None) -> "Tensor":
         """A view of numpy-order shape starting offset bytes in, with byte strides (numpy
@@ -133,8 +148,9 @@ class Tensor(TensorOps):
         if offset < 0 or (self.size and end > self._span()):
             raise ValueError(f"A view of shape {tuple(shape)} at offset {offset} reaches byte "
                              f"{end}, past the end of {describe(self)} ({self._span()} bytes).")
-        raw = lib.safe_ggml_view_4d(self._ctx.ptr, self._ptr, *ne, nb[1], nb[2], nb[3], offset)
-        return self._result(raw, len(tuple(shape)), f"viewing as {tuple(shape)}", self)
+        ctx = self._home(self)
+        raw = lib.safe_ggml_view_4d(ctx.ptr, self._ptr, *ne, nb[1], nb[2], nb[3], offset)
+        return self._result(ctx, raw, len(tuple(shape)), f"viewing as {tuple(shape)}", self)
 
     def permute(self, *axes) -> "Tensor":
         """Reorder dimensions like numpy.transpose: result.shape[i] == shape[axes[i]]."""
@@ -147,8 +163,9 @@ class Tensor(TensorOps):
         ggml_axes = [0, 1, 2, 3]
         for i, axis in enumerate(axes):
             ggml_axes[n - 1 - axis] = n - 1 - i
-        raw = lib.safe_ggml_permute(self._ctx.ptr, self._ptr, *ggml_axes)
-        return self._result(raw, n, f"permuting by {axes}", self)
+        ctx = self._home(self)
+        raw = lib.safe_ggml_permute(ctx.ptr, self._ptr, *ggml_axes)
+        return self._result(ctx, raw, n, f"permuting by {axes}", self)
 
     def transpose(self) -> "Tensor":
         """Swap the last two dimensions (a view)."""
@@ -164,22 +181,25 @@ class Tensor(TensorOps):
 
     def cont(self) -> "Tensor":
         """A contiguous copy (after permute/transpose/view)."""
-        return self._result(lib.safe_ggml_cont(self._ctx.ptr, self._ptr), self.ndim, "cont", self)
+        ctx = self._home(self)
+        return self._result(ctx, lib.safe_ggml_cont(ctx.ptr, self._ptr), self.ndim, "cont", self)
 
     def concat(self, other: "Tensor", axis: int = 0) -> "Tensor":
         ndim = max(self.ndim, other.ndim)
         dim = _ggml_dim(axis, ndim)
         _rows("concat", self, other)
-        raw = lib.safe_ggml_concat(self._ctx.ptr, self._ptr, other._ptr, dim)
-        return self._result(raw, ndim, f"concat along axis {axis}", other)
+        ctx = self._home(other)
+        raw = lib.safe_ggml_concat(ctx.ptr, self._ptr, other._ptr, dim)
+        return self._result(ctx, raw, ndim, f"concat along axis {axis}", other)
 
     def repeat(self, *shape) -> "Tensor":
         """Tile to a numpy-order shape, each dimension a multiple of this tensor's."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         _rows("repeat", self)
-        raw = lib.safe_ggml_repeat_4d(self._ctx.ptr, self._ptr, *_ne_of(shape))
-        return self._result(raw, max(self.ndim, len(shape)), f"repeat to {tuple(shape)}", self)
+        ctx = self._home()
+        raw = lib.safe_ggml_repeat_4d(ctx.ptr, self._ptr, *_ne_of(shape))
+        return self._result(ctx, raw, max(self.ndim, len(shape)), f"repeat to {tuple(shape)}", self)
 
     def pad(self, widths) -> "Tensor":
         """Zero padding, numpy.pad style: widths is one (before, after) pair per dimension."""
@@ -190,18 +210,21 @@ class Tensor(TensorOps):
         pairs = widths[::-1] + [(0, 0)] * (4 - self.ndim)
         flat = [int(p) for pair in pairs for p in pair]
         _rows("pad", self)
-        raw = lib.safe_ggml_pad_ext(self._ctx.ptr, self._ptr, *flat)
-        return self._result(raw, self.ndim, f"pad by {widths}", self)
+        ctx = self._home(self)
+        raw = lib.safe_ggml_pad_ext(ctx.ptr, self._ptr, *flat)
+        return self._result(ctx, raw, self.ndim, f"pad by {widths}", self)
 
     def cpy(self, dst: "Tensor") -> "Tensor":
         """Copy (converting type) into dst; returns the graph node that writes dst."""
-        raw = lib.safe_ggml_cpy(self._ctx.ptr, self._ptr, dst._ptr)
-        return self._result(raw, dst.ndim, "cpy", dst)
+        ctx = self._home(dst)
+        raw = lib.safe_ggml_cpy(ctx.ptr, self._ptr, dst._ptr)
+        return self._result(ctx, raw, dst.ndim, "cpy", dst)
 
     def cast(self, dtype) -> "Tensor":
         dtype = GGMLType.parse(dtype)
-        raw = lib.safe_ggml_cast(self._ctx.ptr, self._ptr, dtype)
-        return self._result(raw, self.ndim, f"cast to {dtype.name}", self)
+        ctx = self._home(self)
+        raw = lib.safe_ggml_cast(ctx.ptr, self._ptr, dtype)
+        return self._result(ctx, raw, self.ndim, f"cast to {dtype.name}", self)
 
     # -- data -----------------------------------------------------------------------------
 

@@ -1,0 +1,106 @@
+"""GGUF loading: metadata through gguf, tensors mapped (CPU) or copied, bad files refused."""
+
+import gguf
+import numpy as np
+import pytest
+
+import pyggml
+
+
+@pytest.fixture
+def model_file(tmp_path, rng):
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(2)
+    writer.add_string("tokenizer.ggml.model", "gpt2")
+    writer.add_array("test.list", [1, 2, 3])
+    tensors = {
+        "token_embd.weight": rng.standard_normal((10, 64)).astype(np.float32),
+        "blk.0.attn_q.weight": rng.standard_normal((32, 64)).astype(np.float16),
+        "blk.0.ffn_norm.weight": rng.standard_normal(64).astype(np.float32),
+        "positions": np.arange(6, dtype=np.int32).reshape(2, 3),
+    }
+    for name, array in tensors.items():
+        writer.add_tensor(name, array)
+    q8 = rng.standard_normal((4, 64)).astype(np.float32)
+    raw = pyggml.quantize(q8, "Q8_0")
+    writer.add_tensor("blk.0.ffn_down.weight", raw,
+                      raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    expected = dict(tensors)
+    expected["blk.0.ffn_down.weight"] = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType.Q8_0)
+    return path, expected
+
+
+def test_metadata_and_descriptions(model_file):
+    path, expected = model_file
+    f = pyggml.GGUFFile(path)
+    meta = f.metadata
+    assert meta["general.architecture"] == "llama"
+    assert meta["llama.block_count"] == 2
+    assert meta["tokenizer.ggml.model"] == "gpt2"
+    assert meta["test.list"] == [1, 2, 3]
+    assert f.tensor_shape("blk.0.attn_q.weight") == (32, 64)
+    assert f.tensor_type("blk.0.ffn_down.weight") == pyggml.GGMLType.Q8_0
+
+
+@pytest.mark.parametrize("use_mmap", [True, False])
+def test_load_gives_the_written_values(model_file, use_mmap):
+    path, expected = model_file
+    seen = []
+    with pyggml.GGUFFile(path) as f:
+        tensors = f.load(pyggml.cpu_backend(threads=1), progress=lambda d, t: seen.append((d, t)),
+                         use_mmap=use_mmap)
+        assert set(tensors) == set(expected)
+        for name, array in expected.items():
+            np.testing.assert_allclose(tensors[name].numpy(), array, rtol=1e-6)
+            assert tensors[name].name == name
+        assert seen[-1][0] == seen[-1][1] > 0
+        mapped = f.reader.data
+        start = mapped.ctypes.data
+        address = int(pyggml._ggml.ffi.cast("uintptr_t", tensors["token_embd.weight"].ptr.data))
+        assert (start <= address < start + mapped.nbytes) == use_mmap
+
+
+def test_loaded_weights_compute(model_file, sched):
+    path, expected = model_file
+    with pyggml.GGUFFile(path) as f, pyggml.Context() as ctx:
+        weights = f.load()
+        ids = ctx.new_tensor("I32", (3,)).set_input()
+        x = weights["token_embd.weight"].get_rows(ids)
+        y = weights["blk.0.attn_q.weight"].mul_mat(x).set_output()
+        sched.compute(ctx.graph(y), {ids: np.array([1, 5, 9], np.int32)})
+        reference = expected["token_embd.weight"][[1, 5, 9]] @ \
+            expected["blk.0.attn_q.weight"].astype(np.float32).T
+        np.testing.assert_allclose(y.numpy(), reference, rtol=2e-3, atol=2e-2)
+
+
+def test_placement_by_name(model_file):
+    path, _ = model_file
+    cpu_a, cpu_b = pyggml.cpu_backend(threads=1), pyggml.cpu_backend(threads=1)
+    with pyggml.GGUFFile(path) as f:
+        tensors = f.load(lambda name: cpu_a if name.startswith("blk.") else cpu_b)
+        blk = {tensors[n].context for n in tensors if n.startswith("blk.")}
+        other = {tensors[n].context for n in tensors if not n.startswith("blk.")}
+        assert len(blk) == len(other) == 1 and blk != other
+
+
+def test_not_a_gguf(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"this is not a model" * 100)
+    with pytest.raises(ValueError, match="not a readable GGUF"):
+        pyggml.GGUFFile(bad)
+    with pytest.raises(FileNotFoundError, match="No GGUF file"):
+        pyggml.GGUFFile(tmp_path / "missing.gguf")
+
+
+def test_truncated_file(model_file, tmp_path):
+    path, _ = model_file
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(path.read_bytes()[:-200])
+    with pytest.raises(ValueError, match="truncated|not a readable GGUF"):
+        with pyggml.GGUFFile(cut) as f:
+            f.load()
