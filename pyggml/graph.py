@@ -9,6 +9,7 @@ next graph meanwhile; wait() collects the result.
 from __future__ import annotations
 
 import threading
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from ._ggml import ffi, lib
@@ -94,7 +95,7 @@ class Scheduler:
         self.graph_size = graph_size
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyggml-compute")
         self._in_flight: Computation | None = None
-        self._allocated: list[Context] = []
+        self._allocated: weakref.WeakSet[Context] = weakref.WeakSet()
         self._lock = threading.Lock()
 
     @property
@@ -121,7 +122,7 @@ class Scheduler:
         if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
             raise GGMLError("Could not allocate compute memory for the graph (out of memory).")
         if graph.context not in self._allocated:
-            self._allocated.append(graph.context)
+            self._allocated.add(graph.context)
             graph.context.keepalive.append(self)
 
     def compute_async(self, graph: Graph) -> Computation:
@@ -169,7 +170,7 @@ class Scheduler:
         finally:
             self._worker.shutdown(wait=True)
             own = []
-            for ctx in self._allocated:
+            for ctx in list(self._allocated):
                 if ctx.closed:
                     continue
                 fixed = {_address(b.ptr) for b in ctx.keepalive

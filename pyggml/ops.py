@@ -53,25 +53,8 @@ def _table(table: dict, key: str, what: str) -> int:
         raise ValueError(f"Unknown {what} {key!r}; choose one of {', '.join(table)}.") from None
 
 
-TYPE_SIZE = {t: lib.ggml_type_size(t) for t in range(lib.GGML_TYPE_COUNT)}
-
-
 def _null(tensor):
     return ffi.NULL if tensor is None else tensor.ptr
-
-
-def _rows(what: str, *tensors) -> None:
-    """ggml's CPU kernels assert at compute time (aborting the process) when an operand's
-    last dimension is strided, i.e. a transposed view; refuse such operands here instead."""
-    for tensor in tensors:
-        if tensor is not None:
-            raw = tensor.ptr
-            if raw.nb[0] != TYPE_SIZE[raw.type]:
-                from .errors import GGMLError
-                from .tensor import describe
-
-                raise GGMLError(f"{what} needs operands whose last dimension is contiguous, but "
-                                f"{describe(tensor)} is a transposed view; cont() it first.")
 
 
 def _bound_indices(ids, limit: int, what: str) -> None:
@@ -89,7 +72,6 @@ class TensorOps:
 
     def _binary(self, other, name: str):
         # other broadcasts into self: each of self's dimensions a multiple of other's
-        _rows(name, self, other)
         ctx = self._home(other)
         raw = BINARY[name](ctx.ptr, self._ptr, other._ptr)
         return self._result(ctx, raw, max(self.ndim, other.ndim), name, other)
@@ -123,12 +105,10 @@ class TensorOps:
         return self._binary(other, "div")
 
     def scale(self, s: float):
-        _rows("scale", self)
         ctx = self._home()
         return self._result(ctx, lib.safe_ggml_scale(ctx.ptr, self._ptr, s), self.ndim, "scale")
 
     def clamp(self, min: float, max: float):
-        _rows("clamp", self)
         ctx = self._home()
         raw = lib.safe_ggml_clamp(ctx.ptr, self._ptr, min, max)
         return self._result(ctx, raw, self.ndim, "clamp")
@@ -138,7 +118,6 @@ class TensorOps:
     def mul_mat(self, b):
         """self (..., M, K) weights, b (..., N, K) -> (..., N, M): b @ self.T, batched and
         broadcast over the leading dimensions (self's must divide b's)."""
-        _rows("mul_mat", self, b)
         ctx = self._home(b)
         raw = lib.safe_ggml_mul_mat(ctx.ptr, self._ptr, b._ptr)
         return self._result(ctx, raw, max(self.ndim, b.ndim, 2), "mul_mat", b)
@@ -146,7 +125,6 @@ class TensorOps:
     def mul_mat_id(self, b, ids):
         """self (E, M, K) expert weights, b (T, U or 1, K), ids int32 (T, U) choosing experts
         -> (T, U, M): for each token t and slot u, b[t, u] @ self[ids[t, u]].T."""
-        _rows("mul_mat_id", self, b, ids)
         ctx = self._home(b, ids)
         raw = lib.safe_ggml_mul_mat_id(ctx.ptr, self._ptr, b._ptr, ids._ptr)
         result = self._result(ctx, raw, 3, "mul_mat_id", b, ids)
@@ -155,7 +133,6 @@ class TensorOps:
 
     def get_rows(self, ids):
         """self (..., R, C), ids int32 (..., n) -> float32 (..., n, C); dequantizes."""
-        _rows("get_rows", self, ids)
         ctx = self._home(ids)
         raw = lib.safe_ggml_get_rows(ctx.ptr, self._ptr, ids._ptr)
         result = self._result(ctx, raw, max(self.ndim, ids.ndim + 1), "get_rows", ids)
@@ -165,7 +142,6 @@ class TensorOps:
     def set_rows(self, src, ids):
         """Write src's rows (n, C) into self (R, C) at rows ids (int64 or int32, (n,));
         returns self as the node that does the write (converting to self's type)."""
-        _rows("set_rows", self, src, ids)
         ctx = self._home(src, ids)
         raw = lib.safe_ggml_set_rows(ctx.ptr, self._ptr, src._ptr, ids._ptr)
         result = self._result(ctx, raw, self.ndim, "set_rows", src, ids)
@@ -176,21 +152,18 @@ class TensorOps:
 
     def rms_norm(self, eps: float):
         """x / sqrt(mean(x^2) + eps) over the last dimension."""
-        _rows("rms_norm", self)
         ctx = self._home()
         raw = lib.safe_ggml_rms_norm(ctx.ptr, self._ptr, eps)
         return self._result(ctx, raw, self.ndim, "rms_norm")
 
     def norm(self, eps: float):
         """(x - mean) / sqrt(var + eps) over the last dimension."""
-        _rows("norm", self)
         ctx = self._home()
         return self._result(ctx, lib.safe_ggml_norm(ctx.ptr, self._ptr, eps), self.ndim, "norm")
 
     def soft_max(self, mask=None, scale: float = 1.0, max_bias: float = 0.0):
         """softmax(self * scale + mask) over the last dimension; mask (n_q, n_kv) F16 or F32
         broadcasts over heads; max_bias > 0 adds ALiBi slopes."""
-        _rows("soft_max", self, mask)
         ctx = self._home(mask)
         raw = lib.safe_ggml_soft_max_ext(ctx.ptr, self._ptr, _null(mask), scale, max_bias)
         return self._result(ctx, raw, self.ndim, "soft_max_ext", mask)
@@ -203,7 +176,6 @@ class TensorOps:
                  beta_slow: float = 1.0):
         """Rotary embedding of self (T, H, D) at int32 positions (T,), rotating the first
         n_dims of D; freq_factors (n_dims/2,) divide the frequencies; YaRN via ext_factor."""
-        _rows("rope_ext", self, positions, freq_factors)
         ctx = self._home(positions)
         raw = lib.safe_ggml_rope_ext(
             ctx.ptr, self._ptr, positions._ptr, _null(freq_factors), n_dims,
@@ -217,7 +189,6 @@ class TensorOps:
                    beta_fast: float = 32.0, beta_slow: float = 1.0):
         """Multi-axis rope (M-RoPE, vision): positions int32 (4 * T,), one block of T per
         section; sections gives the rotated pairs per axis (4 values)."""
-        _rows("rope_multi", self, positions, freq_factors)
         sections = ffi.new("int[4]", list(sections))
         ctx = self._home(positions)
         raw = lib.safe_ggml_rope_multi(
@@ -230,7 +201,6 @@ class TensorOps:
                        logit_softcap: float = 0.0):
         """Fused attention. self q (B, H, n_q, D), k (B, H_kv, n_kv, D), v (B, H_kv, n_kv, Dv),
         mask F16 (n_q padded, n_kv) -> (B, n_q, H, Dv). H must be a multiple of H_kv."""
-        _rows("flash_attn_ext", self, k, v, mask)
         ctx = self._home(k, v)
         raw = lib.safe_ggml_flash_attn_ext(ctx.ptr, self._ptr, k._ptr, v._ptr, _null(mask),
                                            scale, max_bias, logit_softcap)
@@ -240,7 +210,6 @@ class TensorOps:
 
     def argsort(self, descending: bool = False):
         """int32 indices that sort each row (last dimension)."""
-        _rows("argsort", self)
         order = lib.GGML_SORT_ORDER_DESC if descending else lib.GGML_SORT_ORDER_ASC
         ctx = self._home()
         return self._result(ctx, lib.safe_ggml_argsort(ctx.ptr, self._ptr, order), self.ndim,
@@ -248,7 +217,6 @@ class TensorOps:
 
     def top_k(self, k: int):
         """int32 indices of the k largest values of each row, in no particular order."""
-        _rows("top_k", self)
         ctx = self._home()
         return self._result(ctx, lib.safe_ggml_top_k(ctx.ptr, self._ptr, k), self.ndim,
                             f"top_k({k})")
@@ -260,7 +228,6 @@ class TensorOps:
         """Unfold data (N, C, H, W) for self's kernel (OC, C, KH, KW) into
         (N, OH, OW, C*KH*KW); with is_2d False, data (N, C, W) -> (N, OW, C*KW)."""
         (s1, s0), (p1, p0), (d1, d0) = stride, padding, dilation
-        _rows("im2col", self, data)
         ctx = self._home(data)
         raw = lib.safe_ggml_im2col(ctx.ptr, self._ptr, data._ptr, s0, s1, p0, p1, d0, d1,
                                    is_2d, GGMLType.parse(dtype))
@@ -269,14 +236,12 @@ class TensorOps:
     def conv_2d(self, data, stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
         """self kernel (OC, C, KH, KW) over data (N, C, H, W) -> (N, OC, OH, OW)."""
         (s1, s0), (p1, p0), (d1, d0) = stride, padding, dilation
-        _rows("conv_2d", self, data)
         ctx = self._home(data)
         raw = lib.safe_ggml_conv_2d(ctx.ptr, self._ptr, data._ptr, s0, s1, p0, p1, d0, d1)
         return self._result(ctx, raw, 4, "conv_2d", data)
 
     def conv_1d_dw(self, data, stride: int = 1, padding: int = 0, dilation: int = 1):
         """Depthwise: self kernel (C, 1, K) over data (C, L) -> (C, OL), channel by channel."""
-        _rows("conv_1d_dw", self, data)
         ctx = self._home(data)
         raw = lib.safe_ggml_conv_1d_dw(ctx.ptr, self._ptr, data._ptr, stride, padding,
                                        dilation)
@@ -286,7 +251,6 @@ class TensorOps:
         """'max' or 'avg' pooling of self (N, C, H, W) with kernel (KH, KW)."""
         (k1, k0), (p1, p0) = kernel, padding
         s1, s0 = stride or kernel
-        _rows("pool_2d", self)
         ctx = self._home()
         raw = lib.safe_ggml_pool_2d(ctx.ptr, self._ptr, _table(POOL_OPS, op, "pool op"),
                                     k0, k1, s0, s1, p0, p1)
@@ -299,7 +263,6 @@ class TensorOps:
         flags = _table(SCALE_MODES, mode, "interpolation mode")
         if align_corners:
             flags |= lib.GGML_SCALE_FLAG_ALIGN_CORNERS
-        _rows("interpolate", self)
         ctx = self._home()
         raw = lib.safe_ggml_interpolate(ctx.ptr, self._ptr, *_ne_of(shape), flags)
         return self._result(ctx, raw, len(tuple(shape)), f"interpolate to {tuple(shape)}")
@@ -315,7 +278,6 @@ class TensorOps:
 
 def _unary_method(name: str, fn, doc: str):
     def method(self):
-        _rows(name, self)
         ctx = self._home()
         return self._result(ctx, fn(ctx.ptr, self._ptr), self.ndim, name)
 

@@ -18,7 +18,7 @@ from ._ggml import ffi, lib
 from .context import Context, _ne_of
 from .dtypes import GGMLType
 from .errors import GGMLError, failure_text
-from .ops import TensorOps, _rows
+from .ops import TensorOps
 
 
 class Tensor(TensorOps):
@@ -98,11 +98,14 @@ class Tensor(TensorOps):
 
     def _home(self, *operands) -> Context:
         """The context a result is built in: this tensor's, unless that holds storage
-        (weights, caches), then the first operand's that does not."""
+        (weights, caches), then the first operand's that does not. Raises if an operand's
+        context was closed (its ggml tensor is gone)."""
         ctx = self._ctx
+        if not operands:
+            return ctx
         for tensor in operands:
             if tensor is not None and tensor._ctx._ptr is None:
-                tensor.ptr   # raises: that operand's context was closed
+                tensor.ptr
         if ctx.storage:
             ctx.ptr
             for tensor in operands:
@@ -122,20 +125,24 @@ class Tensor(TensorOps):
         """Same data, new numpy-order shape (one dimension may be -1). Needs contiguity."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        shape = _resolve_shape(shape, self.size, self.shape)
+        if -1 in shape:
+            shape = _resolve_shape(shape, self.size)
         ne = _ne_of(shape)
-        ctx = self._home(self)
+        ctx = self._home()
         raw = lib.safe_ggml_reshape_4d(ctx.ptr, self._ptr, *ne)
-        return self._result(ctx, raw, len(shape), f"reshaping to {shape}", self)
+        return self._result(ctx, raw, len(shape), f"reshaping to {tuple(shape)}")
 
     def view(self, shape, offset: int = 0, strides=None) -> "Tensor":
         """A view of numpy-order shape starting offset bytes in, with byte strides (numpy
         order, the innermost equal to this tensor's); contiguous rows by default."""
         ne = _ne_of(shape)
-        dtype = self.dtype
+        raw_self = self.ptr
+        dtype = raw_self.type
+        row = lib.ggml_row_size(dtype, ne[0])
         if strides is None:
-            nb = [dtype.type_size, dtype.row_size(ne[0])]
-            nb += [nb[1] * ne[1], nb[1] * ne[1] * ne[2]]
+            nb1 = row
+            nb2 = nb1 * ne[1]
+            nb3 = nb2 * ne[2]
         else:
             strides = [operator.index(s) for s in strides]
             if len(strides) != len(shape):
@@ -144,13 +151,15 @@ class Tensor(TensorOps):
             nb = strides[::-1]
             while len(nb) < 4:
                 nb.append(nb[-1] * ne[len(nb) - 1])
-        end = offset + sum((n - 1) * b for n, b in zip(ne, nb)) + dtype.row_size(dtype.block_size)
-        if offset < 0 or (self.size and end > self._span()):
+            nb1, nb2, nb3 = nb[1], nb[2], nb[3]
+        end = offset + row + (ne[1] - 1) * nb1 + (ne[2] - 1) * nb2 + (ne[3] - 1) * nb3
+        if offset < 0 or (0 not in ne and end > lib.ggml_nbytes(raw_self)):
             raise ValueError(f"A view of shape {tuple(shape)} at offset {offset} reaches byte "
-                             f"{end}, past the end of {describe(self)} ({self._span()} bytes).")
-        ctx = self._home(self)
-        raw = lib.safe_ggml_view_4d(ctx.ptr, self._ptr, *ne, nb[1], nb[2], nb[3], offset)
-        return self._result(ctx, raw, len(tuple(shape)), f"viewing as {tuple(shape)}", self)
+                             f"{end}, past the end of {describe(self)} "
+                             f"({lib.ggml_nbytes(raw_self)} bytes).")
+        ctx = self._home()
+        raw = lib.safe_ggml_view_4d(ctx.ptr, raw_self, *ne, nb1, nb2, nb3, offset)
+        return self._result(ctx, raw, len(shape), f"viewing as {tuple(shape)}")
 
     def permute(self, *axes) -> "Tensor":
         """Reorder dimensions like numpy.transpose: result.shape[i] == shape[axes[i]]."""
@@ -187,7 +196,6 @@ class Tensor(TensorOps):
     def concat(self, other: "Tensor", axis: int = 0) -> "Tensor":
         ndim = max(self.ndim, other.ndim)
         dim = _ggml_dim(axis, ndim)
-        _rows("concat", self, other)
         ctx = self._home(other)
         raw = lib.safe_ggml_concat(ctx.ptr, self._ptr, other._ptr, dim)
         return self._result(ctx, raw, ndim, f"concat along axis {axis}", other)
@@ -196,7 +204,6 @@ class Tensor(TensorOps):
         """Tile to a numpy-order shape, each dimension a multiple of this tensor's."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        _rows("repeat", self)
         ctx = self._home()
         raw = lib.safe_ggml_repeat_4d(ctx.ptr, self._ptr, *_ne_of(shape))
         return self._result(ctx, raw, max(self.ndim, len(shape)), f"repeat to {tuple(shape)}", self)
@@ -209,7 +216,6 @@ class Tensor(TensorOps):
                              f"(before, after) pairs, not {widths}.")
         pairs = widths[::-1] + [(0, 0)] * (4 - self.ndim)
         flat = [int(p) for pair in pairs for p in pair]
-        _rows("pad", self)
         ctx = self._home(self)
         raw = lib.safe_ggml_pad_ext(ctx.ptr, self._ptr, *flat)
         return self._result(ctx, raw, self.ndim, f"pad by {widths}", self)
@@ -227,14 +233,6 @@ class Tensor(TensorOps):
         return self._result(ctx, raw, self.ndim, f"cast to {dtype.name}", self)
 
     # -- data -----------------------------------------------------------------------------
-
-    def _span(self) -> int:
-        """Bytes from the first to one past the last byte this tensor may touch."""
-        ne, nb = self.ptr.ne, self.ptr.nb
-        if any(ne[i] == 0 for i in range(4)):
-            return 0
-        rows = sum((ne[i] - 1) * nb[i] for i in range(1, 4))
-        return rows + self.dtype.row_size(ne[0])
 
     def set(self, array) -> "Tensor":
         """Copy a numpy array in; its dtype and shape must match exactly."""
@@ -262,17 +260,12 @@ def _ggml_dim(axis: int, ndim: int) -> int:
     return ndim - 1 - (axis % ndim)
 
 
-def _resolve_shape(shape, size: int, old_shape) -> tuple[int, ...]:
+def _resolve_shape(shape, size: int) -> tuple[int, ...]:
+    """Fill in the one -1 dimension of shape so it holds size elements."""
     shape = tuple(operator.index(n) for n in shape)
-    unknown = [i for i, n in enumerate(shape) if n == -1]
-    if len(unknown) > 1:
+    if shape.count(-1) > 1:
         raise ValueError(f"reshape allows at most one -1 dimension, not {shape}.")
     known = math.prod(n for n in shape if n != -1)
-    if unknown:
-        if known == 0 or size % known:
-            raise ValueError(f"Cannot reshape {old_shape} ({size} elements) to {shape}.")
-        shape = tuple(size // known if n == -1 else n for n in shape)
-    if math.prod(shape) != size:
-        raise ValueError(f"Cannot reshape {old_shape} ({size} elements) to {shape} "
-                         f"({math.prod(shape)} elements).")
-    return shape
+    if known <= 0 or size % known:
+        raise ValueError(f"Cannot reshape {size} elements to {shape}.")
+    return tuple(size // known if n == -1 else n for n in shape)

@@ -1,0 +1,61 @@
+"""Devices, backends, system info and its structured log records."""
+
+import json
+import logging
+from importlib import resources
+
+import pyggml
+
+
+def test_devices_include_the_cpu_with_memory():
+    devices = pyggml.devices()
+    cpu = [d for d in devices if d.type == "cpu"]
+    assert len(cpu) == 1
+    assert cpu[0].memory_total > 0 and 0 < cpu[0].memory_free <= cpu[0].memory_total
+    assert cpu[0].name and cpu[0].description and cpu[0].backend == "CPU"
+    assert devices[-1].type == "cpu"     # ggml orders accelerators first
+
+
+def test_system_info_lists_backends_devices_and_cpu_features():
+    info = pyggml.system_info()
+    assert info.startswith("CPU : ")
+    assert "OPENMP = 1" in info and "LLAMAFILE = 1" in info and "REPACK = 1" in info
+    assert "device 0:" in info
+    features = pyggml.backend_features()["CPU"]
+    assert any(name in features for name in ("AVX2", "NEON", "SSE3"))
+
+
+def test_system_info_is_logged_as_structured_records(caplog):
+    with caplog.at_level(logging.INFO, logger="pyggml"):
+        pyggml.log_system_info()
+    devices = [r for r in caplog.records if r.getMessage() == "device"]
+    backends = [r for r in caplog.records if r.getMessage() == "backend"]
+    assert devices and devices[-1].type == "cpu" and devices[-1].memory_total > 0
+    assert backends and backends[0].backend == "CPU" and "OPENMP" in backends[0].features
+
+
+def test_cpu_backend_threads_and_support_queries():
+    with pyggml.cpu_backend(threads=3) as backend, pyggml.Context() as ctx:
+        assert backend.is_cpu and backend.threads == 3
+        backend.set_threads(1)
+        a = ctx.new_tensor("F32", (4, 8))
+        assert backend.supports(a.mul_mat(ctx.new_tensor("F32", (2, 8))))
+        assert "CPU" in repr(backend)
+
+
+def test_buffers_report_size_and_host():
+    with pyggml.Context() as ctx:
+        ctx.new_tensor("F32", (256,))
+        buffer = ctx.allocate(pyggml.cpu_backend(threads=1))
+        assert buffer.size >= 1024 and buffer.is_host and buffer.name
+        buffer.clear(0)
+
+
+def test_build_info_records_the_patched_tree():
+    info = json.loads(resources.files("pyggml").joinpath("build_info.json").read_text())
+    assert info["options"]["GGML_NATIVE"] in ("ON", "1", "TRUE")
+    tree = info["ggml_tree"]
+    if tree is not None:      # null when built from a packager's own tree
+        assert len(tree["tree_sha256"]) == 64
+        assert tree["recipe"]["ggml_version"] == "0.25.3"
+    assert resources.files("pyggml").joinpath("GGML-LICENSE").read_text().startswith("MIT")
