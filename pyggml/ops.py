@@ -38,14 +38,6 @@ UNARY = {
     "sum_rows": (lib.safe_ggml_sum_rows, "Sum over the last dimension, kept as size 1."),
     "mean": (lib.safe_ggml_mean, "Mean over the last dimension, kept as size 1."),
 }
-BINARY = {
-    "add": lib.safe_ggml_add,
-    "sub": lib.safe_ggml_sub,
-    "mul": lib.safe_ggml_mul,
-    "div": lib.safe_ggml_div,
-}
-
-
 def _table(table: dict, key: str, what: str) -> int:
     try:
         return table[key]
@@ -70,39 +62,42 @@ class TensorOps:
 
     # -- element-wise ---------------------------------------------------------------------
 
-    def _binary(self, other, name: str):
-        # other broadcasts into self: each of self's dimensions a multiple of other's
-        ctx = self._home(other)
-        raw = BINARY[name](ctx.ptr, self._ptr, other._ptr)
-        return self._result(ctx, raw, max(self.ndim, other.ndim), name, other)
-
+    # other broadcasts into self: each of self's dimensions a multiple of other's
     def add(self, other):
-        return self._binary(other, "add")
+        ctx = self._home(other)
+        raw = lib.safe_ggml_add(ctx.ptr, self._ptr, other._ptr)
+        return self._result(ctx, raw, max(self.ndim, other.ndim), "add", other)
 
     def sub(self, other):
-        return self._binary(other, "sub")
+        ctx = self._home(other)
+        raw = lib.safe_ggml_sub(ctx.ptr, self._ptr, other._ptr)
+        return self._result(ctx, raw, max(self.ndim, other.ndim), "sub", other)
 
     def mul(self, other):
-        return self._binary(other, "mul")
+        ctx = self._home(other)
+        raw = lib.safe_ggml_mul(ctx.ptr, self._ptr, other._ptr)
+        return self._result(ctx, raw, max(self.ndim, other.ndim), "mul", other)
 
     def div(self, other):
-        return self._binary(other, "div")
+        ctx = self._home(other)
+        raw = lib.safe_ggml_div(ctx.ptr, self._ptr, other._ptr)
+        return self._result(ctx, raw, max(self.ndim, other.ndim), "div", other)
 
     def __add__(self, other):
-        return self._binary(other, "add")
+        return self.add(other)
 
     def __sub__(self, other):
-        return self._binary(other, "sub")
+        return self.sub(other)
 
     def __mul__(self, other):
         if isinstance(other, (int, float)):
             return self.scale(other)
-        return self._binary(other, "mul")
+        return self.mul(other)
 
     def __truediv__(self, other):
         if isinstance(other, (int, float)):
             return self.scale(1.0 / other)
-        return self._binary(other, "div")
+        return self.div(other)
 
     def scale(self, s: float):
         ctx = self._home()

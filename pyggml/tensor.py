@@ -96,28 +96,41 @@ class Tensor(TensorOps):
 
     # -- plumbing shared by every operation -----------------------------------------------
 
-    def _home(self, *operands) -> Context:
+    def _home(self, other=None, *more) -> Context:
         """The context a result is built in: this tensor's, unless that holds storage
         (weights, caches), then the first operand's that does not. Raises if an operand's
         context was closed (its ggml tensor is gone)."""
         ctx = self._ctx
-        if not operands:
+        if other is None:
             return ctx
+        if more:
+            return self._home_of_many((other, *more))
+        other_ctx = other._ctx
+        if other_ctx._ptr is None:
+            other.ptr                      # raises: closed
+        if ctx.storage:
+            ctx.ptr                        # raises if closed
+            if not other_ctx.storage:
+                return other_ctx
+        return ctx
+
+    def _home_of_many(self, operands) -> Context:
+        operands = [t for t in operands if t is not None]
         for tensor in operands:
-            if tensor is not None and tensor._ctx._ptr is None:
-                tensor.ptr
+            tensor.ptr
+        ctx = self._ctx
         if ctx.storage:
             ctx.ptr
             for tensor in operands:
-                if tensor is not None and not tensor._ctx.storage:
+                if not tensor._ctx.storage:
                     return tensor._ctx
         return ctx
 
     def _result(self, ctx: Context, raw, ndim: int, what: str, *operands) -> "Tensor":
-        if not raw:
-            shapes = ", ".join(describe(t) for t in (self, *operands) if isinstance(t, Tensor))
-            raise GGMLError(failure_text(what, shapes + ctx.fullness()))
-        return Tensor(raw, ctx, ndim)
+        if raw:
+            return Tensor(raw, ctx, ndim)
+        shapes = ", ".join(describe(t) for t in (self, *operands) if isinstance(t, Tensor))
+        raise GGMLError(failure_text(what, shapes + ctx.fullness()))
 
     # -- layout ---------------------------------------------------------------------------
 

@@ -19,8 +19,12 @@ class Raw:
 
 
 @pytest.fixture(scope="session")
-def sched():
-    with pyggml.Scheduler([pyggml.cpu_backend(threads=2)]) as scheduler:
+def sched(request):
+    device = pyggml.device(request.config.getoption("--device"))
+    backends = [pyggml.cpu_backend(threads=2)]
+    if device.type != "cpu":
+        backends.insert(0, device.open())
+    with pyggml.Scheduler(backends) as scheduler:
         yield scheduler
 
 
