@@ -38,6 +38,15 @@ UNARY = {
     "sum_rows": (lib.safe_ggml_sum_rows, "Sum over the last dimension, kept as size 1."),
     "mean": (lib.safe_ggml_mean, "Mean over the last dimension, kept as size 1."),
 }
+BINARY = {
+    "add": (lib.safe_ggml_add, "self + other; other broadcasts (each of self's dimensions a "
+                               "multiple of other's)."),
+    "sub": (lib.safe_ggml_sub, "self - other, broadcasting other."),
+    "mul": (lib.safe_ggml_mul, "self * other element-wise, broadcasting other."),
+    "div": (lib.safe_ggml_div, "self / other element-wise, broadcasting other."),
+}
+
+
 def _table(table: dict, key: str, what: str) -> int:
     try:
         return table[key]
@@ -61,27 +70,6 @@ class TensorOps:
     __slots__ = ()
 
     # -- element-wise ---------------------------------------------------------------------
-
-    # other broadcasts into self: each of self's dimensions a multiple of other's
-    def add(self, other):
-        ctx = self._home(other)
-        raw = lib.safe_ggml_add(ctx.ptr, self._ptr, other._ptr)
-        return self._result(ctx, raw, max(self.ndim, other.ndim), "add", other)
-
-    def sub(self, other):
-        ctx = self._home(other)
-        raw = lib.safe_ggml_sub(ctx.ptr, self._ptr, other._ptr)
-        return self._result(ctx, raw, max(self.ndim, other.ndim), "sub", other)
-
-    def mul(self, other):
-        ctx = self._home(other)
-        raw = lib.safe_ggml_mul(ctx.ptr, self._ptr, other._ptr)
-        return self._result(ctx, raw, max(self.ndim, other.ndim), "mul", other)
-
-    def div(self, other):
-        ctx = self._home(other)
-        raw = lib.safe_ggml_div(ctx.ptr, self._ptr, other._ptr)
-        return self._result(ctx, raw, max(self.ndim, other.ndim), "div", other)
 
     def __add__(self, other):
         return self.add(other)
@@ -281,6 +269,19 @@ def _unary_method(name: str, fn, doc: str):
     return method
 
 
+def _binary_method(name: str, fn, doc: str):
+    def method(self, other):
+        ctx = self._home(other)
+        return self._result(ctx, fn(ctx.ptr, self._ptr, other._ptr), max(self.ndim, other.ndim),
+                            name, other)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = doc
+    return method
+
+
 for _name, (_fn, _doc) in UNARY.items():
     setattr(TensorOps, _name, _unary_method(_name, _fn, _doc))
+for _name, (_fn, _doc) in BINARY.items():
+    setattr(TensorOps, _name, _binary_method(_name, _fn, _doc))
 TensorOps.quick_gelu = TensorOps.gelu_quick

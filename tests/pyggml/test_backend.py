@@ -59,3 +59,18 @@ def test_build_info_records_the_patched_tree():
         assert len(tree["tree_sha256"]) == 64
         assert tree["recipe"]["ggml_version"] == "0.25.3"
     assert resources.files("pyggml").joinpath("GGML-LICENSE").read_text().startswith("MIT")
+
+
+def test_scheduler_places_nodes_where_told():
+    import numpy as np
+
+    cpu = pyggml.cpu_backend(threads=1)
+    with pyggml.Scheduler([cpu]) as sched, pyggml.Context() as ctx:
+        assert sched.backends == [cpu]
+        x = ctx.new_tensor("F32", (8,)).set_input()
+        y = x.exp().set_output()
+        graph = ctx.graph(y)
+        sched.place(y, cpu)
+        sched.compute(graph, {x: np.zeros(8, np.float32)})
+        assert sched.n_splits >= 1 and sched.buffer_size(cpu) > 0
+        np.testing.assert_array_equal(y.numpy(), np.ones(8))

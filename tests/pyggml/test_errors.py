@@ -204,3 +204,21 @@ def test_dequantize_size_mismatch():
 
 def test_f32_helper_is_used(rng):
     assert f32(rng, 2).dtype == np.float32
+
+
+def test_allocation_failure_raises():
+    with pyggml.Context() as ctx:
+        ctx.new_tensor("F32", (1 << 18, 1 << 20))          # 1 TiB
+        with pytest.raises(GGMLError, match=r"Could not allocate \d+ bytes on CPU"):
+            ctx.allocate(pyggml.cpu_backend(threads=1))
+
+
+def test_compute_memory_failure_raises(sched):
+    with pyggml.Context() as ctx:
+        x = ctx.new_tensor("F32", (1 << 18, 1 << 20)).set_input()
+        with pytest.raises(GGMLError, match="Could not allocate compute memory"):
+            sched.alloc(ctx.graph(x.exp()))
+        small = ctx.new_tensor("F32", (4,)).set_input()
+        y = small.exp()
+        sched.compute(ctx.graph(y), {small: np.zeros(4, np.float32)})
+        np.testing.assert_array_equal(y.numpy(), np.ones(4))
