@@ -22,7 +22,8 @@ def _require_memory(tensor) -> None:
         lib.ggml_backend_view_init(ptr)   # a view made after its source got memory
     if ptr.buffer == ffi.NULL or ptr.data == ffi.NULL:
         raise GGMLError(f"The tensor {describe(tensor)} has no memory yet: allocate its context "
-                        "on a backend, or let a scheduler allocate its graph, first.")
+                        "on a backend, or let a scheduler allocate a graph that uses it, first "
+                        "(a scheduler gives memory only to tensors its graph needs).")
 
 
 def expected_array(tensor) -> tuple[tuple[int, ...], np.dtype]:
