@@ -41,7 +41,7 @@ class Context:
         self.keepalive: list = []   # buffers and schedulers that hold this context's data
         # index tensors (get_rows, set_rows, mul_mat_id) -> exclusive upper bound of their
         # values: ggml's kernels abort the process on an out-of-range index, so set() checks
-        self.index_limits: dict[int, tuple[int, str]] = {}
+        self.index_limits: dict = {}
 
     @property
     def ptr(self):
@@ -134,15 +134,28 @@ class Context:
         return Graph(self, outputs, size or self.graph_size)
 
 
+_PADDING = {1: [1, 1, 1], 2: [1, 1], 3: [1], 4: []}
+
+
 def _ne_of(shape) -> list[int]:
     """ggml's ne (innermost first, padded to 4) from a numpy-order shape."""
+    ne = list(shape)
+    ne.reverse()
+    padding = _PADDING.get(len(ne))
+    if padding is None:
+        raise ValueError(f"A ggml tensor has 1 to 4 dimensions; shape {tuple(shape)} has "
+                         f"{len(ne)}.")
+    for n in ne:
+        if n.__class__ is not int or n < 0:
+            return _checked_ne_of(shape)
+    return ne + padding
+
+
+def _checked_ne_of(shape) -> list[int]:
     try:
         ne = [operator.index(n) for n in reversed(shape)]
     except TypeError:
         raise ValueError(f"Tensor dimensions must be integers, not {tuple(shape)!r}.") from None
-    if not 1 <= len(ne) <= 4:
-        raise ValueError(f"A ggml tensor has 1 to 4 dimensions; shape {tuple(shape)} has "
-                         f"{len(ne)}.")
     if min(ne) < 0:
         raise ValueError(f"Tensor dimensions must be non-negative, not {tuple(shape)}.")
-    return ne + [1] * (4 - len(ne))
+    return ne + _PADDING[len(ne)]

@@ -48,7 +48,7 @@ def copy_in(tensor, array) -> None:
         raise ValueError(f"Cannot copy into the non-contiguous tensor {describe(tensor)}; "
                          "copy into the tensor it views.")
     _require_memory(tensor)
-    limit = tensor.context.index_limits.get(int(ffi.cast("uintptr_t", tensor.ptr)))
+    limit = tensor.context.index_limits.get(tensor.ptr)
     if limit is not None and array.size and (array.min() < 0 or array.max() >= limit[0]):
         bad = array[(array < 0) | (array >= limit[0])].flat[0]
         raise ValueError(f"{describe(tensor)} holds {limit[1]}, which must lie in "

@@ -60,10 +60,10 @@ def _null(tensor):
 
 def _bound_indices(ids, limit: int, what: str) -> None:
     """Remember that ids indexes something of `limit` entries (checked when ids is set)."""
-    key = int(ffi.cast("uintptr_t", ids._ptr))
-    previous = ids._ctx.index_limits.get(key)
+    limits = ids._ctx.index_limits          # keyed by the ggml tensor pointer
+    previous = limits.get(ids._ptr)
     if previous is None or limit < previous[0]:
-        ids._ctx.index_limits[key] = (limit, what)
+        limits[ids._ptr] = (limit, what)
 
 
 class TensorOps:
@@ -237,7 +237,7 @@ class TensorOps:
         ctx = self._home()
         raw = lib.safe_ggml_pool_2d(ctx.ptr, self._ptr, _table(POOL_OPS, op, "pool op"),
                                     k0, k1, s0, s1, p0, p1)
-        return self._result(ctx, raw, max(self.ndim, 2), f"pool_2d({op})")
+        return self._result(ctx, raw, max(self.ndim, 2), ("pool_2d", op))
 
     def interpolate(self, shape, mode: str = "nearest", align_corners: bool = False):
         """Resample to a numpy-order shape of the same rank."""
@@ -248,7 +248,7 @@ class TensorOps:
             flags |= lib.GGML_SCALE_FLAG_ALIGN_CORNERS
         ctx = self._home()
         raw = lib.safe_ggml_interpolate(ctx.ptr, self._ptr, *_ne_of(shape), flags)
-        return self._result(ctx, raw, len(tuple(shape)), f"interpolate to {tuple(shape)}")
+        return self._result(ctx, raw, len(tuple(shape)), ("interpolate to", shape))
 
     def upscale(self, factor: int, mode: str = "nearest"):
         """Scale the last two dimensions by an integer factor."""

@@ -126,9 +126,13 @@ class Tensor(TensorOps):
                     return tensor._ctx
         return ctx
 
-    def _result(self, ctx: Context, raw, ndim: int, what: str, *operands) -> "Tensor":
+    def _result(self, ctx: Context, raw, ndim: int, what, *operands) -> "Tensor":
+        """Wrap raw, or raise naming what failed: a string, or (words, value) formatted
+        only on failure so that the success path builds no message."""
         if raw:
             return Tensor(raw, ctx, ndim)
+        if isinstance(what, tuple):
+            what = f"{what[0]} {tuple(what[1]) if isinstance(what[1], list) else what[1]}"
         shapes = ", ".join(describe(t) for t in (self, *operands) if isinstance(t, Tensor))
         raise GGMLError(failure_text(what, shapes + ctx.fullness()))
 
@@ -143,7 +147,7 @@ class Tensor(TensorOps):
         ne = _ne_of(shape)
         ctx = self._home()
         raw = lib.safe_ggml_reshape_4d(ctx.ptr, self._ptr, *ne)
-        return self._result(ctx, raw, len(shape), f"reshaping to {tuple(shape)}")
+        return self._result(ctx, raw, len(shape), ("reshaping to", shape))
 
     def view(self, shape, offset: int = 0, strides=None) -> "Tensor":
         """A view of numpy-order shape starting offset bytes in, with byte strides (numpy
@@ -172,22 +176,27 @@ class Tensor(TensorOps):
                              f"({lib.ggml_nbytes(raw_self)} bytes).")
         ctx = self._home()
         raw = lib.safe_ggml_view_4d(ctx.ptr, raw_self, *ne, nb1, nb2, nb3, offset)
-        return self._result(ctx, raw, len(shape), f"viewing as {tuple(shape)}")
+        return self._result(ctx, raw, len(shape), ("viewing as", shape))
 
     def permute(self, *axes) -> "Tensor":
         """Reorder dimensions like numpy.transpose: result.shape[i] == shape[axes[i]]."""
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
         n = self.ndim
-        if sorted(axes) != list(range(n)):
+        ggml_axes = [0, 1, 2, 3]
+        seen = 0
+        for i, axis in enumerate(axes):
+            if axis.__class__ is not int or not 0 <= axis < n or seen & (1 << axis):
+                seen = -1
+                break
+            seen |= 1 << axis
+            ggml_axes[n - 1 - axis] = n - 1 - i
+        if seen != (1 << n) - 1:
             raise ValueError(f"permute of a {n}-dimensional tensor needs a permutation of "
                              f"0..{n - 1}, not {axes}.")
-        ggml_axes = [0, 1, 2, 3]
-        for i, axis in enumerate(axes):
-            ggml_axes[n - 1 - axis] = n - 1 - i
-        ctx = self._home(self)
+        ctx = self._home()
         raw = lib.safe_ggml_permute(ctx.ptr, self._ptr, *ggml_axes)
-        return self._result(ctx, raw, n, f"permuting by {axes}", self)
+        return self._result(ctx, raw, n, ("permuting by", axes))
 
     def transpose(self) -> "Tensor":
         """Swap the last two dimensions (a view)."""
@@ -211,7 +220,7 @@ class Tensor(TensorOps):
         dim = _ggml_dim(axis, ndim)
         ctx = self._home(other)
         raw = lib.safe_ggml_concat(ctx.ptr, self._ptr, other._ptr, dim)
-        return self._result(ctx, raw, ndim, f"concat along axis {axis}", other)
+        return self._result(ctx, raw, ndim, ("concat along axis", axis), other)
 
     def repeat(self, *shape) -> "Tensor":
         """Tile to a numpy-order shape, each dimension a multiple of this tensor's."""
@@ -219,7 +228,7 @@ class Tensor(TensorOps):
             shape = tuple(shape[0])
         ctx = self._home()
         raw = lib.safe_ggml_repeat_4d(ctx.ptr, self._ptr, *_ne_of(shape))
-        return self._result(ctx, raw, max(self.ndim, len(shape)), f"repeat to {tuple(shape)}", self)
+        return self._result(ctx, raw, max(self.ndim, len(shape)), ("repeat to", shape))
 
     def pad(self, widths) -> "Tensor":
         """Zero padding, numpy.pad style: widths is one (before, after) pair per dimension."""
@@ -231,7 +240,7 @@ class Tensor(TensorOps):
         flat = [int(p) for pair in pairs for p in pair]
         ctx = self._home(self)
         raw = lib.safe_ggml_pad_ext(ctx.ptr, self._ptr, *flat)
-        return self._result(ctx, raw, self.ndim, f"pad by {widths}", self)
+        return self._result(ctx, raw, self.ndim, ("pad by", widths))
 
     def cpy(self, dst: "Tensor") -> "Tensor":
         """Copy (converting type) into dst; returns the graph node that writes dst."""
@@ -243,7 +252,7 @@ class Tensor(TensorOps):
         dtype = GGMLType.parse(dtype)
         ctx = self._home(self)
         raw = lib.safe_ggml_cast(ctx.ptr, self._ptr, dtype)
-        return self._result(ctx, raw, self.ndim, f"cast to {dtype.name}", self)
+        return self._result(ctx, raw, self.ndim, ("cast to", dtype.name))
 
     # -- data -----------------------------------------------------------------------------
 
