@@ -110,7 +110,7 @@ def main() -> None:
     rows = []
     for flash in (True, False):
         nodes = build_decode_graph(shape, weights, flash)[1].n_nodes
-        samples = timed(lambda: build_decode_graph(shape, weights, flash), args.repeat)
+        samples = timed(lambda flash=flash: build_decode_graph(shape, weights, flash), args.repeat)
         rows.append((f"{shape.layers}-layer decode graph, flash attn {'on' if flash else 'off'}",
                      statistics.median(samples), f"{nodes} nodes"))
 

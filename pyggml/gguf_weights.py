@@ -6,7 +6,6 @@ tensors placed on another device are copied in chunks. A progress callback sees 
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Union
 

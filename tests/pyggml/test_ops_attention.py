@@ -152,7 +152,8 @@ def test_flash_attn_ext(compute, rng, heads, kv_heads, n_q, n_kv, kv_dtype):
 
 
 def test_flash_attn_ext_logit_softcap(compute, rng):
-    q, k, v = f32(rng, 1, 2, 3, 64, scale=3), f32(rng, 1, 2, 10, 64, scale=3), f32(rng, 1, 2, 10, 64)
+    q, k = f32(rng, 1, 2, 3, 64, scale=3), f32(rng, 1, 2, 10, 64, scale=3)
+    v = f32(rng, 1, 2, 10, 64)
     k, v, mask = k.astype(np.float16), v.astype(np.float16), causal_mask(3, 10, np.float16)
     out = compute(lambda qt, kt, vt, m: qt.flash_attn_ext(kt, vt, m, 0.125, logit_softcap=5.0),
                   q, k, v, mask)

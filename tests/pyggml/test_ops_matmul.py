@@ -19,8 +19,9 @@ def reference_dequantize(raw: np.ndarray, name: str) -> np.ndarray:
     return gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[name]).astype(np.float32)
 
 
-@pytest.mark.parametrize("a_shape,b_shape", [((5, 8), (3, 8)), ((2, 5, 8), (2, 3, 8)),
-                                             ((1, 4, 16), (3, 2, 16)), ((2, 1, 4, 16), (2, 3, 5, 16))])
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((5, 8), (3, 8)), ((2, 5, 8), (2, 3, 8)), ((1, 4, 16), (3, 2, 16)),
+    ((2, 1, 4, 16), (2, 3, 5, 16))])
 def test_mul_mat_f32_broadcasts(compute, rng, a_shape, b_shape):
     a, b = f32(rng, *a_shape), f32(rng, *b_shape)
     out = compute(lambda x, y: x.mul_mat(y), a, b)
