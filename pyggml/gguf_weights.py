@@ -1,4 +1,4 @@
-"""GGUF files: metadata through the `gguf` package, tensor data into backend buffers.
+"""GGUF files: metadata and tensors (gguf_reader.Header), tensor data into backend buffers.
 
 Tensors placed on the CPU point straight into the memory-mapped file (no copy, no load time);
 tensors placed on another device are copied in chunks. A progress callback sees bytes done.
@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Union
 
-import gguf
 import numpy as np
 
 from ._ggml import ffi, lib
@@ -17,6 +16,7 @@ from .backend import Backend, Buffer, cpu_backend
 from .context import Context
 from .dtypes import GGMLType
 from .errors import GGMLError
+from .gguf_reader import Header
 
 Placement = Union[Backend, Callable[[str], Backend], None]
 Progress = Callable[[int, int], None]
@@ -30,25 +30,18 @@ class GGUFFile:
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"No GGUF file at {self.path}.")
-        try:
-            self.reader = gguf.GGUFReader(self.path, "r")
-        except (ValueError, IndexError, KeyError) as error:
-            raise ValueError(f"{self.path} is not a readable GGUF file: {error}") from error
-        self.tensors_info = {t.name: t for t in self.reader.tensors}
+        self.header = Header(self.path)
+        self.metadata = self.header.metadata
+        self.tensors_info = {t.name: t for t in self.header.tensors}
+        self.data = np.frombuffer(self.header.map, dtype=np.uint8)
         self._buffers: list[Buffer] = []
 
-    @property
-    def metadata(self) -> dict:
-        """Every key-value pair, decoded (strings as str, arrays as lists)."""
-        return {name: field.contents() for name, field in self.reader.fields.items()
-                if not name.startswith("GGUF.")}
-
     def tensor_type(self, name: str) -> GGMLType:
-        return GGMLType.parse(int(self.tensors_info[name].tensor_type))
+        return GGMLType.parse(self.tensors_info[name].type)
 
     def tensor_shape(self, name: str) -> tuple[int, ...]:
         """numpy-order shape."""
-        return tuple(int(n) for n in reversed(self.tensors_info[name].shape.tolist()))
+        return tuple(reversed(self.tensors_info[name].ne))
 
     def load(self, placement: Placement = None, progress: Progress | None = None,
              use_mmap: bool = True) -> dict[str, "Tensor"]:  # noqa: F821
@@ -60,10 +53,10 @@ class GGUFFile:
             placement = cpu_backend()
         where = placement if callable(placement) else (lambda name, backend=placement: backend)
         groups: dict[int, tuple[Backend, list]] = {}
-        for info in self.reader.tensors:
+        for info in self.header.tensors:
             backend = where(info.name)
             groups.setdefault(id(backend), (backend, []))[1].append(info)
-        total = sum(int(info.n_bytes) for info in self.reader.tensors)
+        total = sum(info.n_bytes for info in self.header.tensors)
         done = [0]
 
         def advance(n: int) -> None:
@@ -85,35 +78,27 @@ class GGUFFile:
         return loaded
 
     def _map(self, ctx: Context, tensors: dict, infos: list, advance) -> None:
-        data = self.reader.data
+        data = self.data
         base = ffi.cast("char *", data.ctypes.data)
         raw = lib.ggml_backend_cpu_buffer_from_ptr(base, data.nbytes)
         if raw == ffi.NULL:
             raise GGMLError(f"Could not map {self.path} into a CPU buffer.")
-        buffer = Buffer(raw, contexts=[ctx], keep=self.reader)
+        buffer = Buffer(raw, contexts=[ctx], keep=self.header)
         buffer.mark_weights()
         for info in infos:
-            end = int(info.data_offset) + int(info.n_bytes)
-            if end > data.nbytes:
-                raise ValueError(f"{self.path} is truncated: tensor {info.name} ends at byte "
-                                 f"{end} of a {data.nbytes}-byte file.")
-            status = lib.ggml_backend_tensor_alloc(raw, tensors[info.name].ptr,
-                                                   base + int(info.data_offset))
+            status = lib.ggml_backend_tensor_alloc(raw, tensors[info.name].ptr, base + info.offset)
             if status != lib.GGML_STATUS_SUCCESS:
                 raise GGMLError(f"Could not place tensor {info.name} in the mapped file.")
-            advance(int(info.n_bytes))
+            advance(info.n_bytes)
         ctx.keepalive.append(buffer)
         self._buffers.append(buffer)
 
     def _copy(self, ctx: Context, backend: Backend, tensors: dict, infos: list, advance) -> None:
         buffer = ctx.allocate(backend)
         buffer.mark_weights()
-        data = self.reader.data
+        data = self.data
         for info in infos:
-            start, size = int(info.data_offset), int(info.n_bytes)
-            if start + size > data.nbytes:
-                raise ValueError(f"{self.path} is truncated: tensor {info.name} ends at byte "
-                                 f"{start + size} of a {data.nbytes}-byte file.")
+            start, size = info.offset, info.n_bytes
             for offset in range(0, size, CHUNK_BYTES):
                 chunk = np.asarray(data[start + offset:start + min(size, offset + CHUNK_BYTES)])
                 lib.ggml_backend_tensor_set(tensors[info.name].ptr, ffi.from_buffer(chunk),

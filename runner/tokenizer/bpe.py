@@ -1,0 +1,80 @@
+"""Byte-level BPE (tokenizer.ggml.model = gpt2) on the `tokenizers` library.
+
+The pre-tokenizer is chosen by tokenizer.ggml.pre: a sequence of regular expressions, each
+splitting the pieces the previous one left, as llama.cpp applies them (llama-vocab.cpp).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+
+from .vocab import TokenType, Vocab
+
+GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
+LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+"
+          r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+"
+         r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# tokenizer.ggml.pre -> (regular expressions applied in turn, ignore_merges)
+PRE_TOKENIZERS = {
+    "default": ([r"[\p{P}\$\+<=>\^~\|]+", GPT2, r"\p{N}+", r"[0-9][0-9][0-9]"], False),
+    "gpt2": ([GPT2], False),
+    "smollm": ([r"\p{N}", GPT2], False),
+    "starcoder": ([r"\p{N}", GPT2], False),
+    "llama-bpe": ([LLAMA3], True),
+    "llama3": ([LLAMA3], True),
+    "qwen2": ([QWEN2], False),
+}
+
+
+@lru_cache(maxsize=1)
+def byte_decoder() -> dict[str, int]:
+    """GPT-2's printable stand-in character for each byte, inverted."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    chars, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            chars[chr(byte)] = byte
+        else:
+            chars[chr(256 + extra)] = byte
+            extra += 1
+    return chars
+
+
+class BPETokenizer:
+    def __init__(self, vocab: Vocab):
+        if vocab.pre not in PRE_TOKENIZERS:
+            raise ValueError(f"Unsupported pre-tokenizer {vocab.pre!r}; supported: "
+                             f"{', '.join(PRE_TOKENIZERS)}.")
+        self.vocab = vocab
+        regexes, ignore_merges = PRE_TOKENIZERS[vocab.pre]
+        ids = {text: i for i, text in enumerate(vocab.tokens)}
+        merges = [tuple(m.split(" ", 1)) for m in vocab.merges]
+        self._plain = self._build(ids, merges, regexes, ignore_merges, with_control=False)
+        self._special = self._build(ids, merges, regexes, ignore_merges, with_control=True)
+        decode = byte_decoder()
+        self.token_bytes = [
+            text.encode() if kind in (TokenType.CONTROL, TokenType.USER_DEFINED)
+            else bytes(decode.get(ch, 0x3F) for ch in text)
+            for text, kind in zip(vocab.tokens, vocab.types)]
+
+    def _build(self, ids, merges, regexes, ignore_merges, with_control: bool) -> Tokenizer:
+        tokenizer = Tokenizer(models.BPE(vocab=ids, merges=merges, ignore_merges=ignore_merges))
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in regexes]
+            + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        tokenizer.decoder = decoders.ByteLevel()
+        kinds = (TokenType.USER_DEFINED, TokenType.CONTROL) if with_control else \
+            (TokenType.USER_DEFINED,)
+        tokenizer.add_special_tokens([
+            AddedToken(self.vocab.tokens[i], normalized=False, special=True)
+            for i in self.vocab.ids_of_type(*kinds)])
+        return tokenizer
+
+    def encode(self, text: str, parse_special: bool = True) -> list[int]:
+        tokenizer = self._special if parse_special else self._plain
+        return tokenizer.encode(text, add_special_tokens=False).ids

@@ -1,0 +1,72 @@
+"""The vocabulary as GGUF metadata describes it (keys as llama.cpp's converter writes them)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class TokenType(enum.IntEnum):
+    NORMAL = 1
+    UNKNOWN = 2
+    CONTROL = 3
+    USER_DEFINED = 4
+    UNUSED = 5
+    BYTE = 6
+
+
+# tokenizer.ggml.model -> whether BOS is added when the file does not say
+DEFAULT_ADD_BOS = {"llama": True, "gpt2": False}
+
+
+@dataclass
+class Vocab:
+    model: str                       # tokenizer.ggml.model: "gpt2" (BPE) or "llama" (SPM)
+    pre: str                         # tokenizer.ggml.pre: the pre-tokenizer's name
+    tokens: list[str]
+    types: list[int]
+    scores: list[float] | None
+    merges: list[str]
+    bos: int | None
+    eos: int | None
+    eot: int | None
+    unk: int | None
+    add_bos: bool
+    add_eos: bool
+    add_space_prefix: bool
+    eog: set[int] = field(default_factory=set)   # ids that end generation
+
+    @classmethod
+    def from_metadata(cls, meta: dict) -> "Vocab":
+        model = meta.get("tokenizer.ggml.model")
+        if model not in DEFAULT_ADD_BOS:
+            raise ValueError(f"Unsupported tokenizer model {model!r}; supported: "
+                             f"{', '.join(DEFAULT_ADD_BOS)}.")
+        tokens = meta["tokenizer.ggml.tokens"]
+        types = meta.get("tokenizer.ggml.token_type") or [TokenType.NORMAL] * len(tokens)
+
+        def token_id(key: str) -> int | None:
+            value = meta.get(f"tokenizer.ggml.{key}_token_id")
+            return int(value) if value is not None and 0 <= int(value) < len(tokens) else None
+
+        vocab = cls(
+            model=model, pre=meta.get("tokenizer.ggml.pre", "default"), tokens=tokens,
+            types=[int(t) for t in types], scores=meta.get("tokenizer.ggml.scores"),
+            merges=meta.get("tokenizer.ggml.merges") or [], bos=token_id("bos"),
+            eos=token_id("eos"), eot=token_id("eot"), unk=token_id("unknown"),
+            add_bos=bool(meta.get("tokenizer.ggml.add_bos_token", DEFAULT_ADD_BOS[model])),
+            add_eos=bool(meta.get("tokenizer.ggml.add_eos_token", False)),
+            add_space_prefix=bool(meta.get("tokenizer.ggml.add_space_prefix", model == "llama")))
+        vocab.eog = {t for t in (vocab.eos, vocab.eot) if t is not None}
+        for i, text in enumerate(tokens):
+            if vocab.types[i] == TokenType.CONTROL and text in END_OF_GENERATION:
+                vocab.eog.add(i)
+        return vocab
+
+    def ids_of_type(self, *kinds: TokenType) -> list[int]:
+        return [i for i, t in enumerate(self.types) if t in kinds]
+
+
+# control tokens that end a turn in the chat formats we know (llama.cpp adds the same set)
+END_OF_GENERATION = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+                     "<|end_of_text|>", "<EOT>", "<|eom_id|>", "<turn|>"}
