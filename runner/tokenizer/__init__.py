@@ -12,10 +12,11 @@ recognises control tokens written in the text.
 from __future__ import annotations
 
 from .bpe import BPETokenizer
+from .spm import SPMTokenizer
 from .stream import TextStream
 from .vocab import TokenType, Vocab
 
-BACKENDS = {"gpt2": BPETokenizer}
+BACKENDS = {"gpt2": BPETokenizer, "llama": SPMTokenizer}
 
 __all__ = ["Tokenizer", "TextStream", "TokenType", "Vocab", "from_metadata"]
 

@@ -1,0 +1,40 @@
+"""A batch: tokens of one or more sequences, each at its own position."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Batch:
+    tokens: np.ndarray          # int32 (T,)
+    positions: np.ndarray       # int32 (T,)
+    seqs: np.ndarray            # int32 (T,) sequence id of each token
+    outputs: np.ndarray = field(default=None)   # int32 indices into the batch whose logits are wanted
+
+    def __post_init__(self):
+        self.tokens = np.asarray(self.tokens, dtype=np.int32)
+        self.positions = np.asarray(self.positions, dtype=np.int32)
+        self.seqs = np.asarray(self.seqs, dtype=np.int32)
+        if self.outputs is None:
+            self.outputs = np.array([len(self.tokens) - 1], dtype=np.int32)
+        self.outputs = np.asarray(self.outputs, dtype=np.int32)
+        n = len(self.tokens)
+        if n == 0:
+            raise ValueError("A batch needs at least one token.")
+        if self.positions.shape != (n,) or self.seqs.shape != (n,):
+            raise ValueError(f"A batch of {n} tokens needs {n} positions and sequence ids, not "
+                             f"{self.positions.shape} and {self.seqs.shape}.")
+        if self.outputs.size == 0 or self.outputs.min() < 0 or self.outputs.max() >= n:
+            raise ValueError(f"Output indices must lie in [0, {n}), not {self.outputs.tolist()}.")
+
+    @classmethod
+    def of_sequence(cls, tokens, start: int, seq: int = 0, all_logits: bool = False) -> "Batch":
+        n = len(tokens)
+        return cls(tokens, np.arange(start, start + n), np.full(n, seq),
+                   np.arange(n) if all_logits else None)
+
+    def __len__(self) -> int:
+        return len(self.tokens)

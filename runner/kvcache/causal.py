@@ -1,0 +1,193 @@
+"""A causal KV cache: one pool of cells shared by sequences, each cell holding one position.
+
+Runner side: start(batch) places the batch's tokens in free cells and prepares the masks;
+remove(seq, p0, p1), copy_prefix(src, dst, n) and shift(seq, p0, p1, delta) edit sequences.
+Model side (inside a graph): inputs(ctx) once per graph, then put(layer, k, v) and
+keys/values(layer) views, and mask(window) for each kind of layer.
+
+Layout: K is (cells, kv_dim) per layer. V is the same with flash attention, else stored
+transposed, (kv_dim, cells), so the attention product reads it without a copy. With flash
+attention the cells a graph sees are padded to 256 and the mask is F16.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import pyggml
+
+CACHE_TYPES = {"f16": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0"}
+PAD_FLASH, PAD_PLAIN = 256, 32
+NO_SEQ = 0
+
+
+class CacheFullError(RuntimeError):
+    pass
+
+
+@dataclass
+class LayerShape:
+    kv_heads: int
+    head_dim: int       # of K
+    v_dim: int          # of V, per head
+
+
+class CausalCache:
+    def __init__(self, layers: list[LayerShape], cells: int, backend: pyggml.Backend,
+                 cache_type: str = "f16", flash: bool = False):
+        if cache_type not in CACHE_TYPES:
+            raise ValueError(f"Unknown KV cache type {cache_type!r}; choose one of "
+                             f"{', '.join(CACHE_TYPES)}.")
+        if cache_type != "f16" and not flash:
+            raise ValueError(f"A {cache_type} KV cache needs flash attention.")
+        if cells < 1:
+            raise ValueError(f"A KV cache needs at least one cell, not {cells}.")
+        self.layers, self.size, self.flash = layers, cells, flash
+        self.cache_type = cache_type
+        self.pos = np.full(cells, -1, dtype=np.int64)
+        self.seq = np.zeros(cells, dtype=np.int64)          # bit s set: cell belongs to seq s
+        self.storage = pyggml.Context(max_tensors=2 * len(layers), graphs=0)
+        ggml_type = CACHE_TYPES[cache_type]
+        self.k, self.v = [], []
+        for i, shape in enumerate(layers):
+            self.k.append(self.storage.new_tensor(
+                ggml_type, (cells, shape.kv_heads * shape.head_dim), name=f"cache_k_l{i}"))
+            v_dims = shape.kv_heads * shape.v_dim
+            self.v.append(self.storage.new_tensor(
+                ggml_type, (cells, v_dims) if flash else (v_dims, cells), name=f"cache_v_l{i}"))
+        self.buffer = self.storage.allocate(backend)
+        self.buffer.clear(0)
+        self._step = None
+
+    # -- runner side ----------------------------------------------------------------------
+
+    def used(self, seq: int) -> int:
+        return int(np.count_nonzero(self.seq & (1 << seq)))
+
+    def start(self, batch) -> None:
+        """Place the batch in free cells and prepare slot indices and masks for its graph."""
+        free = np.flatnonzero(self.seq == NO_SEQ)
+        n = len(batch)
+        if len(free) < n:
+            raise CacheFullError(f"The KV cache has {len(free)} free cells; the batch needs {n}.")
+        slots = free[:n]
+        self.pos[slots] = batch.positions
+        self.seq[slots] = 1 << batch.seqs.astype(np.int64)
+        used = np.flatnonzero(self.seq != NO_SEQ)
+        pad = PAD_FLASH if self.flash else PAD_PLAIN
+        n_kv = min(self.size, -(-(int(used.max()) + 1) // pad) * pad)
+        self._step = _Step(batch, slots, n_kv)
+
+    def mask(self, batch_positions, batch_seqs, n_kv: int, window: int | None) -> np.ndarray:
+        """(T, n_kv) additive mask: 0 where token t may attend to cell c, else -inf."""
+        pos, seq = self.pos[:n_kv], self.seq[:n_kv]
+        token_pos = batch_positions[:, None].astype(np.int64)
+        visible = ((seq[None, :] >> batch_seqs[:, None].astype(np.int64)) & 1).astype(bool)
+        visible &= (pos[None, :] >= 0) & (pos[None, :] <= token_pos)
+        if window is not None:
+            visible &= pos[None, :] > token_pos - window
+        return np.where(visible, 0.0, -np.inf).astype(np.float32)
+
+    def remove(self, seq: int, p0: int = 0, p1: int | None = None) -> None:
+        """Drop positions [p0, p1) of seq (p1 None: to the end)."""
+        hit = (self.seq & (1 << seq)).astype(bool) & (self.pos >= p0)
+        if p1 is not None:
+            hit &= self.pos < p1
+        self.seq[hit] &= ~(1 << seq)
+        self.pos[self.seq == NO_SEQ] = -1
+
+    def copy_prefix(self, src: int, dst: int, n: int) -> None:
+        """Let dst share src's cells for positions [0, n)."""
+        self.remove(dst)
+        hit = (self.seq & (1 << src)).astype(bool) & (self.pos < n)
+        self.seq[hit] |= 1 << dst
+
+    def positions_of(self, seq: int) -> np.ndarray:
+        return np.sort(self.pos[(self.seq & (1 << seq)).astype(bool)])
+
+    # -- model side -----------------------------------------------------------------------
+
+    def inputs(self, ctx: pyggml.Context, windows=(None,)) -> "_Inputs":
+        step = self._step
+        if step is None:
+            raise RuntimeError("start(batch) must come before the graph is built.")
+        return _Inputs(self, ctx, step, windows)
+
+
+@dataclass
+class _Step:
+    batch: object
+    slots: np.ndarray
+    n_kv: int
+
+
+class _Inputs:
+    """This graph's view of the cache: slot indices, masks, and the per-layer operations."""
+
+    def __init__(self, cache: CausalCache, ctx: pyggml.Context, step: _Step, windows):
+        self.cache, self.ctx, self.step = cache, ctx, step
+        n = len(step.batch)
+        self.slots = ctx.new_tensor("I64", (n,), name="kv_slots").set_input()
+        mask_type = "F16" if cache.flash else "F32"
+        self.masks = {w: ctx.new_tensor(mask_type, (n, step.n_kv), name=f"kq_mask_{w}").set_input()
+                      for w in windows}
+        self.v_index = None
+        if not cache.flash:
+            v_dims = {s.kv_heads * s.v_dim for s in cache.layers}
+            self.v_index = {d: ctx.new_tensor("I64", (n * d,), name=f"v_idx_{d}").set_input()
+                            for d in v_dims}
+
+    def feed(self) -> None:
+        """Fill this graph's cache inputs (after the scheduler allocated the graph)."""
+        cache, step = self.cache, self.step
+        self.slots.set(step.slots.astype(np.int64))
+        batch = step.batch
+        for window, tensor in self.masks.items():
+            mask = cache.mask(batch.positions, batch.seqs, step.n_kv, window)
+            tensor.set(mask.astype(np.float16) if cache.flash else mask)
+        for dims, tensor in (self.v_index or {}).items():
+            # element (t, d) of the new V rows goes to row d, column slot[t] of the
+            # transposed cache, flattened: d * cells + slot[t]
+            index = np.arange(dims)[None, :] * cache.size + step.slots[:, None]
+            tensor.set(index.reshape(-1).astype(np.int64))
+
+    def put(self, layer: int, k, v):
+        """Store k (T, kv_heads, head_dim) and v (T, kv_heads, v_dim); returns the K and V
+        cache nodes that include the write (read the cache through them)."""
+        cache, ctx = self.cache, self.ctx
+        n = len(self.step.batch)
+        k_cache = ctx.bind(cache.k[layer]).set_rows(k.reshape(n, -1), self.slots)
+        v_flat = v.reshape(n, -1)
+        if cache.flash:
+            v_cache = ctx.bind(cache.v[layer]).set_rows(v_flat, self.slots)
+        else:
+            dims = v_flat.shape[1]
+            column = ctx.bind(cache.v[layer]).reshape(dims * cache.size, 1)
+            v_cache = column.set_rows(v_flat.reshape(n * dims, 1), self.v_index[dims])
+        return k_cache, v_cache
+
+    def keys(self, layer: int, k_node):
+        """(kv_heads, n_kv, head_dim) view of the K cache, read after k_node's write."""
+        shape = self.cache.layers[layer]
+        return self._heads(k_node, shape.kv_heads, shape.head_dim)
+
+    def values(self, layer: int, v_node):
+        """Flash: (kv_heads, n_kv, v_dim). Otherwise the transposed (kv_heads, v_dim, n_kv),
+        viewed through v_node (the flat column the write produced)."""
+        shape = self.cache.layers[layer]
+        if self.cache.flash:
+            return self._heads(v_node, shape.kv_heads, shape.v_dim)
+        element, cells = v_node.strides[-1], self.cache.size
+        return v_node.view((shape.kv_heads, shape.v_dim, self.step.n_kv),
+                           strides=(shape.v_dim * cells * element, cells * element, element))
+
+    def _heads(self, node, heads: int, dim: int):
+        row = node.strides[0]                                  # bytes of one cell
+        view = node.view((self.step.n_kv, heads, dim),         # (n_kv, heads, dim)
+                         strides=(row, row // heads, node.strides[-1]))
+        return view.permute(1, 0, 2)                           # (heads, n_kv, dim)
+
+    def mask(self, window: int | None = None):
+        return self.masks[window]

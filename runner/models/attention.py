@@ -1,0 +1,25 @@
+"""Scaled dot-product attention through the KV cache, with or without flash attention."""
+
+from __future__ import annotations
+
+
+def attention(kv, layer: int, q, k, v, scale: float, window: int | None = None,
+              softcap: float = 0.0):
+    """q (T, H, D), k (T, KVH, D), v (T, KVH, Dv) -> (T, H * Dv), after storing k and v."""
+    n_tokens, heads = q.shape[0], q.shape[1]
+    k_node, v_node = kv.put(layer, k, v)
+    keys = kv.keys(layer, k_node)                                 # (KVH, n_kv, D)
+    values = kv.values(layer, v_node)
+    queries = q.permute(1, 0, 2)                                  # (H, T, D)
+    mask = kv.mask(window)
+    if kv.cache.flash:
+        out = queries.flash_attn_ext(keys, values, mask, scale,
+                                     logit_softcap=softcap)        # (T, H, Dv)
+    else:
+        scores = keys.mul_mat(queries)                            # (H, T, n_kv)
+        if softcap:
+            scores = scores.scale(scale / softcap).tanh().scale(softcap)
+            scale = 1.0
+        probs = scores.soft_max(mask, scale)                      # (H, T, n_kv)
+        out = values.mul_mat(probs).permute(1, 0, 2)              # (T, H, Dv)
+    return out.cont().reshape(n_tokens, heads * out.shape[-1])

@@ -1,0 +1,72 @@
+"""What every model shares: metadata lookup, weights bound by name, the graph inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gguf
+
+import pyggml
+
+
+class ModelError(ValueError):
+    """The model file does not hold what its architecture needs."""
+
+
+class Metadata:
+    """GGUF key lookup for one architecture, with gguf-py's key names."""
+
+    def __init__(self, meta: dict, arch: str):
+        self.meta, self.arch = meta, arch
+
+    def get(self, key: str, default=None):
+        value = self.meta.get(key.format(arch=self.arch))
+        return default if value is None else value
+
+    def require(self, key: str):
+        name = key.format(arch=self.arch)
+        if name not in self.meta:
+            raise ModelError(f"The model file lacks the metadata key {name}.")
+        return self.meta[name]
+
+
+LLM, ATTENTION, ROPE = gguf.Keys.LLM, gguf.Keys.Attention, gguf.Keys.Rope
+
+
+class Weights:
+    """The loaded tensors, taken by GGUF name with a shape check."""
+
+    def __init__(self, tensors: dict[str, pyggml.Tensor]):
+        self.tensors = tensors
+
+    def take(self, name: str, shape=None) -> pyggml.Tensor:
+        tensor = self.tensors.get(name)
+        if tensor is None:
+            raise ModelError(f"The model file has no tensor {name}.")
+        if shape is not None and tensor.shape != tuple(shape):
+            raise ModelError(f"The tensor {name} has shape {tensor.shape}, but the model's "
+                             f"hyper-parameters need {tuple(shape)}.")
+        return tensor
+
+    def optional(self, name: str, shape=None) -> pyggml.Tensor | None:
+        return self.take(name, shape) if name in self.tensors else None
+
+    def bind(self, target, prefix: str, shapes: dict, optional: dict | None = None) -> None:
+        """Set target.<name> = tensor '<prefix><name>.weight' for each name in shapes."""
+        for name, shape in shapes.items():
+            setattr(target, name, self.take(f"{prefix}{name}.weight", shape))
+        for name, shape in (optional or {}).items():
+            setattr(target, name, self.optional(f"{prefix}{name}.weight", shape))
+
+
+class Layer:
+    """A plain holder for one block's weights (attributes are GGUF tensor names)."""
+
+
+@dataclass
+class Inputs:
+    """The graph inputs every model reads: token ids, positions, rows whose logits are kept."""
+    tokens: pyggml.Tensor       # int32 (T,)
+    positions: pyggml.Tensor    # int32 (T,)
+    outputs: pyggml.Tensor      # int32 (n_out,)
+    n_tokens: int

@@ -1,0 +1,123 @@
+"""Gemma 3 (text): scaled embeddings, Q/K norms, post-attention and post-FFN norms, GELU-gated
+FFN, sliding-window layers with every sixth layer global, and a separate rope base for the
+local layers.
+
+The norms' weights in GGUF already hold Gemma's `1 + weight` (llama.cpp's converter adds
+the one), so they multiply as they are.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..kvcache import LayerShape
+from . import register
+from .attention import attention
+from .base import ATTENTION, LLM, Layer, Metadata, Weights
+from .llama import RopeConfig
+
+SLIDING_PATTERN = 6          # layers i with i % 6 == 5 attend globally
+LOCAL_ROPE_BASE = 10000.0    # Gemma 3's local layers (llama.cpp hard-codes it too)
+
+
+@dataclass
+class Gemma3Config:
+    layers: int
+    embd: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    context: int
+    norm_eps: float
+    window: int
+    rope: RopeConfig
+
+    @classmethod
+    def from_metadata(cls, meta: dict) -> "Gemma3Config":
+        m = Metadata(meta, "gemma3")
+        embd, heads = int(m.require(LLM.EMBEDDING_LENGTH)), int(m.require(ATTENTION.HEAD_COUNT))
+        head_dim = int(m.get(ATTENTION.KEY_LENGTH, 256))
+        return cls(layers=int(m.require(LLM.BLOCK_COUNT)), embd=embd,
+                   ffn=int(m.require(LLM.FEED_FORWARD_LENGTH)), heads=heads,
+                   kv_heads=int(m.get(ATTENTION.HEAD_COUNT_KV, heads)), head_dim=head_dim,
+                   vocab=len(meta["tokenizer.ggml.tokens"]),
+                   context=int(m.get(LLM.CONTEXT_LENGTH, 32768)),
+                   norm_eps=float(m.get(ATTENTION.LAYERNORM_RMS_EPS, 1e-6)),
+                   window=int(m.get(ATTENTION.SLIDING_WINDOW, 512)),
+                   rope=RopeConfig.from_metadata(m, head_dim, 1e6))
+
+    def is_sliding(self, layer: int) -> bool:
+        return layer % SLIDING_PATTERN != SLIDING_PATTERN - 1
+
+
+@register("gemma3")
+class Gemma3:
+    rope_mode = "neox"
+
+    def __init__(self, config: Gemma3Config, weights: Weights):
+        c = self.config = config
+        q_dim, kv_dim = c.heads * c.head_dim, c.kv_heads * c.head_dim
+        self.token_embd = weights.take("token_embd.weight", (c.vocab, c.embd))
+        self.output_norm = weights.take("output_norm.weight", (c.embd,))
+        self.output = weights.optional("output.weight", (c.vocab, c.embd)) or self.token_embd
+        self.blocks = []
+        for i in range(c.layers):
+            block = Layer()
+            weights.bind(block, f"blk.{i}.", {
+                "attn_norm": (c.embd,), "attn_q": (q_dim, c.embd), "attn_k": (kv_dim, c.embd),
+                "attn_v": (kv_dim, c.embd), "attn_q_norm": (c.head_dim,),
+                "attn_k_norm": (c.head_dim,), "attn_output": (c.embd, q_dim),
+                "post_attention_norm": (c.embd,), "ffn_norm": (c.embd,),
+                "ffn_gate": (c.ffn, c.embd), "ffn_up": (c.ffn, c.embd),
+                "ffn_down": (c.embd, c.ffn), "post_ffw_norm": (c.embd,)})
+            self.blocks.append(block)
+
+    @classmethod
+    def from_metadata(cls, meta: dict, weights: Weights) -> "Gemma3":
+        return cls(Gemma3Config.from_metadata(meta), weights)
+
+    def cache_layers(self) -> list[LayerShape]:
+        c = self.config
+        return [LayerShape(c.kv_heads, c.head_dim, c.head_dim)] * c.layers
+
+    def windows(self) -> tuple:
+        return (None, self.config.window)
+
+    def _window(self, layer: int):
+        return self.config.window if self.config.is_sliding(layer) else None
+
+    def _rope(self, x, positions, layer: int):
+        c = self.config
+        base = LOCAL_ROPE_BASE if c.is_sliding(layer) else c.rope.base
+        return c.rope.apply(x, positions, self.rope_mode, base=base)
+
+    def forward(self, inputs, kv):
+        c = self.config
+        n, eps = inputs.n_tokens, c.norm_eps
+        x = self.token_embd.get_rows(inputs.tokens).scale(math.sqrt(c.embd))     # (T, E)
+        for i, block in enumerate(self.blocks):
+            h = x.rms_norm(eps).mul(block.attn_norm)
+            q = block.attn_q.mul_mat(h).reshape(n, c.heads, c.head_dim)         # (T, H, D)
+            k = block.attn_k.mul_mat(h).reshape(n, c.kv_heads, c.head_dim)      # (T, KVH, D)
+            v = block.attn_v.mul_mat(h).reshape(n, c.kv_heads, c.head_dim)
+            q = q.rms_norm(eps).mul(block.attn_q_norm)
+            k = k.rms_norm(eps).mul(block.attn_k_norm)
+            q = self._rope(q, inputs.positions, i)
+            k = self._rope(k, inputs.positions, i)
+            a = attention(kv, i, q, k, v, 1.0 / math.sqrt(c.head_dim), self._window(i))
+            a = block.attn_output.mul_mat(a).rms_norm(eps).mul(block.post_attention_norm)
+            x = x.add(a)
+            h = x.rms_norm(eps).mul(block.ffn_norm)
+            gate = block.ffn_gate.mul_mat(h).gelu()
+            f = block.ffn_down.mul_mat(gate.mul(block.ffn_up.mul_mat(h)))
+            x = x.add(f.rms_norm(eps).mul(block.post_ffw_norm))
+        x = x.get_rows(inputs.outputs)                                         # (n_out, E)
+        x = x.rms_norm(eps).mul(self.output_norm)
+        return self.output.mul_mat(x)                                          # (n_out, vocab)
+
+    def shift(self, k, deltas, layer: int):
+        """Re-rotate cached keys k (cells, KVH, D) by position deltas (cells,)."""
+        return self._rope(k, deltas, layer)

@@ -1,0 +1,134 @@
+"""Llama (and the many models shaped like it): GQA attention, RoPE, SwiGLU FFN, RMSNorm.
+
+Llama 3 rope scaling arrives as the rope_freqs tensor (frequency factors) that llama.cpp's
+converter writes; linear and YaRN scaling come from the rope.scaling metadata.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..kvcache import LayerShape
+from . import register
+from .attention import attention
+from .base import ATTENTION, LLM, ROPE, Layer, Metadata, Weights
+
+
+@dataclass
+class RopeConfig:
+    dims: int
+    base: float
+    freq_scale: float = 1.0
+    ext_factor: float = 0.0
+    attn_factor: float = 1.0
+    original_context: int = 0
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+
+    @classmethod
+    def from_metadata(cls, m: Metadata, dims: int, base_default: float) -> "RopeConfig":
+        kind = m.get(ROPE.SCALING_TYPE, "none")
+        factor = float(m.get(ROPE.SCALING_FACTOR, 1.0)) or 1.0
+        rope = cls(dims=int(m.get(ROPE.DIMENSION_COUNT, dims)),
+                   base=float(m.get(ROPE.FREQ_BASE, base_default)),
+                   original_context=int(m.get(ROPE.SCALING_ORIG_CTX_LEN, 0)))
+        if kind in ("linear", "yarn"):
+            rope.freq_scale = 1.0 / factor
+        if kind == "yarn":
+            rope.ext_factor = float(m.get(ROPE.SCALING_YARN_EXT_FACTOR, 1.0))
+            rope.attn_factor = float(m.get(ROPE.SCALING_ATTN_FACTOR, 1.0))
+            rope.beta_fast = float(m.get(ROPE.SCALING_YARN_BETA_FAST, 32.0))
+            rope.beta_slow = float(m.get(ROPE.SCALING_YARN_BETA_SLOW, 1.0))
+        return rope
+
+    def apply(self, x, positions, mode: str, freq_factors=None, base: float | None = None):
+        return x.rope_ext(positions, self.dims, mode, freq_factors=freq_factors,
+                          freq_base=self.base if base is None else base,
+                          freq_scale=self.freq_scale, n_ctx_orig=self.original_context,
+                          ext_factor=self.ext_factor, attn_factor=self.attn_factor,
+                          beta_fast=self.beta_fast, beta_slow=self.beta_slow)
+
+
+@dataclass
+class LlamaConfig:
+    layers: int
+    embd: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    context: int
+    norm_eps: float
+    rope: RopeConfig
+
+    @classmethod
+    def from_metadata(cls, meta: dict, arch: str = "llama") -> "LlamaConfig":
+        m = Metadata(meta, arch)
+        embd, heads = int(m.require(LLM.EMBEDDING_LENGTH)), int(m.require(ATTENTION.HEAD_COUNT))
+        head_dim = int(m.get(ATTENTION.KEY_LENGTH, embd // heads))
+        vocab = m.get(LLM.VOCAB_SIZE) or len(meta.get("tokenizer.ggml.tokens", []))
+        return cls(layers=int(m.require(LLM.BLOCK_COUNT)), embd=embd,
+                   ffn=int(m.require(LLM.FEED_FORWARD_LENGTH)), heads=heads,
+                   kv_heads=int(m.get(ATTENTION.HEAD_COUNT_KV, heads)), head_dim=head_dim,
+                   vocab=int(vocab), context=int(m.get(LLM.CONTEXT_LENGTH, 2048)),
+                   norm_eps=float(m.get(ATTENTION.LAYERNORM_RMS_EPS, 1e-5)),
+                   rope=RopeConfig.from_metadata(m, head_dim, 10000.0))
+
+
+@register("llama")
+class Llama:
+    rope_mode = "normal"     # llama.cpp's converter permutes Q and K for interleaved rope
+
+    def __init__(self, config: LlamaConfig, weights: Weights):
+        c = self.config = config
+        q_dim, kv_dim = c.heads * c.head_dim, c.kv_heads * c.head_dim
+        self.token_embd = weights.take("token_embd.weight", (c.vocab, c.embd))
+        self.output_norm = weights.take("output_norm.weight", (c.embd,))
+        self.output = weights.optional("output.weight", (c.vocab, c.embd)) or self.token_embd
+        self.rope_freqs = weights.optional("rope_freqs.weight")
+        self.blocks = []
+        for i in range(c.layers):
+            block = Layer()
+            weights.bind(block, f"blk.{i}.", {
+                "attn_norm": (c.embd,), "attn_q": (q_dim, c.embd), "attn_k": (kv_dim, c.embd),
+                "attn_v": (kv_dim, c.embd), "attn_output": (c.embd, q_dim),
+                "ffn_norm": (c.embd,), "ffn_gate": (c.ffn, c.embd), "ffn_up": (c.ffn, c.embd),
+                "ffn_down": (c.embd, c.ffn)})
+            self.blocks.append(block)
+
+    @classmethod
+    def from_metadata(cls, meta: dict, weights: Weights) -> "Llama":
+        return cls(LlamaConfig.from_metadata(meta), weights)
+
+    def cache_layers(self) -> list[LayerShape]:
+        c = self.config
+        return [LayerShape(c.kv_heads, c.head_dim, c.head_dim)] * c.layers
+
+    def windows(self) -> tuple:
+        return (None,)
+
+    def forward(self, inputs, kv):
+        c = self.config
+        n = inputs.n_tokens
+        x = self.token_embd.get_rows(inputs.tokens)                          # (T, E)
+        for i, block in enumerate(self.blocks):
+            h = x.rms_norm(c.norm_eps).mul(block.attn_norm)
+            q = block.attn_q.mul_mat(h).reshape(n, c.heads, c.head_dim)        # (T, H, D)
+            k = block.attn_k.mul_mat(h).reshape(n, c.kv_heads, c.head_dim)     # (T, KVH, D)
+            v = block.attn_v.mul_mat(h).reshape(n, c.kv_heads, c.head_dim)
+            q = c.rope.apply(q, inputs.positions, self.rope_mode, self.rope_freqs)
+            k = c.rope.apply(k, inputs.positions, self.rope_mode, self.rope_freqs)
+            a = attention(kv, i, q, k, v, 1.0 / math.sqrt(c.head_dim))        # (T, H*D)
+            x = x.add(block.attn_output.mul_mat(a))
+            h = x.rms_norm(c.norm_eps).mul(block.ffn_norm)
+            gate = block.ffn_gate.mul_mat(h).silu()
+            x = x.add(block.ffn_down.mul_mat(gate.mul(block.ffn_up.mul_mat(h))))
+        x = x.get_rows(inputs.outputs)                                       # (n_out, E)
+        x = x.rms_norm(c.norm_eps).mul(self.output_norm)
+        return self.output.mul_mat(x)                                        # (n_out, vocab)
+
+    def shift(self, k, deltas, layer: int):
+        """Re-rotate cached keys k (cells, KVH, D) by position deltas (cells,)."""
+        return self.config.rope.apply(k, deltas, self.rope_mode, self.rope_freqs)
