@@ -1,5 +1,11 @@
-"""The runner: models, KV caches, tokenizers, samplers and the batch loop over pyggml.
+"""The runner: models, KV caches, tokenizers, samplers and generation over pyggml.
 
-Its modules arrive with the text-generation issue; this package is installed alongside pyggml
-so that `python -m runner` has a home.
+    import runner
+    model = runner.load("smollm2:135m")
+    print(model.generate("The capital of France is", stream=False, temperature=0,
+                         num_predict=16))
 """
+
+from .api import LoadOptions, Model, load
+
+__all__ = ["LoadOptions", "Model", "load"]

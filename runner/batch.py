@@ -12,7 +12,7 @@ class Batch:
     tokens: np.ndarray          # int32 (T,)
     positions: np.ndarray       # int32 (T,)
     seqs: np.ndarray            # int32 (T,) sequence id of each token
-    outputs: np.ndarray = field(default=None)   # int32 indices into the batch whose logits are wanted
+    outputs: np.ndarray = field(default=None)   # int32 rows of the batch whose logits we want
 
     def __post_init__(self):
         self.tokens = np.asarray(self.tokens, dtype=np.int32)

@@ -1,0 +1,46 @@
+"""Chat templates: the model's own (jinja2, from tokenizer.chat_template), else Gemma's
+well-known turn format for gemma models whose file carries none."""
+
+from __future__ import annotations
+
+from jinja2 import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+# Gemma has no system role: its own template puts the system text before the first turn's
+GEMMA_TURNS = (
+    "{% set turns = messages %}{% set prefix = '' %}"
+    "{% if messages and messages[0]['role'] == 'system' %}"
+    "{% set prefix = (messages[0]['content'] | trim) ~ '\n\n' %}"
+    "{% set turns = messages[1:] %}{% endif %}"
+    "{% for message in turns %}"
+    "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+    "<start_of_turn>{{ role }}\n{{ (prefix if loop.first else '') ~ (message['content'] | trim) }}"
+    "<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+FALLBACKS = {"gemma3": GEMMA_TURNS, "gemma": GEMMA_TURNS}
+
+
+def _raise(message: str):
+    raise TemplateError(message)
+
+
+def template_for(metadata: dict) -> str | None:
+    return metadata.get("tokenizer.chat_template") or \
+        FALLBACKS.get(metadata.get("general.architecture"))
+
+
+def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
+           add_generation_prompt: bool = True) -> str:
+    for message in messages:
+        if not isinstance(message, dict) or not isinstance(message.get("content"), str) \
+                or message.get("role") not in ("system", "user", "assistant", "tool"):
+            raise ValueError("Each message needs a role (system, user, assistant, tool) and a "
+                             f"string content, not {message!r}.")
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = _raise
+    try:
+        return env.from_string(template).render(
+            messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos,
+            eos_token=eos)
+    except TemplateError as error:
+        raise ValueError(f"The chat template failed: {error}") from error

@@ -1,0 +1,54 @@
+"""Sampling options (Ollama's names) and their validation."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+
+@dataclass
+class SamplingOptions:
+    temperature: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.9
+    min_p: float = 0.0
+    seed: int | None = None
+    repeat_penalty: float = 1.0         # llama.cpp's default (Ollama's is 1.1)
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repeat_last_n: int = 64
+
+    def __post_init__(self):
+        for name, (low, high, kind) in LIMITS.items():
+            value = getattr(self, name)
+            if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"{name} must be an integer, not {value!r}.")
+            if kind is float:
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise ValueError(f"{name} must be a number, not {value!r}.")
+                if not math.isfinite(value):
+                    raise ValueError(f"{name} must be a finite number, not {value!r}.")
+            if value < low or (high is not None and value > high):
+                bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+                raise ValueError(f"{name} must be {bound}, not {value!r}.")
+        if self.seed is not None and (isinstance(self.seed, bool) or
+                                      not isinstance(self.seed, int)):
+            raise ValueError(f"seed must be an integer, not {self.seed!r}.")
+
+    @classmethod
+    def from_dict(cls, options: dict) -> "SamplingOptions":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in options.items() if k in known})
+
+
+# option -> (lowest, highest or None, type)
+LIMITS = {
+    "temperature": (0.0, None, float),
+    "top_k": (0, None, int),
+    "top_p": (0.0, 1.0, float),
+    "min_p": (0.0, 1.0, float),
+    "repeat_penalty": (0.0, None, float),
+    "presence_penalty": (-2.0, 2.0, float),
+    "frequency_penalty": (-2.0, 2.0, float),
+    "repeat_last_n": (-1, None, int),
+}

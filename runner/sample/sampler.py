@@ -1,0 +1,89 @@
+"""The transforms and the sampler that chains them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .options import SamplingOptions
+
+
+def apply_penalties(logits: np.ndarray, history, options: SamplingOptions) -> np.ndarray:
+    """Repeat (llama.cpp's divide-or-multiply), presence and frequency penalties over the
+    last repeat_last_n tokens (-1: all of them)."""
+    n = options.repeat_last_n
+    recent = history if n == -1 else history[-n:] if n > 0 else []
+    if len(recent) == 0 or (options.repeat_penalty == 1.0 and not options.presence_penalty
+                            and not options.frequency_penalty):
+        return logits
+    tokens, counts = np.unique(np.asarray(recent, dtype=np.int64), return_counts=True)
+    logits = logits.copy()
+    values = logits[tokens]
+    values = np.where(values > 0, values / options.repeat_penalty,
+                      values * options.repeat_penalty)
+    values -= counts * options.frequency_penalty + options.presence_penalty
+    logits[tokens] = values
+    return logits
+
+
+def top_k(logits: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest logits, by partial selection (no full sort)."""
+    if k <= 0 or k >= logits.size:
+        return np.arange(logits.size)
+    return np.argpartition(logits, -k)[-k:]
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def top_p(probs: np.ndarray, p: float) -> np.ndarray:
+    """Mask keeping the smallest set of most likely entries whose mass reaches p."""
+    if p >= 1.0:
+        return np.ones(probs.size, dtype=bool)
+    order = np.argsort(-probs)
+    cumulative = np.cumsum(probs[order])
+    keep = np.zeros(probs.size, dtype=bool)
+    keep[order[: int(np.searchsorted(cumulative, p)) + 1]] = True
+    return keep
+
+
+def min_p(probs: np.ndarray, p: float) -> np.ndarray:
+    return probs >= p * probs.max() if p > 0 else np.ones(probs.size, dtype=bool)
+
+
+class Sampler:
+    def __init__(self, options: SamplingOptions | None = None):
+        self.options = options or SamplingOptions()
+        self.rng = np.random.default_rng(self.options.seed)
+
+    def sample(self, logits: np.ndarray, history=()) -> int:
+        o = self.options
+        logits = apply_penalties(np.asarray(logits, dtype=np.float32), history, o)
+        if o.temperature == 0:
+            return int(np.argmax(logits))
+        candidates = top_k(logits, o.top_k)
+        probs = softmax(logits[candidates].astype(np.float64) / o.temperature)
+        keep = top_p(probs, o.top_p) & min_p(probs, o.min_p)
+        candidates, probs = candidates[keep], probs[keep]
+        return int(candidates[self.rng.choice(len(candidates), p=probs / probs.sum())])
+
+
+@dataclass
+class TokenLogprob:
+    token: int
+    logprob: float
+
+
+def logprobs(logits: np.ndarray, token: int, top: int = 0
+             ) -> tuple[TokenLogprob, list[TokenLogprob]]:
+    """The chosen token's log-probability and the `top` most likely alternatives."""
+    logits = np.asarray(logits, dtype=np.float64)
+    shifted = logits - logits.max()
+    log_probs = shifted - np.log(np.exp(shifted).sum())
+    best = top_k(log_probs, top) if top > 0 else np.array([], dtype=np.int64)
+    best = best[np.argsort(-log_probs[best])]
+    return (TokenLogprob(token, float(log_probs[token])),
+            [TokenLogprob(int(t), float(log_probs[t])) for t in best])
