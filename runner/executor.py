@@ -1,6 +1,14 @@
-"""Run one batch through a model: build its graph, compute, return the logits."""
+"""Run batches through a model: build a graph, compute it, return the logits.
+
+A step is built (graph and cache cells, no token values yet), launched (allocated, inputs
+filled, computing on the scheduler's worker thread) and finished (waited for, logits read).
+Building the next step while the current one computes hides the Python graph-building time
+behind the compute; the token values arrive at launch.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -13,30 +21,66 @@ from .models.base import Inputs
 GRAPH_NODES = 16384
 
 
+@dataclass
+class Step:
+    batch: Batch
+    ctx: pyggml.Context
+    graph: pyggml.Graph
+    inputs: Inputs
+    kv_inputs: object
+    logits: pyggml.Tensor
+    computation: pyggml.Computation | None = None
+
+
 class Executor:
     def __init__(self, model, kv: CausalCache, scheduler: pyggml.Scheduler):
         self.model, self.kv, self.scheduler = model, kv, scheduler
 
-    def logits(self, batch: Batch) -> np.ndarray:
-        """float32 (len(batch.outputs), vocab): the logits of the batch's output rows."""
+    def build(self, batch: Batch) -> Step:
+        """Take cache cells for the batch and build its graph (batch.tokens may be
+        placeholders until launch)."""
         self.kv.start(batch)
-        with pyggml.Context(max_tensors=GRAPH_NODES, graph_size=GRAPH_NODES) as ctx:
-            n = len(batch)
-            inputs = Inputs(
-                tokens=ctx.new_tensor("I32", (n,), name="tokens").set_input(),
-                positions=ctx.new_tensor("I32", (n,), name="positions").set_input(),
-                outputs=ctx.new_tensor("I32", (len(batch.outputs),), name="outputs").set_input(),
-                n_tokens=n)
-            kv_inputs = self.kv.inputs(ctx, self.model.windows())
-            logits = self.model.forward(inputs, kv_inputs).set_output()
-            graph = ctx.graph(logits)
-            self.scheduler.alloc(graph)
-            inputs.tokens.set(batch.tokens)
-            inputs.positions.set(batch.positions)
-            inputs.outputs.set(batch.outputs)
-            kv_inputs.feed()
-            self.scheduler.compute_async(graph).wait()
-            return logits.numpy(copy=True)
+        ctx = pyggml.Context(max_tensors=GRAPH_NODES, graph_size=GRAPH_NODES)
+        n = len(batch)
+        inputs = Inputs(
+            tokens=ctx.new_tensor("I32", (n,), name="tokens").set_input(),
+            positions=ctx.new_tensor("I32", (n,), name="positions").set_input(),
+            outputs=ctx.new_tensor("I32", (len(batch.outputs),), name="outputs").set_input(),
+            n_tokens=n)
+        kv_inputs = self.kv.inputs(ctx, self.model.windows())
+        logits = self.model.forward(inputs, kv_inputs).set_output()
+        return Step(batch, ctx, ctx.graph(logits), inputs, kv_inputs, logits)
+
+    def launch(self, step: Step, tokens=None) -> None:
+        """Allocate, fill the inputs (tokens replace the batch's placeholders) and start."""
+        if tokens is not None:
+            step.batch.tokens = np.asarray(tokens, dtype=np.int32)
+        self.scheduler.alloc(step.graph)
+        step.inputs.tokens.set(step.batch.tokens)
+        step.inputs.positions.set(step.batch.positions)
+        step.inputs.outputs.set(step.batch.outputs)
+        step.kv_inputs.feed()
+        step.computation = self.scheduler.compute_async(step.graph)
+
+    def finish(self, step: Step) -> np.ndarray:
+        """Wait; float32 (len(batch.outputs), vocab)."""
+        try:
+            step.computation.wait()
+            return step.logits.numpy(copy=True)
+        finally:
+            step.ctx.close()
+
+    def cancel(self, step: Step) -> None:
+        """Give back the cells of a step that will not run."""
+        batch = step.batch
+        for seq in np.unique(batch.seqs):
+            self.kv.remove(int(seq), int(batch.positions.min()))
+        step.ctx.close()
+
+    def logits(self, batch: Batch) -> np.ndarray:
+        step = self.build(batch)
+        self.launch(step)
+        return self.finish(step)
 
     def shift(self, seq: int, p0: int, p1: int, delta: int) -> None:
         """Move positions [p0, p1) of seq by delta, re-rotating their cached keys."""

@@ -112,8 +112,24 @@ class Sequence:
         self.tokens.extend(chunk)
         return logits
 
-    def step(self, token: int) -> np.ndarray:
-        return self._run([token])
+    def step(self, token: int, ahead=None, build_next: bool = False):
+        """Decode token; returns (its logits, the next step built while this one computed,
+        or None). ahead is the step built for this position during the previous one."""
+        executor = self.executor
+        step = ahead or executor.build(Batch.of_sequence([token], len(self.tokens), SEQ))
+        executor.launch(step, [token])
+        self.tokens.append(token)
+        next_step = None
+        try:
+            if build_next and len(self.tokens) + 1 < self.context:
+                next_step = executor.build(Batch.of_sequence([0], len(self.tokens), SEQ))
+        finally:
+            logits = executor.finish(step)[-1]
+        return logits, next_step
+
+    def cancel(self, ahead) -> None:
+        if ahead is not None:
+            self.executor.cancel(ahead)
 
     def shift(self, num_keep: int) -> None:
         """Drop half of what follows the first num_keep tokens; later keys re-rotate."""
@@ -135,28 +151,36 @@ def generate(sequence: Sequence, prompt: list[int], sampling: SamplingOptions,
     logits, result.prompt_tokens = sequence.prefill(prompt)
     stream, stops = TextStream(), StopScanner(options.stop)
     history = list(prompt)
-    while options.num_predict < 0 or len(result.generated) < options.num_predict:
-        token = sampler.sample(logits, history)
-        if tokenizer.is_eog(token):
-            result.done_reason = "stop"
-            break
-        result.generated.append(token)
-        history.append(token)
-        text, hit = stops.push(stream.push(tokenizer.piece(token)))
-        if text:
-            yield text
-        if hit:
-            result.done_reason = "stop"
-            return
-        if len(sequence.tokens) + 1 >= sequence.context:
-            if not options.shift:
+    ahead = None              # the next step's graph, built while the current one computed
+    try:
+        while True:
+            if 0 <= options.num_predict <= len(result.generated):
                 result.done_reason = "length"
                 break
-            sequence.shift(options.num_keep)
-        logits = sequence.step(token)
-    else:
-        result.done_reason = "length"
-    tail, _ = stops.push(stream.flush())
-    tail += stops.flush()
-    if tail:
-        yield tail
+            token = sampler.sample(logits, history)
+            if tokenizer.is_eog(token):
+                result.done_reason = "stop"
+                break
+            result.generated.append(token)
+            history.append(token)
+            text, hit = stops.push(stream.push(tokenizer.piece(token)))
+            if text:
+                yield text
+            if hit:
+                result.done_reason = "stop"
+                return
+            if len(sequence.tokens) + 1 >= sequence.context:
+                if not options.shift:
+                    result.done_reason = "length"
+                    break
+                sequence.cancel(ahead)
+                ahead = None
+                sequence.shift(options.num_keep)
+            more = options.num_predict < 0 or len(result.generated) < options.num_predict
+            logits, ahead = sequence.step(token, ahead, build_next=more)
+        tail, _ = stops.push(stream.flush())
+        tail += stops.flush()
+        if tail:
+            yield tail
+    finally:
+        sequence.cancel(ahead)
