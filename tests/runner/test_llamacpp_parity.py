@@ -1,0 +1,53 @@
+"""Against llama.cpp itself (llama-cpp-python 0.3.36, an optional extra that compiles for
+about 10 minutes): identical token ids on the whole corpus, and logits identical to
+llama.cpp's when it runs without weight repacking. Slow; skipped when not installed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from runner.batch import Batch
+from runner.executor import Executor
+from runner.kvcache import CausalCache
+
+from .conftest import MODELS, SPECIAL
+from .corpus import corpus
+
+pytestmark = pytest.mark.slow
+llama_cpp = pytest.importorskip("llama_cpp")
+
+
+def reference(path, **kwargs):
+    return llama_cpp.Llama(model_path=str(path), verbose=False, n_threads=2, **kwargs)
+
+
+@pytest.mark.parametrize("key", MODELS)
+def test_token_ids_equal_llama_cpp(loaded, model_paths, key):
+    llm = reference(model_paths[key], vocab_only=True)
+    ours = loaded(key).tokenizer
+    for text in corpus(SPECIAL[key]):
+        assert ours.encode(text, add_special=False) == \
+            llm.tokenize(text.encode(), add_bos=False, special=True), text
+
+
+@pytest.mark.parametrize("flash", [False, True])
+@pytest.mark.parametrize("key", MODELS)
+def test_logits_equal_llama_cpp_without_repacking(loaded, model_paths, backend, key, flash):
+    import pyggml
+
+    llm = reference(model_paths[key], n_ctx=256, logits_all=True, flash_attn=flash,
+                    n_batch=512)
+    params = llama_cpp.llama_model_default_params()
+    params.use_extra_bufts = False
+    from llama_cpp._internals import LlamaContext, LlamaModel
+    llm._model = LlamaModel(path_model=str(model_paths[key]), params=params, verbose=False)
+    llm._ctx = LlamaContext(model=llm._model, params=llm.context_params, verbose=False)
+    model = loaded(key)
+    ids = model.tokenizer.encode("The capital of France is the capital of the country of France.")
+    llm.eval(ids)
+    theirs = np.array(llm.scores[:len(ids)], dtype=np.float32)
+    kv = CausalCache(model.model.cache_layers(), 256, backend, "f16", flash)
+    ours = Executor(model.model, kv, pyggml.Scheduler([backend])).logits(
+        Batch.of_sequence(ids, 0, all_logits=True))
+    np.testing.assert_array_equal(ours, theirs)

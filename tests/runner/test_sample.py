@@ -1,0 +1,90 @@
+"""Sampling transforms, determinism, and validation."""
+
+import numpy as np
+import pytest
+
+from runner.sample import Sampler, SamplingOptions, logprobs
+
+
+@pytest.fixture
+def logits():
+    return np.random.default_rng(0).standard_normal(1000).astype(np.float32) * 3
+
+
+def test_greedy_is_argmax(logits):
+    assert Sampler(SamplingOptions(temperature=0)).sample(logits) == int(np.argmax(logits))
+
+
+def test_top_k_one_and_tiny_top_p_are_argmax(logits):
+    best = int(np.argmax(logits))
+    for options in (SamplingOptions(top_k=1, seed=3), SamplingOptions(top_p=1e-6, seed=3)):
+        assert {Sampler(options).sample(logits) for _ in range(20)} == {best}
+
+
+def test_same_seed_same_draws(logits):
+    draws = lambda: [Sampler(SamplingOptions(seed=42, top_k=0, top_p=1.0)).sample(logits)
+                     for _ in range(1)] + list(_many(SamplingOptions(seed=42), logits, 30))
+    assert draws() == draws()
+    assert list(_many(SamplingOptions(seed=1), logits, 30)) != \
+        list(_many(SamplingOptions(seed=2), logits, 30))
+
+
+def _many(options, logits, n):
+    sampler = Sampler(options)
+    return (sampler.sample(logits) for _ in range(n))
+
+
+def test_draws_follow_the_distribution():
+    logits = np.log(np.array([0.5, 0.3, 0.2], dtype=np.float32))
+    sampler = Sampler(SamplingOptions(temperature=1.0, top_k=0, top_p=1.0, seed=7))
+    counts = np.bincount([sampler.sample(logits) for _ in range(4000)], minlength=3) / 4000
+    np.testing.assert_allclose(counts, [0.5, 0.3, 0.2], atol=0.03)
+
+
+def test_top_k_limits_candidates(logits):
+    allowed = set(np.argsort(-logits)[:5].tolist())
+    drawn = set(_many(SamplingOptions(top_k=5, top_p=1.0, temperature=5.0, seed=0), logits, 300))
+    assert drawn <= allowed and len(drawn) > 1
+
+
+def test_min_p_drops_unlikely_tokens():
+    logits = np.log(np.array([0.6, 0.3, 0.09, 0.01], dtype=np.float32))
+    drawn = set(_many(SamplingOptions(min_p=0.2, top_k=0, top_p=1.0, seed=0), logits, 500))
+    assert drawn == {0, 1}
+
+
+def test_repeat_presence_frequency_penalties():
+    logits = np.array([2.0, 1.9, -1.0], dtype=np.float32)
+    greedy = dict(temperature=0, top_k=0)
+    assert Sampler(SamplingOptions(**greedy)).sample(logits, [0]) == 0
+    assert Sampler(SamplingOptions(repeat_penalty=1.5, **greedy)).sample(logits, [0]) == 1
+    assert Sampler(SamplingOptions(presence_penalty=0.5, **greedy)).sample(logits, [0]) == 1
+    assert Sampler(SamplingOptions(frequency_penalty=0.06, **greedy)).sample(logits, [0, 0]) == 1
+    # only the last repeat_last_n tokens count
+    assert Sampler(SamplingOptions(repeat_penalty=1.5, repeat_last_n=1, **greedy)).sample(
+        logits, [0, 2]) == 0
+
+
+def test_logprobs(logits):
+    chosen, top = logprobs(logits, 5, top=3)
+    probs = np.exp(logits - logits.max())
+    probs /= probs.sum()
+    assert chosen.token == 5 and chosen.logprob == pytest.approx(np.log(probs[5]), rel=1e-5)
+    assert [t.token for t in top] == np.argsort(-logits)[:3].tolist()
+    assert top[0].logprob >= top[1].logprob >= top[2].logprob
+
+
+@pytest.mark.parametrize("bad,message", [
+    (dict(top_k=-1), "top_k must be >= 0"),
+    (dict(temperature=float("nan")), "temperature must be a finite number"),
+    (dict(temperature=-0.1), "temperature must be >= 0"),
+    (dict(top_p=1.5), r"top_p must be \[0.0, 1.0\]"),
+    (dict(min_p=-0.1), "min_p must be"),
+    (dict(top_k=2.5), "top_k must be an integer"),
+    (dict(top_k=True), "top_k must be an integer"),
+    (dict(seed="x"), "seed must be an integer"),
+    (dict(repeat_last_n=-2), "repeat_last_n must be"),
+])
+def test_invalid_options_are_refused(bad, message):
+    with pytest.raises(ValueError, match=message):
+        SamplingOptions(**bad)
