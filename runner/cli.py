@@ -1,0 +1,155 @@
+"""`python -m runner COMMAND`: pull, run, tokenize, show."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import Counter
+
+from . import store
+
+# general.file_type values as llama.cpp's converter writes them (llama_ftype)
+FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
+              10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S",
+              15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
+
+
+def cmd_pull(args) -> int:
+    path = store.pull(args.model)
+    print(path)
+    return 0
+
+
+def sampling_options(args) -> dict:
+    names = ("temperature", "seed", "num_predict", "top_k", "top_p")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+def cmd_run(args) -> int:
+    from .api import load
+
+    model = load(args.model, num_ctx=args.ctx_size, threads=args.threads)
+    options = sampling_options(args)
+    if args.prompt is not None:
+        if args.raw:
+            pieces = model.generate(args.prompt, **options)
+        else:
+            pieces = model.chat([{"role": "user", "content": args.prompt}], **options)
+        for piece in pieces:
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+        sys.stdout.write("\n")
+        return 0
+    return chat_loop(model, options)
+
+
+def chat_loop(model, options: dict) -> int:
+    history = []
+    interactive = sys.stdin.isatty()
+    while True:
+        try:
+            line = input(">>> " if interactive else "")
+        except EOFError:
+            return 0
+        if line.strip() in ("/bye", "/exit"):
+            return 0
+        if not line.strip():
+            continue
+        history.append({"role": "user", "content": line})
+        reply = []
+        for piece in model.chat(history, **options):
+            reply.append(piece)
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+        sys.stdout.write("\n\n" if interactive else "\n")
+        history.append({"role": "assistant", "content": "".join(reply)})
+
+
+def cmd_tokenize(args) -> int:
+    import pyggml
+
+    from .tokenizer import from_metadata
+
+    metadata = pyggml.GGUFFile(store.resolve(args.model)).metadata
+    tokenizer = from_metadata(metadata)
+    text = sys.stdin.read()
+    print(json.dumps(tokenizer.encode(text, add_special=False,
+                                      parse_special=not args.no_parse_special)))
+    return 0
+
+
+def cmd_show(args) -> int:
+    import pyggml
+
+    from .chat import template_for
+
+    gguf_file = pyggml.GGUFFile(store.resolve(args.model))
+    meta = gguf_file.metadata
+    arch = meta.get("general.architecture", "unknown")
+    params = sum(math.prod(t.ne) for t in gguf_file.header.tensors)
+    types = Counter(pyggml.GGMLType(t.type).name if t.type in pyggml.GGMLType._value2member_map_
+                    else str(t.type) for t in gguf_file.header.tensors)
+    file_type = meta.get("general.file_type")
+    template = template_for(meta)
+    rows = [
+        ("architecture", arch),
+        ("name", meta.get("general.name", "")),
+        ("file", str(gguf_file.path)),
+        ("size", f"{gguf_file.path.stat().st_size / 1e6:.1f} MB"),
+        ("parameters", f"{params / 1e6:.1f}M"),
+        ("quantization", FILE_TYPES.get(file_type, f"file type {file_type}")),
+        ("tensor types", ", ".join(f"{k} {v}" for k, v in types.most_common())),
+        ("context length", meta.get(f"{arch}.context_length", "unknown")),
+        ("embedding length", meta.get(f"{arch}.embedding_length", "unknown")),
+        ("tokenizer", f"{meta.get('tokenizer.ggml.model')} ({meta.get('tokenizer.ggml.pre')})"),
+        ("template", "(built in: Gemma turns)" if template and "tokenizer.chat_template"
+         not in meta else ("yes" if template else "none")),
+    ]
+    for name, value in rows:
+        print(f"{name:<17}{value}")
+    if template and args.template:
+        print("\n" + template)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m runner", description="A local LLM runner.")
+    sub = top.add_subparsers(dest="command", required=True)
+    pull = sub.add_parser("pull", help="download a model into the store")
+    pull.add_argument("model", help=f"one of {', '.join(store.CATALOG)}")
+    pull.set_defaults(run=cmd_pull)
+    run = sub.add_parser("run", help="generate from a prompt, or chat without one")
+    run.add_argument("model", help="a model name or a GGUF path")
+    run.add_argument("prompt", nargs="?")
+    run.add_argument("--raw", action="store_true", help="no chat template")
+    run.add_argument("--temperature", type=float)
+    run.add_argument("--seed", type=int)
+    run.add_argument("--num-predict", dest="num_predict", type=int)
+    run.add_argument("--top-k", dest="top_k", type=int)
+    run.add_argument("--top-p", dest="top_p", type=float)
+    run.add_argument("--ctx-size", dest="ctx_size", type=int, default=4096)
+    run.add_argument("--threads", type=int)
+    run.set_defaults(run=cmd_run)
+    tokenize = sub.add_parser("tokenize", help="print the token ids of stdin as JSON")
+    tokenize.add_argument("model")
+    tokenize.add_argument("--no-parse-special", action="store_true",
+                          help="treat special tokens written in the text as plain text")
+    tokenize.set_defaults(run=cmd_tokenize)
+    show = sub.add_parser("show", help="describe a model")
+    show.add_argument("model")
+    show.add_argument("--template", action="store_true", help="print the chat template")
+    show.set_defaults(run=cmd_show)
+    return top
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (store.StoreError, ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
