@@ -4,6 +4,11 @@ A step is built (graph and cache cells, no token values yet), launched (allocate
 filled, computing on the scheduler's worker thread) and finished (waited for, logits read).
 Building the next step while the current one computes hides the Python graph-building time
 behind the compute; the token values arrive at launch.
+
+A graph's structure depends only on the batch's size, its number of outputs and the cache
+cells it sees (n_kv); positions, tokens, slots and masks are inputs. So the last graph is
+kept and reused while that shape holds, as llama.cpp does: decode steps rebuild once every
+32 (256 with flash attention) tokens.
 """
 
 from __future__ import annotations
@@ -29,17 +34,40 @@ class Step:
     inputs: Inputs
     kv_inputs: object
     logits: pyggml.Tensor
+    key: tuple
     computation: pyggml.Computation | None = None
+    retired: bool = False         # replaced as the kept graph: close once finished
 
 
 class Executor:
     def __init__(self, model, kv: CausalCache, scheduler: pyggml.Scheduler):
         self.model, self.kv, self.scheduler = model, kv, scheduler
+        self._kept: Step | None = None      # the last graph, reused while its shape holds
 
     def build(self, batch: Batch) -> Step:
-        """Take cache cells for the batch and build its graph (batch.tokens may be
-        placeholders until launch)."""
+        """Take cache cells for the batch and build its graph, or reuse the last one of the
+        same shape (batch.tokens may be placeholders until launch)."""
         self.kv.start(batch)
+        key = (len(batch), len(batch.outputs), self.kv.n_kv)
+        kept = self._kept
+        if kept is not None and kept.key == key:
+            kept.batch = batch
+            kept.kv_inputs.step = self.kv.current
+            return kept
+        step = self._build(batch, key)
+        if kept is not None:
+            self._retire(kept)
+        self._kept = step
+        return step
+
+    def _retire(self, step: Step) -> None:
+        """Close a replaced graph now, or when its compute in flight finishes."""
+        if step.computation is None:
+            step.ctx.close()
+        else:
+            step.retired = True
+
+    def _build(self, batch: Batch, key: tuple) -> Step:
         ctx = pyggml.Context(max_tensors=GRAPH_NODES, graph_size=GRAPH_NODES)
         n = len(batch)
         inputs = Inputs(
@@ -49,7 +77,7 @@ class Executor:
             n_tokens=n)
         kv_inputs = self.kv.inputs(ctx, self.model.windows())
         logits = self.model.forward(inputs, kv_inputs).set_output()
-        return Step(batch, ctx, ctx.graph(logits), inputs, kv_inputs, logits)
+        return Step(batch, ctx, ctx.graph(logits), inputs, kv_inputs, logits, key)
 
     def launch(self, step: Step, tokens=None) -> None:
         """Allocate, fill the inputs (tokens replace the batch's placeholders) and start."""
@@ -67,15 +95,25 @@ class Executor:
         try:
             step.computation.wait()
             return step.logits.numpy(copy=True)
+        except Exception:
+            self.forget()
+            raise
         finally:
-            step.ctx.close()
+            step.computation = None
+            if step.retired:
+                step.ctx.close()
 
     def cancel(self, step: Step) -> None:
         """Give back the cells of a step that will not run."""
         batch = step.batch
         for seq in np.unique(batch.seqs):
             self.kv.remove(int(seq), int(batch.positions.min()))
-        step.ctx.close()
+
+    def forget(self) -> None:
+        """Drop the kept graph (after a failure, or before editing the cache layout)."""
+        if self._kept is not None:
+            self._retire(self._kept)
+            self._kept = None
 
     def logits(self, batch: Batch) -> np.ndarray:
         step = self.build(batch)

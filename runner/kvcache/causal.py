@@ -80,6 +80,16 @@ class CausalCache:
         n_kv = min(self.size, -(-(int(used.max()) + 1) // pad) * pad)
         self._step = _Step(batch, slots, n_kv)
 
+    @property
+    def current(self) -> "_Step":
+        """The batch placed by the last start()."""
+        return self._step
+
+    @property
+    def n_kv(self) -> int:
+        """How many cells the current batch's graph sees."""
+        return self._step.n_kv
+
     def mask(self, batch_positions, batch_seqs, n_kv: int, window: int | None) -> np.ndarray:
         """(T, n_kv) additive mask: 0 where token t may attend to cell c, else -inf."""
         pos, seq = self.pos[:n_kv], self.seq[:n_kv]

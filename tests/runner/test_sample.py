@@ -88,3 +88,15 @@ def test_logprobs(logits):
 def test_invalid_options_are_refused(bad, message):
     with pytest.raises(ValueError, match=message):
         SamplingOptions(**bad)
+
+
+def test_top_k_is_exact_including_ties():
+    from runner.sample.sampler import top_k
+
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        n, k = int(rng.integers(50, 300_000)), int(rng.integers(1, 100))
+        x = (rng.standard_normal(n) * rng.uniform(0.1, 10)).astype(np.float32)
+        if trial % 3 == 0:
+            x = np.round(x)                            # many ties
+        assert np.array_equal(np.sort(x[top_k(x, k)]), np.sort(x)[-k:])

@@ -1,0 +1,87 @@
+"""Prompt and generation speed of both real models, flash attention off and on, with
+llama.cpp (llama-cpp-python 0.3.36, `pip install '.[llamacpp]'`) side by side when it is
+installed. Same prompt tokens, same thread count, one process after the other.
+
+    python bench/generate.py [--prompt 500] [--generate 128] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import pyggml
+from runner import store
+from runner.batch import Batch
+from runner.executor import Executor
+from runner.generate import Sequence
+from runner.kvcache import CausalCache
+from runner.loader import load_model
+
+
+def ours(path, prompt, n_gen, threads, flash) -> tuple[float, float]:
+    backend = pyggml.cpu_backend(threads)
+    loaded = load_model(path, backend)
+    kv = CausalCache(loaded.model.cache_layers(), 1024, backend, "f16", flash)
+    executor = Executor(loaded.model, kv, pyggml.Scheduler([backend]))
+    executor.logits(Batch.of_sequence(prompt[:8], 0))                       # warm up
+    kv.remove(0)
+    sequence = Sequence(executor, loaded.tokenizer, batch_size=512)
+    start = time.perf_counter()
+    logits, _ = sequence.prefill(prompt)
+    prefill = len(prompt) / (time.perf_counter() - start)
+    ahead, start = None, time.perf_counter()
+    for i in range(n_gen):              # the generation loop's pipelined decode, greedy
+        logits, ahead = sequence.step(int(np.argmax(logits)), ahead, build_next=i < n_gen - 1)
+    return prefill, n_gen / (time.perf_counter() - start)
+
+
+def llama_cpp(path, prompt, n_gen, threads, flash) -> tuple[float, float] | None:
+    try:
+        import llama_cpp
+        from llama_cpp import Llama
+    except ImportError:
+        return None
+    llm = Llama(model_path=str(path), n_ctx=1024, n_threads=threads, n_batch=512,
+                flash_attn=flash, verbose=False)
+    llm.eval(prompt[:8])
+    llm.reset()
+    start = time.perf_counter()
+    llm.eval(prompt)
+    prefill = len(prompt) / (time.perf_counter() - start)
+    vocab = llm.n_vocab()
+
+    def last_logits():
+        ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+        return np.ctypeslib.as_array(ptr, shape=(vocab,))
+
+    start = time.perf_counter()
+    for _ in range(n_gen):
+        llm.eval([int(np.argmax(last_logits()))])
+    return prefill, n_gen / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompt", type=int, default=500)
+    parser.add_argument("--generate", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    prompt = np.random.default_rng(0).integers(100, 10000, args.prompt).tolist()
+    print(f"{'model':<14}{'flash':<7}{'ours pp':>9}{'llama pp':>10}{'ratio':>7}"
+          f"{'ours tg':>9}{'llama tg':>10}{'ratio':>7}   (tokens/s)")
+    for name in store.CATALOG:
+        path = store.pull(name, progress=False)
+        for flash in (False, True):
+            o = ours(path, prompt, args.generate, args.threads, flash)
+            r = llama_cpp(path, prompt, args.generate, args.threads, flash)
+            ref = (f"{r[0]:>10.0f}{o[0] / r[0]:>7.2f}" if r else f"{'-':>10}{'-':>7}",
+                   f"{r[1]:>10.1f}{o[1] / r[1]:>7.2f}" if r else f"{'-':>10}{'-':>7}")
+            print(f"{name:<14}{'on' if flash else 'off':<7}{o[0]:>9.0f}{ref[0]}"
+                  f"{o[1]:>9.1f}{ref[1]}")
+
+
+if __name__ == "__main__":
+    main()
