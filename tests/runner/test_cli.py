@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -13,8 +14,10 @@ from runner import store
 
 
 def cli(*args, stdin: str = "", env=None):
+    # from a neutral directory: in a checkout, `python -m` would import the source tree
     return subprocess.run([sys.executable, "-m", "runner", *args], input=stdin, text=True,
-                          capture_output=True, timeout=300, env={**os.environ, **(env or {})})
+                          capture_output=True, timeout=300, cwd=tempfile.gettempdir(),
+                          env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="module", autouse=True)
