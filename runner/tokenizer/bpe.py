@@ -18,15 +18,18 @@ LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L
 QWEN2 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+"
          r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
-# tokenizer.ggml.pre -> (regular expressions applied in turn, ignore_merges)
+DIGIT_THEN_GPT2 = ([r"\p{N}", GPT2], False)
+LLAMA3_SPLIT = ([LLAMA3], True)
+
+# tokenizer.ggml.pre (llama.cpp's names) -> (regular expressions applied in turn,
+# ignore_merges: a whole piece that is a token is taken as it is)
 PRE_TOKENIZERS = {
     "default": ([r"[\p{P}\$\+<=>\^~\|]+", GPT2, r"\p{N}+", r"[0-9][0-9][0-9]"], False),
-    "gpt2": ([GPT2], False),
-    "smollm": ([r"\p{N}", GPT2], False),
-    "starcoder": ([r"\p{N}", GPT2], False),
-    "llama-bpe": ([LLAMA3], True),
-    "llama3": ([LLAMA3], True),
-    "qwen2": ([QWEN2], False),
+    "gpt-2": ([GPT2], False), "mpt": ([GPT2], False), "olmo": ([GPT2], False),
+    "smollm": DIGIT_THEN_GPT2, "starcoder": DIGIT_THEN_GPT2, "refact": DIGIT_THEN_GPT2,
+    "command-r": DIGIT_THEN_GPT2, "codeshell": DIGIT_THEN_GPT2, "exaone": DIGIT_THEN_GPT2,
+    "llama-bpe": LLAMA3_SPLIT, "llama3": LLAMA3_SPLIT, "llama-v3": LLAMA3_SPLIT,
+    "qwen2": ([QWEN2], False), "stablelm2": ([QWEN2], False),
 }
 
 

@@ -51,3 +51,41 @@ def test_logits_equal_llama_cpp_without_repacking(loaded, model_paths, backend, 
     ours = Executor(model.model, kv, pyggml.Scheduler([backend])).logits(
         Batch.of_sequence(ids, 0, all_logits=True))
     np.testing.assert_array_equal(ours, theirs)
+
+
+def trained_bpe_gguf(path, pre: str):
+    """A byte-level BPE vocabulary trained offline on the corpus, in a tiny llama GGUF."""
+    import gguf
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from .tiny import llama_tensors, write_llama
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=1500, special_tokens=["<s>", "</s>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(corpus(["<|im_end|>"]) * 3, trainer)
+    state = __import__("json").loads(tokenizer.to_str())["model"]
+    vocab = sorted(state["vocab"].items(), key=lambda item: item[1])
+    tokens = [token for token, _ in vocab]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in state["merges"]]
+    types = [gguf.TokenType.CONTROL if t in ("<s>", "</s>", "<|im_end|>") else
+             gguf.TokenType.NORMAL for t in tokens]
+    tensors = llama_tensors(np.random.default_rng(0), layers=1)
+    tensors["token_embd.weight"] = np.zeros((len(tokens), 32), np.float32)
+    tensors["output.weight"] = np.zeros((len(tokens), 32), np.float32)
+    write_llama(path, tensors, tokenizer=dict(tokens=tokens, merges=merges, types=types,
+                                              pre=pre))
+    return path
+
+
+@pytest.mark.parametrize("pre", ["default", "gpt-2", "llama-bpe", "qwen2", "smollm"])
+def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
+    from runner.loader import load_model
+
+    path = trained_bpe_gguf(tmp_path / f"{pre}.gguf", pre)
+    ours = load_model(path, backend).tokenizer
+    llm = reference(path, vocab_only=True)
+    for text in corpus(["<|im_end|>"]):
+        assert ours.encode(text, add_special=False) == \
+            llm.tokenize(text.encode(), add_bos=False, special=True), (pre, text)

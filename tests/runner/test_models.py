@@ -151,7 +151,7 @@ def write_llama_gguf(path, drop=None, reshape=None, arch="llama"):
     writer.add_head_count_kv(2)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt2")
+    writer.add_tokenizer_pre("gpt-2")
     writer.add_token_list([chr(c) for c in range(33, 33 + 64)])
     writer.add_token_merges([])
     shapes = {"token_embd.weight": (64, 32), "output_norm.weight": (32,),
