@@ -42,7 +42,7 @@ def reference_logits(t, ids, base, factors=None):
     x = t["token_embd.weight"][ids].astype(np.float64)
     causal = np.triu(np.full((n, n), -np.inf), 1)
     for i in range(SHAPE["layers"]):
-        p = lambda name: t[f"blk.{i}.{name}.weight"].astype(np.float64)
+        p = lambda name, i=i: t[f"blk.{i}.{name}.weight"].astype(np.float64)
         hn = rms_norm(x, p("attn_norm"))
         q = rope((hn @ p("attn_q").T).reshape(n, h, d), pos, base, factors)
         k = rope((hn @ p("attn_k").T).reshape(n, kvh, d), pos, base, factors)
