@@ -38,6 +38,10 @@ UNARY = {
     "sum_rows": (lib.safe_ggml_sum_rows, "Sum over the last dimension, kept as size 1."),
     "mean": (lib.safe_ggml_mean, "Mean over the last dimension, kept as size 1."),
 }
+GATED = {
+    "swiglu": (lib.safe_ggml_swiglu_split, "silu(self) * up, fused (a SwiGLU FFN's gate)."),
+    "geglu": (lib.safe_ggml_geglu_split, "gelu(self) * up, fused (a GeGLU FFN's gate)."),
+}
 BINARY = {
     "add": (lib.safe_ggml_add, "self + other; other broadcasts (each of self's dimensions a "
                                "multiple of other's)."),
@@ -282,6 +286,6 @@ def _binary_method(name: str, fn, doc: str):
 
 for _name, (_fn, _doc) in UNARY.items():
     setattr(TensorOps, _name, _unary_method(_name, _fn, _doc))
-for _name, (_fn, _doc) in BINARY.items():
+for _name, (_fn, _doc) in {**BINARY, **GATED}.items():
     setattr(TensorOps, _name, _binary_method(_name, _fn, _doc))
 TensorOps.quick_gelu = TensorOps.gelu_quick

@@ -22,4 +22,6 @@ def attention(kv, layer: int, q, k, v, scale: float, window: int | None = None,
             scale = 1.0
         probs = scores.soft_max(mask, scale)                      # (H, T, n_kv)
         out = values.mul_mat(probs).permute(1, 0, 2)              # (T, H, Dv)
-    return out.cont().reshape(n_tokens, heads * out.shape[-1])
+    if not out.is_contiguous:                                     # flash output already is
+        out = out.cont()
+    return out.reshape(n_tokens, heads * out.shape[-1])

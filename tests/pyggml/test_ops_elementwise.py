@@ -97,3 +97,11 @@ def test_quick_gelu_is_an_alias(compute, rng):
     x = f32(rng, 32)
     a, b = compute(lambda t: (t.quick_gelu(), t.gelu_quick()), x)
     np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name,activation", [("swiglu", "silu"), ("geglu", "gelu")])
+def test_fused_gates_equal_activation_times_up(compute, rng, name, activation):
+    gate, up = f32(rng, 3, 64, scale=3), f32(rng, 3, 64)
+    fused, separate = compute(lambda g, u: (getattr(g, name)(u), getattr(g, activation)().mul(u)),
+                              gate, up)
+    np.testing.assert_array_equal(fused, separate)
