@@ -12,6 +12,7 @@
 Shapes are numpy's (outermost first) everywhere; see pyggml.tensor for the convention.
 """
 
+from . import log as _log
 from .backend import (Backend, Buffer, Device, backend_features, cpu_backend, device, devices,
                       log_system_info, system_info)
 from .context import Context
@@ -30,4 +31,5 @@ __all__ = [
     "system_info",
 ]
 
+_log.install()
 log_system_info()

@@ -137,6 +137,34 @@ class Backend:
         self.threads = threads
         lib.ggml_backend_cpu_set_n_threads(self.ptr, threads)
 
+    def extra_buffer_types(self) -> list:
+        """Buffer types this device offers besides its default (the CPU's repacked weight
+        layouts, for instance), as ggml handles with .name."""
+        dev = lib.ggml_backend_get_device(self.ptr)
+        reg = lib.ggml_backend_dev_backend_reg(dev)
+        getter = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_dev_get_extra_bufts")
+        if getter == ffi.NULL:
+            return []
+        bufts = ffi.cast("ggml_backend_dev_get_extra_bufts_t", getter)(dev)
+        found = []
+        while bufts != ffi.NULL and bufts[0] != ffi.NULL:
+            found.append(BufferType(bufts[0]))
+            bufts += 1
+        return found
+
+    def supports_with(self, op, tensor, buffer_type: "BufferType") -> bool:
+        """Whether this device computes op when tensor (one of op's sources) lives in a
+        buffer of buffer_type (the probe llama.cpp uses to place weights)."""
+        dummy = lib.ggml_backend_buft_alloc_buffer(buffer_type.ptr, 0)
+        raw = tensor.ptr
+        raw.buffer = dummy
+        try:
+            return bool(lib.ggml_backend_dev_supports_op(lib.ggml_backend_get_device(self.ptr),
+                                                         op.ptr))
+        finally:
+            raw.buffer = ffi.NULL
+            lib.ggml_backend_buffer_free(dummy)
+
     def supports(self, tensor) -> bool:
         """Whether this backend can compute tensor's operation with its operand types."""
         return bool(lib.ggml_backend_supports_op(self.ptr, tensor.ptr))
@@ -154,6 +182,17 @@ class Backend:
 
     def __repr__(self) -> str:
         return f"<Backend {self.name} on {self.device.description}>"
+
+
+class BufferType:
+    """A kind of device memory (ggml_backend_buffer_type); owned by its backend."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+        self.name = _text(lib.ggml_backend_buft_name(ptr))
+
+    def __repr__(self) -> str:
+        return f"<BufferType {self.name}>"
 
 
 def cpu_backend(threads: int | None = None) -> Backend:

@@ -6,6 +6,7 @@ tensors placed on another device are copied in chunks. A progress callback sees 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable, Union
 
@@ -35,6 +36,7 @@ class GGUFFile:
         self.tensors_info = {t.name: t for t in self.header.tensors}
         self.data = np.frombuffer(self.header.map, dtype=np.uint8)
         self._buffers: list[Buffer] = []
+        self._layouts: dict = {}
 
     def tensor_type(self, name: str) -> GGMLType:
         return GGMLType.parse(self.tensors_info[name].type)
@@ -44,19 +46,31 @@ class GGUFFile:
         return tuple(reversed(self.tensors_info[name].ne))
 
     def load(self, placement: Placement = None, progress: Progress | None = None,
-             use_mmap: bool = True) -> dict[str, "Tensor"]:  # noqa: F821
+             use_mmap: bool = True, repack: Callable[[str], bool] | None = None,
+             aliases: dict[str, str] | None = None) -> dict[str, "Tensor"]:  # noqa: F821
         """Create every tensor on the backend placement gives it (a Backend, or a function of
         the tensor name; the CPU by default) and fill it. Returns {name: Tensor}.
 
-        CPU tensors point into the memory-mapped file unless use_mmap is False."""
+        CPU tensors point into the memory-mapped file unless use_mmap is False, or unless
+        repack(name) says the tensor feeds matrix products and the CPU has a repacked layout
+        for it (then it is copied into that layout, as llama.cpp does by default). aliases
+        {new: existing} adds tensors that read another's data (a tied output matrix)."""
         if placement is None:
             placement = cpu_backend()
         where = placement if callable(placement) else (lambda name, backend=placement: backend)
-        groups: dict[int, tuple[Backend, list]] = {}
-        for info in self.header.tensors:
+        infos = list(self.header.tensors)
+        for new, existing in (aliases or {}).items():
+            if new not in self.tensors_info and existing in self.tensors_info:
+                infos.append(dataclasses.replace(self.tensors_info[existing], name=new))
+        groups: dict[tuple, tuple] = {}
+        for info in infos:
             backend = where(info.name)
-            groups.setdefault(id(backend), (backend, []))[1].append(info)
-        total = sum(info.n_bytes for info in self.header.tensors)
+            layout = None
+            if backend.is_cpu and use_mmap and repack is not None and repack(info.name):
+                layout = self._repacked_layout(backend, info)
+            key = (id(backend), layout.name if layout else None)
+            groups.setdefault(key, (backend, layout, []))[2].append(info)
+        total = sum(info.n_bytes for info in infos)
         done = [0]
 
         def advance(n: int) -> None:
@@ -65,17 +79,35 @@ class GGUFFile:
                 progress(done[0], total)
 
         loaded = {}
-        for backend, infos in groups.values():
-            ctx = Context(max_tensors=len(infos), graphs=0)
-            tensors = {info.name: ctx.new_tensor(self.tensor_type(info.name),
-                                                 self.tensor_shape(info.name), name=info.name)
-                       for info in infos}
-            if backend.is_cpu and use_mmap:
-                self._map(ctx, tensors, infos, advance)
+        for backend, layout, group in groups.values():
+            ctx = Context(max_tensors=len(group), graphs=0)
+            tensors = {info.name: ctx.new_tensor(info.type, tuple(reversed(info.ne)),
+                                                 name=info.name) for info in group}
+            if layout is not None:
+                self._copy(ctx, Buffer(_alloc(ctx, layout), contexts=[ctx]), tensors, group,
+                           advance, whole=True)
+            elif backend.is_cpu and use_mmap:
+                self._map(ctx, tensors, group, advance)
             else:
-                self._copy(ctx, backend, tensors, infos, advance)
+                self._copy(ctx, ctx.allocate(backend), tensors, group, advance)
             loaded.update(tensors)
         return loaded
+
+    def _repacked_layout(self, backend: Backend, info):
+        """The extra CPU buffer type that multiplies with this weight, if any (2-D only)."""
+        if len(info.ne) != 2 and not (len(info.ne) > 2 and all(n == 1 for n in info.ne[2:])):
+            return None
+        key = (info.type, info.ne[:2])
+        if key not in self._layouts:
+            self._layouts[key] = None
+            for layout in backend.extra_buffer_types():
+                with Context(max_tensors=4) as ctx:
+                    weight = ctx.new_tensor(info.type, (info.ne[1], info.ne[0]))
+                    product = weight.mul_mat(ctx.new_tensor("F32", (1, info.ne[0])))
+                    if backend.supports_with(product, weight, layout):
+                        self._layouts[key] = layout
+                        break
+        return self._layouts[key]
 
     def _map(self, ctx: Context, tensors: dict, infos: list, advance) -> None:
         data = self.data
@@ -93,13 +125,17 @@ class GGUFFile:
         ctx.keepalive.append(buffer)
         self._buffers.append(buffer)
 
-    def _copy(self, ctx: Context, backend: Backend, tensors: dict, infos: list, advance) -> None:
-        buffer = ctx.allocate(backend)
+    def _copy(self, ctx: Context, buffer: Buffer, tensors: dict, infos: list, advance,
+              whole: bool = False) -> None:
+        """Copy tensor data into buffer, in chunks unless whole (repacking needs the
+        whole tensor at once)."""
         buffer.mark_weights()
+        if buffer not in ctx.keepalive:
+            ctx.keepalive.append(buffer)
         data = self.data
         for info in infos:
             start, size = info.offset, info.n_bytes
-            for offset in range(0, size, CHUNK_BYTES):
+            for offset in range(0, size, size if whole else CHUNK_BYTES):
                 chunk = np.asarray(data[start + offset:start + min(size, offset + CHUNK_BYTES)])
                 lib.ggml_backend_tensor_set(tensors[info.name].ptr, ffi.from_buffer(chunk),
                                             offset, chunk.nbytes)
@@ -116,3 +152,11 @@ class GGUFFile:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _alloc(ctx: Context, layout):
+    raw = lib.ggml_backend_alloc_ctx_tensors_from_buft(ctx.ptr, layout.ptr)
+    if raw == ffi.NULL:
+        raise GGMLError(f"Could not allocate {layout.name} memory for {len(list(ctx.tensors()))}"
+                        " repacked weights.")
+    return raw

@@ -29,6 +29,7 @@ class LoadOptions:
     threads: int | None = None
     flash_attn: bool = False
     kv_cache_type: str = "f16"
+    repack: bool = True          # repacked CPU weight layouts, as llama.cpp by default
 
     def __post_init__(self):
         for name in ("num_ctx", "batch_size"):
@@ -54,7 +55,7 @@ class Model:
     def __init__(self, name_or_path, options: LoadOptions, progress=None):
         self.options = options
         self.backend = pyggml.cpu_backend(options.threads)
-        self.loaded = load_model(name_or_path, self.backend, progress)
+        self.loaded = load_model(name_or_path, self.backend, progress, options.repack)
         self.tokenizer = self.loaded.tokenizer
         context = min(options.num_ctx, getattr(self.loaded.model.config, "context",
                                                options.num_ctx))

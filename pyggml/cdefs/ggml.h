@@ -29,6 +29,8 @@ enum ggml_scale_mode {
     GGML_SCALE_FLAG_ALIGN_CORNERS, ...
 };
 enum ggml_op { GGML_OP_NONE, ... };
+enum ggml_log_level { GGML_LOG_LEVEL_NONE, GGML_LOG_LEVEL_DEBUG, GGML_LOG_LEVEL_INFO,
+                      GGML_LOG_LEVEL_WARN, GGML_LOG_LEVEL_ERROR, GGML_LOG_LEVEL_CONT, ... };
 enum ggml_status { GGML_STATUS_ALLOC_FAILED, GGML_STATUS_FAILED, GGML_STATUS_SUCCESS,
                    GGML_STATUS_ABORTED, ... };
 
@@ -94,6 +96,9 @@ void ggml_set_output(struct ggml_tensor * tensor);
 int  ggml_graph_n_nodes(struct ggml_cgraph * cgraph);
 struct ggml_tensor * ggml_graph_node(struct ggml_cgraph * cgraph, int i);
 int  ggml_graph_size(struct ggml_cgraph * cgraph);
+
+typedef void (*ggml_log_callback)(enum ggml_log_level level, const char * text, void * user_data);
+void ggml_log_set(ggml_log_callback log_callback, void * user_data);
 
 size_t ggml_quantize_chunk(enum ggml_type type, const float * src, void * dst, int64_t start,
                            int64_t nrows, int64_t n_per_row, const float * imatrix);

@@ -4,6 +4,8 @@ import json
 import logging
 from importlib import resources
 
+import pytest
+
 import pyggml
 
 
@@ -74,3 +76,15 @@ def test_scheduler_places_nodes_where_told():
         sched.compute(graph, {x: np.zeros(8, np.float32)})
         assert sched.n_splits >= 1 and sched.buffer_size(cpu) > 0
         np.testing.assert_array_equal(y.numpy(), np.ones(8))
+
+
+def test_logs_of_ggml_reach_python_logging(caplog):
+    import logging
+
+    with caplog.at_level(logging.DEBUG, logger="pyggml.ggml"):
+        with pyggml.Context() as ctx:
+            ctx.new_tensor("F32", (1 << 18, 1 << 20))
+            with pytest.raises(pyggml.GGMLError):
+                ctx.allocate(pyggml.cpu_backend(threads=1))
+    assert any("failed to allocate" in r.getMessage() for r in caplog.records
+               if r.name == "pyggml.ggml")

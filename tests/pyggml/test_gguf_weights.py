@@ -122,3 +122,38 @@ def test_header_agrees_with_the_gguf_package_reader(model_file):
     assert [(t.name, t.type, t.ne, t.offset, t.n_bytes) for t in ours.header.tensors] == [
         (t.name, int(t.tensor_type), tuple(int(n) for n in t.shape), t.data_offset, t.n_bytes)
         for t in reader.tensors]
+
+
+def test_repacked_weights_multiply_like_the_plain_ones(tmp_path, sched, rng):
+    cpu = pyggml.cpu_backend(threads=1)
+    if "CPU_REPACK" not in [b.name for b in cpu.extra_buffer_types()]:
+        pytest.skip("this CPU has no repacked layouts")
+    weights = rng.standard_normal((64, 256)).astype(np.float32)
+    raw = pyggml.quantize(weights, "Q4_0")
+    path = tmp_path / "q.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_tensor("w.weight", raw, raw_dtype=gguf.GGMLQuantizationType.Q4_0)
+    writer.add_tensor("norm.weight", np.ones(256, np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    x = rng.standard_normal((4, 256)).astype(np.float32)
+    results = {}
+    for repack in (False, True):
+        with pyggml.GGUFFile(path) as f, pyggml.Context() as ctx:
+            tensors = f.load(cpu, repack=(lambda name: True) if repack else None,
+                             aliases={"copy.weight": "w.weight"})
+            buffer = pyggml._ggml.ffi.string(pyggml._ggml.lib.ggml_backend_buffer_name(
+                tensors["w.weight"].ptr.buffer)).decode()
+            assert (buffer == "CPU_REPACK") == repack
+            assert tensors["norm.weight"].shape == (256,)       # 1-D: never repacked
+            inp = ctx.new_tensor("F32", (4, 256)).set_input()
+            out = tensors["w.weight"].mul_mat(inp).set_output()
+            alias = tensors["copy.weight"].mul_mat(inp).set_output()
+            sched.compute(ctx.graph(out, alias), {inp: x})
+            results[repack] = out.numpy(copy=True)
+            np.testing.assert_array_equal(alias.numpy(), results[repack])
+    expected = x @ gguf.quants.dequantize(raw, gguf.GGMLQuantizationType.Q4_0).T
+    for value in results.values():
+        np.testing.assert_allclose(value, expected, atol=0.03 * np.abs(expected).max())

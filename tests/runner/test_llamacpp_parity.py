@@ -1,6 +1,7 @@
 """Against llama.cpp itself (llama-cpp-python 0.3.36, an optional extra that compiles for
-about 10 minutes): identical token ids on the whole corpus, and logits identical to
-llama.cpp's when it runs without weight repacking. Slow; skipped when not installed."""
+about 10 minutes): identical token ids on the whole corpus and for every BPE pre-tokenizer,
+and logits identical bit for bit, with and without repacked weights, flash attention off
+and on. Slow; skipped when llama-cpp-python is not installed."""
 
 from __future__ import annotations
 
@@ -31,19 +32,23 @@ def test_token_ids_equal_llama_cpp(loaded, model_paths, key):
             llm.tokenize(text.encode(), add_bos=False, special=True), text
 
 
+@pytest.mark.parametrize("repack", [True, False])
 @pytest.mark.parametrize("flash", [False, True])
 @pytest.mark.parametrize("key", MODELS)
-def test_logits_equal_llama_cpp_without_repacking(loaded, model_paths, backend, key, flash):
+def test_logits_equal_llama_cpp(model_paths, backend, key, flash, repack):
+    """Bit for bit, in llama.cpp's default (repacked CPU weights) and without repacking."""
     import pyggml
+    from llama_cpp._internals import LlamaContext, LlamaModel
+
+    from runner.loader import load_model
 
     llm = reference(model_paths[key], n_ctx=256, logits_all=True, flash_attn=flash,
                     n_batch=512)
     params = llama_cpp.llama_model_default_params()
-    params.use_extra_bufts = False
-    from llama_cpp._internals import LlamaContext, LlamaModel
+    params.use_extra_bufts = repack
     llm._model = LlamaModel(path_model=str(model_paths[key]), params=params, verbose=False)
     llm._ctx = LlamaContext(model=llm._model, params=llm.context_params, verbose=False)
-    model = loaded(key)
+    model = load_model(model_paths[key], backend, repack=repack)
     ids = model.tokenizer.encode("The capital of France is the capital of the country of France.")
     llm.eval(ids)
     theirs = np.array(llm.scores[:len(ids)], dtype=np.float32)
