@@ -63,6 +63,33 @@ class Layer:
     """A plain holder for one block's weights (attributes are GGUF tensor names)."""
 
 
+class Transformer:
+    """What decoder-only models share: construction from metadata, the embedding and output
+    weights, the cache shape. Subclasses set config_class and build their blocks."""
+
+    config_class: type
+
+    @classmethod
+    def from_metadata(cls, meta: dict, weights: Weights):
+        return cls(cls.config_class.from_metadata(meta), weights)
+
+    def bind_ends(self, weights: Weights) -> None:
+        """token_embd, output_norm, and output (the embeddings when the file ties them)."""
+        c = self.config
+        self.token_embd = weights.take("token_embd.weight", (c.vocab, c.embd))
+        self.output_norm = weights.take("output_norm.weight", (c.embd,))
+        self.output = weights.optional("output.weight", (c.vocab, c.embd)) or self.token_embd
+
+    def cache_layers(self) -> list:
+        from ..kvcache import LayerShape
+
+        c = self.config
+        return [LayerShape(c.kv_heads, c.head_dim, c.head_dim)] * c.layers
+
+    def windows(self) -> tuple:
+        return (None,)
+
+
 @dataclass
 class Inputs:
     """The graph inputs every model reads: token ids, positions, rows whose logits are kept."""

@@ -11,10 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..kvcache import LayerShape
 from . import register
 from .attention import attention
-from .base import ATTENTION, LLM, Layer, Metadata, Weights
+from .base import ATTENTION, LLM, Layer, Metadata, Transformer, Weights
 from .llama import RopeConfig
 
 SLIDING_PATTERN = 6          # layers i with i % 6 == 5 attend globally
@@ -54,15 +53,14 @@ class Gemma3Config:
 
 
 @register("gemma3")
-class Gemma3:
+class Gemma3(Transformer):
+    config_class = Gemma3Config
     rope_mode = "neox"
 
     def __init__(self, config: Gemma3Config, weights: Weights):
         c = self.config = config
         q_dim, kv_dim = c.heads * c.head_dim, c.kv_heads * c.head_dim
-        self.token_embd = weights.take("token_embd.weight", (c.vocab, c.embd))
-        self.output_norm = weights.take("output_norm.weight", (c.embd,))
-        self.output = weights.optional("output.weight", (c.vocab, c.embd)) or self.token_embd
+        self.bind_ends(weights)
         self.blocks = []
         for i in range(c.layers):
             block = Layer()
@@ -74,14 +72,6 @@ class Gemma3:
                 "ffn_gate": (c.ffn, c.embd), "ffn_up": (c.ffn, c.embd),
                 "ffn_down": (c.embd, c.ffn), "post_ffw_norm": (c.embd,)})
             self.blocks.append(block)
-
-    @classmethod
-    def from_metadata(cls, meta: dict, weights: Weights) -> "Gemma3":
-        return cls(Gemma3Config.from_metadata(meta), weights)
-
-    def cache_layers(self) -> list[LayerShape]:
-        c = self.config
-        return [LayerShape(c.kv_heads, c.head_dim, c.head_dim)] * c.layers
 
     def windows(self) -> tuple:
         return (None, self.config.window)

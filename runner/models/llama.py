@@ -9,10 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..kvcache import LayerShape
 from . import register
 from .attention import attention
-from .base import ATTENTION, LLM, ROPE, Layer, Metadata, Weights
+from .base import ATTENTION, LLM, ROPE, Layer, Metadata, Transformer, Weights
 
 
 @dataclass
@@ -78,15 +77,14 @@ class LlamaConfig:
 
 
 @register("llama")
-class Llama:
+class Llama(Transformer):
+    config_class = LlamaConfig
     rope_mode = "normal"     # llama.cpp's converter permutes Q and K for interleaved rope
 
     def __init__(self, config: LlamaConfig, weights: Weights):
         c = self.config = config
         q_dim, kv_dim = c.heads * c.head_dim, c.kv_heads * c.head_dim
-        self.token_embd = weights.take("token_embd.weight", (c.vocab, c.embd))
-        self.output_norm = weights.take("output_norm.weight", (c.embd,))
-        self.output = weights.optional("output.weight", (c.vocab, c.embd)) or self.token_embd
+        self.bind_ends(weights)
         self.rope_freqs = weights.optional("rope_freqs.weight")
         self.blocks = []
         for i in range(c.layers):
@@ -97,17 +95,6 @@ class Llama:
                 "ffn_norm": (c.embd,), "ffn_gate": (c.ffn, c.embd), "ffn_up": (c.ffn, c.embd),
                 "ffn_down": (c.embd, c.ffn)})
             self.blocks.append(block)
-
-    @classmethod
-    def from_metadata(cls, meta: dict, weights: Weights) -> "Llama":
-        return cls(LlamaConfig.from_metadata(meta), weights)
-
-    def cache_layers(self) -> list[LayerShape]:
-        c = self.config
-        return [LayerShape(c.kv_heads, c.head_dim, c.head_dim)] * c.layers
-
-    def windows(self) -> tuple:
-        return (None,)
 
     def forward(self, inputs, kv):
         c = self.config
