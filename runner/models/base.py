@@ -91,6 +91,20 @@ class Transformer:
 
 
 @dataclass
+class TransformerConfig:
+    """Hyper-parameters every decoder-only model has (each model's config adds its own)."""
+    layers: int
+    embd: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    context: int
+    norm_eps: float
+
+
+@dataclass
 class Inputs:
     """The graph inputs every model reads: token ids, positions, rows whose logits are kept."""
     tokens: pyggml.Tensor       # int32 (T,)

@@ -13,25 +13,17 @@ from dataclasses import dataclass
 
 from . import register
 from .attention import attention
-from .base import ATTENTION, LLM, Layer, Metadata, Transformer, Weights
+from .base import ATTENTION, LLM, ROPE, Layer, Metadata, Transformer, TransformerConfig, Weights
 from .llama import RopeConfig
 
 SLIDING_PATTERN = 6          # layers i with i % 6 == 5 attend globally
-LOCAL_ROPE_BASE = 10000.0    # Gemma 3's local layers (llama.cpp hard-codes it too)
+LOCAL_ROPE_BASE = 10000.0    # local layers' rope base when {arch}.rope.freq_base_swa is absent
 
 
 @dataclass
-class Gemma3Config:
-    layers: int
-    embd: int
-    ffn: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    context: int
-    norm_eps: float
+class Gemma3Config(TransformerConfig):
     window: int
+    local_rope_base: float
     rope: RopeConfig
 
     @classmethod
@@ -46,6 +38,7 @@ class Gemma3Config:
                    context=int(m.get(LLM.CONTEXT_LENGTH, 32768)),
                    norm_eps=float(m.get(ATTENTION.LAYERNORM_RMS_EPS, 1e-6)),
                    window=int(m.get(ATTENTION.SLIDING_WINDOW, 512)),
+                   local_rope_base=float(m.get(ROPE.FREQ_BASE_SWA, LOCAL_ROPE_BASE)),
                    rope=RopeConfig.from_metadata(m, head_dim, 1e6))
 
     def is_sliding(self, layer: int) -> bool:
@@ -81,7 +74,7 @@ class Gemma3(Transformer):
 
     def _rope(self, x, positions, layer: int):
         c = self.config
-        base = LOCAL_ROPE_BASE if c.is_sliding(layer) else c.rope.base
+        base = c.local_rope_base if c.is_sliding(layer) else c.rope.base
         return c.rope.apply(x, positions, self.rope_mode, base=base)
 
     def forward(self, inputs, kv):

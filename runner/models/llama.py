@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from . import register
 from .attention import attention
-from .base import ATTENTION, LLM, ROPE, Layer, Metadata, Transformer, Weights
+from .base import ATTENTION, LLM, ROPE, Layer, Metadata, Transformer, TransformerConfig, Weights
 
 
 @dataclass
@@ -50,16 +50,7 @@ class RopeConfig:
 
 
 @dataclass
-class LlamaConfig:
-    layers: int
-    embd: int
-    ffn: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    context: int
-    norm_eps: float
+class LlamaConfig(TransformerConfig):
     rope: RopeConfig
 
     @classmethod
