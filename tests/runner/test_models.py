@@ -77,12 +77,12 @@ def test_next_token_agrees_with_transformers(loaded, backend, transformers_logit
 
 
 @pytest.mark.parametrize("key", MODELS)
-@pytest.mark.parametrize("flash", [False, True])
-def test_token_by_token_matches_one_pass(loaded, backend, key, flash):
+@pytest.mark.parametrize("flash,cache_type", [(False, "f16"), (True, "f16"), (True, "q8_0")])
+def test_token_by_token_matches_one_pass(loaded, backend, key, flash, cache_type):
     model = loaded(key)
     ids = model.tokenizer.encode("The capital of France is the capital of the country. It is")
-    _, full = run(model, backend, ids, flash)
-    kv = CausalCache(model.model.cache_layers(), 256, backend, "f16", flash)
+    _, full = run(model, backend, ids, flash, cache_type)
+    kv = CausalCache(model.model.cache_layers(), 256, backend, cache_type, flash)
     executor = Executor(model.model, kv, pyggml.Scheduler([backend]))
     steps = np.stack([executor.logits(Batch.of_sequence([t], i))[0] for i, t in enumerate(ids)])
     assert_close(full, steps)
