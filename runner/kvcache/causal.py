@@ -21,6 +21,7 @@ import pyggml
 CACHE_TYPES = {"f16": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0"}
 PAD_FLASH, PAD_PLAIN = 256, 32
 NO_SEQ = 0
+MAX_SEQS = 63          # a cell's sequences are bits of an int64
 
 
 class CacheFullError(RuntimeError):
@@ -68,6 +69,9 @@ class CausalCache:
 
     def start(self, batch) -> None:
         """Place the batch in free cells and prepare slot indices and masks for its graph."""
+        if batch.seqs.min() < 0 or batch.seqs.max() >= MAX_SEQS:
+            raise ValueError(f"Sequence ids must lie in [0, {MAX_SEQS}), not "
+                             f"{sorted(set(batch.seqs.tolist()))}.")
         free = np.flatnonzero(self.seq == NO_SEQ)
         n = len(batch)
         if len(free) < n:
@@ -78,10 +82,10 @@ class CausalCache:
         used = np.flatnonzero(self.seq != NO_SEQ)
         pad = PAD_FLASH if self.flash else PAD_PLAIN
         n_kv = min(self.size, -(-(int(used.max()) + 1) // pad) * pad)
-        self._step = _Step(batch, slots, n_kv)
+        self._step = Placement(batch, slots, n_kv)
 
     @property
-    def current(self) -> "_Step":
+    def current(self) -> "Placement":
         """The batch placed by the last start()."""
         return self._step
 
@@ -119,24 +123,25 @@ class CausalCache:
 
     # -- model side -----------------------------------------------------------------------
 
-    def inputs(self, ctx: pyggml.Context, windows=(None,)) -> "_Inputs":
+    def inputs(self, ctx: pyggml.Context, windows=(None,)) -> "GraphView":
         step = self._step
         if step is None:
             raise RuntimeError("start(batch) must come before the graph is built.")
-        return _Inputs(self, ctx, step, windows)
+        return GraphView(self, ctx, step, windows)
 
 
 @dataclass
-class _Step:
+class Placement:
+    """Where start() put a batch: its cells and how many cells its graph sees."""
     batch: object
     slots: np.ndarray
     n_kv: int
 
 
-class _Inputs:
+class GraphView:
     """This graph's view of the cache: slot indices, masks, and the per-layer operations."""
 
-    def __init__(self, cache: CausalCache, ctx: pyggml.Context, step: _Step, windows):
+    def __init__(self, cache: CausalCache, ctx: pyggml.Context, step: Placement, windows):
         self.cache, self.ctx, self.step = cache, ctx, step
         n = len(step.batch)
         self.slots = ctx.new_tensor("I64", (n,), name="kv_slots").set_input()
