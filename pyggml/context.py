@@ -42,6 +42,8 @@ class Context:
         # index tensors (get_rows, set_rows, mul_mat_id) -> exclusive upper bound of their
         # values: ggml's kernels abort the process on an out-of-range index, so set() checks
         self.index_limits: dict = {}
+        # index inputs given fresh (garbage) memory by a scheduler and not set since
+        self.unfilled: dict = {}
 
     @property
     def ptr(self):
@@ -59,6 +61,7 @@ class Context:
             ffi.release(ptr)
             self.keepalive.clear()
             self.index_limits.clear()
+            self.unfilled.clear()
 
     def __enter__(self) -> "Context":
         return self

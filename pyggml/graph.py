@@ -17,6 +17,8 @@ from .backend import Backend, Buffer, cpu_backend
 from .context import Context
 from .errors import GGMLError, failure_text
 
+INPUT_FLAG = 1          # GGML_TENSOR_FLAG_INPUT
+
 STATUS_TEXT = {
     lib.GGML_STATUS_ALLOC_FAILED: "a buffer could not be allocated",
     lib.GGML_STATUS_FAILED: "the backend failed",
@@ -124,10 +126,20 @@ class Scheduler:
         if graph.context not in self._allocated:
             self._allocated.add(graph.context)
             graph.context.keepalive.append(self)
+        # index inputs now hold whatever the compute memory held: they must be set before
+        # the compute, or ggml's kernels may abort on an out-of-range index
+        ctx = graph.context
+        ctx.unfilled = {ptr: what for ptr, (_, what) in ctx.index_limits.items()
+                        if ptr.buffer != ffi.NULL and ptr.flags & INPUT_FLAG}
 
     def compute_async(self, graph: Graph) -> Computation:
         """Start computing an allocated graph on the worker thread."""
         self._check_size(graph)
+        unfilled = graph.context.unfilled
+        if unfilled:
+            raise GGMLError(f"The graph's input holding {next(iter(unfilled.values()))} was not "
+                            "set since the graph was allocated; its memory holds garbage that "
+                            "would crash ggml. Set every input after alloc().")
         with self._lock:
             if self._in_flight is not None and not self._in_flight.done():
                 raise GGMLError("A compute is already in flight on this scheduler; wait() first.")

@@ -55,6 +55,7 @@ def copy_in(tensor, array) -> None:
                          f"[0, {limit[0]}), but it was given {bad}.")
     array = np.ascontiguousarray(array)
     lib.ggml_backend_tensor_set(tensor.ptr, ffi.from_buffer(array), 0, array.nbytes)
+    tensor.context.unfilled.pop(tensor.ptr, None)
 
 
 class _HostView:

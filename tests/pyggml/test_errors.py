@@ -132,6 +132,23 @@ def test_out_of_range_indices_are_refused_at_set(sched):
         sched.compute_async(ctx.graph(out)).wait()
 
 
+def test_an_index_input_left_unset_is_refused(sched):
+    with pyggml.Context() as ctx:
+        table = ctx.new_tensor("F32", (10, 4)).set_input()
+        ids = ctx.new_tensor("I32", (3,)).set_input()
+        graph = ctx.graph(table.get_rows(ids))
+        ids_early = np.array([1, 2, 3], np.int32)
+        sched.alloc(graph)
+        table.set(np.zeros((10, 4), np.float32))
+        with pytest.raises(GGMLError, match="get_rows row ids was not set since the graph"):
+            sched.compute_async(graph)
+        ids.set(ids_early)
+        sched.compute_async(graph).wait()
+        sched.alloc(graph)                      # fresh memory again: must be set again
+        with pytest.raises(GGMLError, match="was not set"):
+            sched.compute_async(graph)
+
+
 def test_use_after_close_raises(sched):
     ctx = pyggml.Context()
     t = ctx.new_tensor("F32", (2, 2)).set_input()
