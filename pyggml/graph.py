@@ -98,6 +98,7 @@ class Scheduler:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyggml-compute")
         self._in_flight: Computation | None = None
         self._allocated: weakref.WeakSet[Context] = weakref.WeakSet()
+        self._current: tuple | None = None       # (graph, its node count) allocated last
         self._lock = threading.Lock()
 
     @property
@@ -113,16 +114,24 @@ class Scheduler:
     def reserve(self, graph: Graph) -> None:
         """Size the compute buffers for graph (the largest graph you will run) up front."""
         self.wait()
+        self._current = None
         if not lib.ggml_backend_sched_reserve(self.ptr, graph.ptr):
             raise GGMLError("Could not reserve compute memory for the graph (out of memory).")
 
     def alloc(self, graph: Graph) -> None:
-        """Give graph's tensors compute memory; fill the inputs after this, before compute."""
+        """Give graph's tensors compute memory; fill the inputs after this, before compute.
+        Allocating again the graph allocated last (unchanged since) keeps its memory, as
+        llama.cpp does when it reuses a graph."""
         self._check_size(graph)
         self.wait()
-        lib.ggml_backend_sched_reset(self.ptr)
-        if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
-            raise GGMLError("Could not allocate compute memory for the graph (out of memory).")
+        shape = (graph, graph.n_nodes)
+        if self._current != shape:
+            self._current = None
+            lib.ggml_backend_sched_reset(self.ptr)
+            if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
+                raise GGMLError("Could not allocate compute memory for the graph (out of "
+                                "memory).")
+            self._current = shape
         if graph.context not in self._allocated:
             self._allocated.add(graph.context)
             graph.context.keepalive.append(self)
