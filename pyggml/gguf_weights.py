@@ -95,9 +95,9 @@ class GGUFFile:
 
     def _repacked_layout(self, backend: Backend, info):
         """The extra CPU buffer type that multiplies with this weight, if any (2-D only)."""
-        if len(info.ne) != 2 and not (len(info.ne) > 2 and all(n == 1 for n in info.ne[2:])):
+        if len(info.ne) != 2:
             return None
-        key = (info.type, info.ne[:2])
+        key = (info.type, info.ne)
         if key not in self._layouts:
             self._layouts[key] = None
             for layout in backend.extra_buffer_types():
@@ -135,8 +135,9 @@ class GGUFFile:
         data = self.data
         for info in infos:
             start, size = info.offset, info.n_bytes
-            for offset in range(0, size, size if whole else CHUNK_BYTES):
-                chunk = np.asarray(data[start + offset:start + min(size, offset + CHUNK_BYTES)])
+            step = max(size, 1) if whole else CHUNK_BYTES
+            for offset in range(0, size, step):
+                chunk = np.asarray(data[start + offset:start + min(size, offset + step)])
                 lib.ggml_backend_tensor_set(tensors[info.name].ptr, ffi.from_buffer(chunk),
                                             offset, chunk.nbytes)
                 advance(chunk.nbytes)
