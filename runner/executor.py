@@ -21,6 +21,7 @@ import pyggml
 
 from .batch import Batch
 from .kvcache import CausalCache
+from .kvcache.causal import GraphView
 from .models.base import Inputs
 
 GRAPH_NODES = 16384
@@ -32,7 +33,7 @@ class Step:
     ctx: pyggml.Context
     graph: pyggml.Graph
     inputs: Inputs
-    kv_inputs: object
+    kv_inputs: GraphView
     logits: pyggml.Tensor
     key: tuple
     computation: pyggml.Computation | None = None
@@ -52,7 +53,7 @@ class Executor:
         kept = self._kept
         if kept is not None and kept.key == key:
             kept.batch = batch
-            kept.kv_inputs.step = self.kv.current
+            kept.kv_inputs.placement = self.kv.current
             return kept
         step = self._build(batch, key)
         if kept is not None:
@@ -123,7 +124,7 @@ class Executor:
     def shift(self, seq: int, p0: int, p1: int, delta: int) -> None:
         """Move positions [p0, p1) of seq by delta, re-rotating their cached keys."""
         kv = self.kv
-        hit = ((kv.seq >> seq) & 1).astype(bool) & (kv.pos >= p0) & (kv.pos < p1)
+        hit = kv.cells(seq, p0, p1)
         if not hit.any():
             return
         deltas = np.where(hit, delta, 0).astype(np.int32)
@@ -141,4 +142,4 @@ class Executor:
             self.scheduler.alloc(graph)
             shifts.set(deltas)
             self.scheduler.compute_async(graph).wait()
-        kv.pos[hit] += delta
+        kv.move(hit, delta)

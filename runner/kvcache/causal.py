@@ -1,7 +1,8 @@
 """A causal KV cache: one pool of cells shared by sequences, each cell holding one position.
 
 Runner side: start(batch) places the batch's tokens in free cells and prepares the masks;
-remove(seq, p0, p1), copy_prefix(src, dst, n) and shift(seq, p0, p1, delta) edit sequences.
+remove(seq, p0, p1) and copy_prefix(src, dst, n) edit sequences; cells(seq, p0, p1) and
+move(cells, delta) serve a position shift (the executor re-rotates the keys).
 Model side (inside a graph): inputs(ctx) once per graph, then put(layer, k, v) and
 keys/values(layer) views, and mask(window) for each kind of layer.
 
@@ -60,12 +61,19 @@ class CausalCache:
                 ggml_type, (cells, v_dims) if flash else (v_dims, cells), name=f"cache_v_l{i}"))
         self.buffer = self.storage.allocate(backend)
         self.buffer.clear(0)
-        self._step = None
+        self._placement = None
 
     # -- runner side ----------------------------------------------------------------------
 
+    def cells(self, seq: int, p0: int = 0, p1: int | None = None) -> np.ndarray:
+        """Boolean mask of the cells holding positions [p0, p1) of seq (p1 None: to the end)."""
+        hit = ((self.seq >> seq) & 1).astype(bool) & (self.pos >= p0)
+        if p1 is not None:
+            hit &= self.pos < p1
+        return hit
+
     def used(self, seq: int) -> int:
-        return int(np.count_nonzero(self.seq & (1 << seq)))
+        return int(np.count_nonzero(self.cells(seq)))
 
     def start(self, batch) -> None:
         """Place the batch in free cells and prepare slot indices and masks for its graph."""
@@ -82,17 +90,17 @@ class CausalCache:
         used = np.flatnonzero(self.seq != NO_SEQ)
         pad = PAD_FLASH if self.flash else PAD_PLAIN
         n_kv = min(self.size, -(-(int(used.max()) + 1) // pad) * pad)
-        self._step = Placement(batch, slots, n_kv)
+        self._placement = Placement(batch, slots, n_kv)
 
     @property
     def current(self) -> "Placement":
         """The batch placed by the last start()."""
-        return self._step
+        return self._placement
 
     @property
     def n_kv(self) -> int:
         """How many cells the current batch's graph sees."""
-        return self._step.n_kv
+        return self._placement.n_kv
 
     def mask(self, batch_positions, batch_seqs, n_kv: int, window: int | None) -> np.ndarray:
         """(T, n_kv) additive mask: 0 where token t may attend to cell c, else -inf."""
@@ -106,28 +114,28 @@ class CausalCache:
 
     def remove(self, seq: int, p0: int = 0, p1: int | None = None) -> None:
         """Drop positions [p0, p1) of seq (p1 None: to the end)."""
-        hit = (self.seq & (1 << seq)).astype(bool) & (self.pos >= p0)
-        if p1 is not None:
-            hit &= self.pos < p1
-        self.seq[hit] &= ~(1 << seq)
+        self.seq[self.cells(seq, p0, p1)] &= ~(1 << seq)
         self.pos[self.seq == NO_SEQ] = -1
 
     def copy_prefix(self, src: int, dst: int, n: int) -> None:
         """Let dst share src's cells for positions [0, n)."""
         self.remove(dst)
-        hit = (self.seq & (1 << src)).astype(bool) & (self.pos < n)
-        self.seq[hit] |= 1 << dst
+        self.seq[self.cells(src, 0, n)] |= 1 << dst
+
+    def move(self, cells: np.ndarray, delta: int) -> None:
+        """Shift the positions of cells (a mask from cells()) by delta."""
+        self.pos[cells] += delta
 
     def positions_of(self, seq: int) -> np.ndarray:
-        return np.sort(self.pos[(self.seq & (1 << seq)).astype(bool)])
+        return np.sort(self.pos[self.cells(seq)])
 
     # -- model side -----------------------------------------------------------------------
 
     def inputs(self, ctx: pyggml.Context, windows=(None,)) -> "GraphView":
-        step = self._step
-        if step is None:
+        placement = self._placement
+        if placement is None:
             raise RuntimeError("start(batch) must come before the graph is built.")
-        return GraphView(self, ctx, step, windows)
+        return GraphView(self, ctx, placement, windows)
 
 
 @dataclass
@@ -141,13 +149,13 @@ class Placement:
 class GraphView:
     """This graph's view of the cache: slot indices, masks, and the per-layer operations."""
 
-    def __init__(self, cache: CausalCache, ctx: pyggml.Context, step: Placement, windows):
-        self.cache, self.ctx, self.step = cache, ctx, step
-        n = len(step.batch)
+    def __init__(self, cache: CausalCache, ctx: pyggml.Context, placement: Placement, windows):
+        self.cache, self.ctx, self.placement = cache, ctx, placement
+        n = len(placement.batch)
         self.slots = ctx.new_tensor("I64", (n,), name="kv_slots").set_input()
         mask_type = "F16" if cache.flash else "F32"
-        self.masks = {w: ctx.new_tensor(mask_type, (n, step.n_kv), name=f"kq_mask_{w}").set_input()
-                      for w in windows}
+        self.masks = {w: ctx.new_tensor(mask_type, (n, placement.n_kv),
+                                        name=f"kq_mask_{w}").set_input() for w in windows}
         self.v_index = None
         if not cache.flash:
             v_dims = {s.kv_heads * s.v_dim for s in cache.layers}
@@ -156,23 +164,23 @@ class GraphView:
 
     def feed(self) -> None:
         """Fill this graph's cache inputs (after the scheduler allocated the graph)."""
-        cache, step = self.cache, self.step
-        self.slots.set(step.slots.astype(np.int64))
-        batch = step.batch
+        cache, placement = self.cache, self.placement
+        self.slots.set(placement.slots.astype(np.int64))
+        batch = placement.batch
         for window, tensor in self.masks.items():
-            mask = cache.mask(batch.positions, batch.seqs, step.n_kv, window)
+            mask = cache.mask(batch.positions, batch.seqs, placement.n_kv, window)
             tensor.set(mask.astype(np.float16) if cache.flash else mask)
         for dims, tensor in (self.v_index or {}).items():
             # element (t, d) of the new V rows goes to row d, column slot[t] of the
             # transposed cache, flattened: d * cells + slot[t]
-            index = np.arange(dims)[None, :] * cache.size + step.slots[:, None]
+            index = np.arange(dims)[None, :] * cache.size + placement.slots[:, None]
             tensor.set(index.reshape(-1).astype(np.int64))
 
     def put(self, layer: int, k, v):
         """Store k (T, kv_heads, head_dim) and v (T, kv_heads, v_dim); returns the K and V
         cache nodes that include the write (read the cache through them)."""
         cache, ctx = self.cache, self.ctx
-        n = len(self.step.batch)
+        n = len(self.placement.batch)
         k_cache = ctx.bind(cache.k[layer]).set_rows(k.reshape(n, -1), self.slots)
         v_flat = v.reshape(n, -1)
         if cache.flash:
@@ -195,12 +203,12 @@ class GraphView:
         if self.cache.flash:
             return self._heads(v_node, shape.kv_heads, shape.v_dim)
         element, cells = v_node.strides[-1], self.cache.size
-        return v_node.view((shape.kv_heads, shape.v_dim, self.step.n_kv),
+        return v_node.view((shape.kv_heads, shape.v_dim, self.placement.n_kv),
                            strides=(shape.v_dim * cells * element, cells * element, element))
 
     def _heads(self, node, heads: int, dim: int):
         row = node.strides[0]                                  # bytes of one cell
-        view = node.view((self.step.n_kv, heads, dim),         # (n_kv, heads, dim)
+        view = node.view((self.placement.n_kv, heads, dim),         # (n_kv, heads, dim)
                          strides=(row, row // heads, node.strides[-1]))
         return view.permute(1, 0, 2)                           # (heads, n_kv, dim)
 
