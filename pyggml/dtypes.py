@@ -6,7 +6,7 @@ import enum
 
 import numpy as np
 
-from ._ggml import lib
+from ._ggml import ffi, lib
 
 
 class GGMLType(enum.IntEnum):
@@ -89,3 +89,8 @@ def ggml_type_of(dtype) -> GGMLType:
     except KeyError:
         raise ValueError(f"numpy dtype {np.dtype(dtype)} has no ggml type; use one of "
                          f"{', '.join(str(d) for d in GGML_TYPE)}.") from None
+
+
+def type_name(ggml_type: int) -> str:
+    """ggml's name for any type id, including those GGMLType does not list."""
+    return ffi.string(lib.ggml_type_name(ggml_type)).decode()

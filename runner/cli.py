@@ -89,8 +89,7 @@ def cmd_show(args) -> int:
     meta = gguf_file.metadata
     arch = meta.get("general.architecture", "unknown")
     params = sum(math.prod(t.ne) for t in gguf_file.header.tensors)
-    types = Counter(pyggml.GGMLType(t.type).name if t.type in pyggml.GGMLType._value2member_map_
-                    else str(t.type) for t in gguf_file.header.tensors)
+    types = Counter(pyggml.dtypes.type_name(t.type).upper() for t in gguf_file.header.tensors)
     file_type = meta.get("general.file_type")
     template = template_for(meta)
     rows = [

@@ -8,6 +8,8 @@ import gguf
 
 import pyggml
 
+from ..kvcache import LayerShape
+
 
 class ModelError(ValueError):
     """The model file does not hold what its architecture needs."""
@@ -80,9 +82,7 @@ class Transformer:
         self.output_norm = weights.take("output_norm.weight", (c.embd,))
         self.output = weights.optional("output.weight", (c.vocab, c.embd)) or self.token_embd
 
-    def cache_layers(self) -> list:
-        from ..kvcache import LayerShape
-
+    def cache_layers(self) -> list[LayerShape]:
         c = self.config
         return [LayerShape(c.kv_heads, c.head_dim, c.head_dim)] * c.layers
 

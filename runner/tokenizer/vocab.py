@@ -15,7 +15,8 @@ class TokenType(enum.IntEnum):
     BYTE = 6
 
 
-# tokenizer.ggml.model -> whether BOS is added when the file does not say
+# tokenizer.ggml.model (each has a backend in __init__.BACKENDS) -> whether BOS is added
+# when the file does not say
 DEFAULT_ADD_BOS = {"llama": True, "gpt2": False}
 
 
