@@ -111,7 +111,7 @@ class Executor:
             self.kv.remove(int(seq), int(batch.positions.min()))
 
     def forget(self) -> None:
-        """Drop the kept graph (after a failure, or before editing the cache layout)."""
+        """Drop the kept graph (after a failed compute, whose graph may not be reused)."""
         if self._kept is not None:
             self._retire(self._kept)
             self._kept = None
