@@ -24,7 +24,8 @@ from .sample import SamplingOptions
 
 @dataclass
 class LoadOptions:
-    num_ctx: int = 4096
+    num_ctx: int = 4096          # tokens one sequence holds
+    parallel: int = 1            # sequences sharing the KV cache (its cells: num_ctx * parallel)
     batch_size: int = 512
     threads: int | None = None
     flash_attn: bool = False
@@ -32,16 +33,19 @@ class LoadOptions:
     repack: bool = True          # repacked CPU weight layouts, as llama.cpp by default
 
     def __post_init__(self):
-        for name in ("num_ctx", "batch_size"):
+        for name in ("num_ctx", "batch_size", "parallel"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}.")
 
 
-def _split(options: dict) -> tuple[SamplingOptions, GenerateOptions]:
+def split_options(options: dict, ignored=frozenset()) -> tuple[SamplingOptions,
+                                                                 GenerateOptions]:
+    """Sampling and generation options from one dict of Ollama option names; a name neither
+    knows (nor listed in ignored) is an error that lists the known ones."""
     sampling_names = {f.name for f in fields(SamplingOptions)}
     generate_names = {f.name for f in fields(GenerateOptions)}
-    unknown = set(options) - sampling_names - generate_names
+    unknown = set(options) - sampling_names - generate_names - set(ignored)
     if unknown:
         raise ValueError(f"Unknown option(s) {', '.join(sorted(unknown))}; known: "
                          f"{', '.join(sorted(sampling_names | generate_names))}.")
@@ -59,7 +63,8 @@ class Model:
         self.tokenizer = self.loaded.tokenizer
         context = min(options.num_ctx, getattr(self.loaded.model.config, "context",
                                                options.num_ctx))
-        self.kv = CausalCache(self.loaded.model.cache_layers(), context, self.backend,
+        self.kv = CausalCache(self.loaded.model.cache_layers(), context * options.parallel,
+                              self.backend,
                               options.kv_cache_type, options.flash_attn)
         self.scheduler = pyggml.Scheduler([self.backend])
         self.executor = Executor(self.loaded.model, self.kv, self.scheduler)
@@ -89,7 +94,7 @@ class Model:
         """Continue prompt (tokenized with BOS as the model asks). Streams text pieces, or
         returns the whole text with stream=False. Options: sampling (temperature, top_k,
         top_p, min_p, seed, penalties) and num_predict, stop, num_keep, shift."""
-        sampling, generation = _split(options)
+        sampling, generation = split_options(options)
         tokens = self.tokenize(prompt, add_special=True)
         pieces = self._pieces(tokens, sampling, generation)
         return pieces if stream else "".join(pieces)

@@ -1,4 +1,5 @@
-"""`python -m runner COMMAND`: pull, run, tokenize, show."""
+"""`python -m runner COMMAND`: pull, run, tokenize, show; `python -m runner --model M ...`
+serves the runner protocol (server/main.py)."""
 
 from __future__ import annotations
 
@@ -144,6 +145,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0].startswith("--") and argv[0] != "--help":
+        from .server.main import main as serve        # the runner subprocess
+        return serve(argv)
     args = parser().parse_args(argv)
     try:
         return args.run(args)

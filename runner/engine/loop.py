@@ -1,0 +1,317 @@
+"""The batch loop: every active sequence advances through shared batches, on one thread.
+
+Each iteration packs the pending inputs of the active sequences, round-robin up to the
+batch size, so one sequence's prompt chunk shares a batch with the decode steps of others.
+While batch N computes, batch N+1 is assembled and its graph built; a sequence waiting for
+N's logits gets a placeholder in N+1 that is filled with its sampled token before N+1 is
+launched. A sequence that ended meanwhile leaves its placeholder to be computed and dropped.
+
+Slots and the KV cache are touched only by this thread; requests come in through submit()
+and leave through their emit() callbacks; cancel() on a request is seen before the next step.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..batch import Batch
+from ..executor import Executor, Step
+from ..tokenizer import Tokenizer
+from .request import Active, Request
+from .slots import InputCache, Slot
+
+log = logging.getLogger("runner.engine")
+PLACEHOLDER = -1
+
+
+@dataclass
+class Entry:
+    active: Active
+    start: int                 # position of the first token
+    tokens: list[int]          # PLACEHOLDER: the token the previous batch will sample
+    output: bool               # whether the batch returns logits for the last token
+
+
+@dataclass
+class Flight:
+    entries: list[Entry]
+    batch: Batch
+    step: Step | None = None
+    output_rows: list[int] = field(default_factory=list)   # entry index of each logits row
+
+
+class Engine:
+    def __init__(self, executor: Executor, tokenizer: Tokenizer, parallel: int = 1,
+                 batch_size: int = 512, multiuser: bool = False, overlap: bool = True):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, not {batch_size}.")
+        self.executor, self.kv, self.tokenizer = executor, executor.kv, tokenizer
+        self.cache = InputCache(self.kv, parallel, multiuser)
+        self.batch_size, self.overlap = batch_size, overlap
+        self.waiting: deque[Request] = deque()
+        self.active: list[Active] = []
+        self.in_flight: Flight | None = None
+        self._next: Flight | None = None
+        self._turn = 0
+        self._cond = threading.Condition()
+        self._accepting, self._stopping = True, False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def context(self) -> int:
+        """The most tokens one sequence may hold."""
+        return self.cache.context
+
+    # -- outside the loop thread ------------------------------------------------------------
+
+    def submit(self, request: Request) -> None:
+        """Queue a request; it waits for a free slot. Raises ValueError for a prompt that is
+        empty or longer than the context."""
+        n = len(request.tokens)
+        if n == 0:
+            raise ValueError("The prompt is empty: there is nothing to continue from.")
+        if n > self.context:
+            raise ValueError(f"The prompt has {n} tokens but a sequence holds at most "
+                             f"{self.context}; shorten it or allow truncation.")
+        with self._cond:
+            if not self._accepting:
+                raise RuntimeError("The runner is shutting down and takes no new requests.")
+            self.waiting.append(request)
+            self._cond.notify()
+
+    def reserve(self) -> None:
+        """Size the compute memory for a full batch now (before the loop starts), so a long
+        prompt later cannot run out of it mid-request."""
+        n = min(self.batch_size, self.context)
+        step = self.executor.build(Batch(np.zeros(n), np.arange(n), np.zeros(n)))
+        try:
+            self.executor.scheduler.reserve(step.graph)
+        finally:
+            self.kv.remove(0)
+            self.executor.forget()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="batch-loop", daemon=True)
+        self._thread.start()
+
+    def drain(self) -> None:
+        """Take no new requests; the queued ones are refused, the active ones go on."""
+        with self._cond:
+            self._accepting = False
+            while self.waiting:
+                self.waiting.popleft().emit({"error": "The runner is shutting down."})
+            self._cond.notify()
+
+    def end_active(self, message: str) -> None:
+        """Cut every active sequence short with an error event (at its next step)."""
+        with self._cond:
+            for active in list(self.active):
+                active.request.cancel(message)
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join()
+
+    @property
+    def busy(self) -> bool:
+        return not self.cache.free()
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not (self.waiting or self.active or self.in_flight or self._stopping):
+                    self._cond.wait()
+                if self._stopping:
+                    self.executor.scheduler.wait()
+                    for active in self.active:
+                        active.fail("The runner stopped.")
+                    return
+            try:
+                self._iterate()
+            except Exception as error:           # noqa: BLE001 - the loop must survive
+                log.exception("A batch failed.")
+                self._fail(error)
+
+    def _iterate(self) -> None:
+        with self._cond:
+            self._reap()
+            self._admit()
+        flight = self.in_flight
+        if flight is None:
+            self._shift_full()
+            self.in_flight = self._assemble()
+            if self.in_flight is not None:
+                self._launch(self.in_flight)
+            return
+        full = any(self._needs_shift(a) for a in self.active)
+        self._next = self._assemble() if self.overlap and not full else None
+        self._complete(flight)
+        self.in_flight, self._next = self._next, None
+        if self.in_flight is not None:
+            self._launch(self.in_flight)
+
+    def _reap(self) -> None:
+        """Drop sequences whose client went away (done reason 'closed') or that were cut
+        short (an error event)."""
+        self.waiting = deque(r for r in self.waiting if not r.cancelled.is_set())
+        for active in list(self.active):
+            if active.request.cancelled.is_set():
+                if active.request.abort_message:
+                    active.fail(active.request.abort_message)
+                self._end(active, "closed")
+
+    def _admit(self) -> None:
+        while self.waiting:
+            taken = self.cache.acquire(self.waiting[0].tokens)
+            if taken is None:
+                return
+            slot, reused = taken
+            request = self.waiting.popleft()
+            self.active.append(Active(request, slot, reused, self.tokenizer))
+
+    def _needs_shift(self, active: Active) -> bool:
+        return bool(active.pending) and \
+            len(active.slot.tokens) + len(active.pending) > self.context
+
+    def _shift_full(self) -> None:
+        """With nothing computing: shift (or end) the sequences whose context is full."""
+        for active in [a for a in self.active if self._needs_shift(a)]:
+            if not active.request.options.shift or not self._shift(active):
+                self._end(active, "length")
+
+    def _shift(self, active: Active) -> bool:
+        """Keep num_keep tokens, drop half of the rest, re-rotate the keys after the gap.
+        Cells shared with a fork cannot move: then the kept tokens are evaluated again."""
+        slot, n = active.slot, len(active.slot.tokens)
+        keep = min(active.request.options.num_keep, n - 1)
+        discard = (n - keep) // 2
+        if discard <= 0:
+            return False
+        if self.cache.shared_beyond(slot, keep + discard):
+            kept = slot.tokens[:keep] + slot.tokens[keep + discard:]
+            self.cache.truncate(slot, 0)
+            active.pending = kept + active.pending
+            return True
+        self.kv.remove(slot.id, keep, keep + discard)
+        self.executor.shift(slot.id, keep + discard, n, -discard)
+        del slot.tokens[keep:keep + discard]
+        return True
+
+    def _assemble(self) -> Flight | None:
+        """Round-robin over the active sequences up to the batch size; place the batch in
+        the cache and build its graph."""
+        awaiting = {id(e.active) for e in (self.in_flight.entries if self.in_flight else ())
+                    if e.output}
+        order = self.active[self._turn % len(self.active):] + \
+            self.active[:self._turn % len(self.active)] if self.active else []
+        self._turn += 1
+        budget, entries = self.batch_size, []
+        for active in order:
+            if budget == 0:
+                break
+            if active.done or self._needs_shift(active):
+                continue
+            start = len(active.slot.tokens)
+            if active.pending:
+                chunk = active.pending[:budget]
+                del active.pending[:len(chunk)]
+                entries.append(Entry(active, start, chunk, output=not active.pending))
+            elif id(active) in awaiting and start < self.context:
+                entries.append(Entry(active, start, [PLACEHOLDER], output=True))
+            else:
+                continue
+            active.slot.tokens.extend(entries[-1].tokens)
+            active.placed += 1
+            budget -= len(entries[-1].tokens)
+        if not entries:
+            return None
+        tokens = np.concatenate([e.tokens for e in entries])
+        positions = np.concatenate([np.arange(e.start, e.start + len(e.tokens)) for e in entries])
+        seqs = np.concatenate([np.full(len(e.tokens), e.active.slot.id) for e in entries])
+        ends = np.cumsum([len(e.tokens) for e in entries]) - 1
+        rows = [i for i, e in enumerate(entries) if e.output]
+        flight = Flight(entries, Batch(np.maximum(tokens, 0), positions, seqs,
+                                       outputs=ends[rows] if rows else ends[-1:]),
+                        output_rows=rows)
+        flight.step = self.executor.build(flight.batch)
+        return flight
+
+    def _launch(self, flight: Flight) -> None:
+        """Fill placeholders with the tokens just sampled, then start the compute."""
+        for entry in flight.entries:
+            if entry.tokens[0] != PLACEHOLDER:
+                continue
+            active = entry.active
+            token = 0 if active.done else active.pending.pop()
+            entry.tokens = [token]
+            if not active.done:
+                active.slot.tokens[entry.start] = token
+        self.executor.launch(flight.step, np.concatenate([e.tokens for e in flight.entries]))
+
+    def _complete(self, flight: Flight) -> None:
+        """Wait for the flight, sample for each sequence that asked for logits, stream."""
+        logits = self.executor.finish(flight.step)
+        self.in_flight = None
+        for entry in flight.entries:
+            entry.active.placed -= 1
+        for row, index in enumerate(flight.output_rows):
+            entry = flight.entries[index]
+            active = entry.active
+            if active.done:
+                continue
+            reason = active.accept(logits[row])
+            if reason is not None:
+                self._end(active, reason)
+        for entry in flight.entries:
+            if entry.active.done and entry.active not in self.active:
+                self._settle(entry.active)
+
+    def _end(self, active: Active, reason: str) -> None:
+        """Finish a sequence; the cache keeps what it evaluated, less a stop string's
+        tokens. Its slot is freed once no flight writes it."""
+        active.finish(reason)
+        if active in self.active:
+            self.active.remove(active)
+        tokens = active.slot.tokens
+        evaluated = tokens.index(PLACEHOLDER) if PLACEHOLDER in tokens else len(tokens)
+        active.keep = evaluated - active.stop_tokens_cached()
+        self._settle(active)
+
+    def _settle(self, active: Active) -> None:
+        """Free a finished sequence's slot, unless a flight still writes its cells."""
+        slot = active.slot
+        held = any(e.active is active for f in (self.in_flight, self._next) if f
+                   for e in f.entries)
+        if not held and slot.busy:
+            self.cache.truncate(slot, active.keep)
+            self.cache.release(slot)
+            with self._cond:
+                self._cond.notify()
+
+    def _fail(self, error: Exception) -> None:
+        """A batch failed: the sequences it held end with an error; the others go on."""
+        try:
+            self.executor.scheduler.wait()
+        except Exception:                        # noqa: BLE001 - already failing
+            pass
+        self.executor.forget()
+        lost = {e.active for f in (self.in_flight, self._next) if f for e in f.entries}
+        self.in_flight = self._next = None
+        for active in lost | {a for a in self.active if a.placed}:
+            active.fail(f"The batch failed: {error}")
+            if active in self.active:
+                self.active.remove(active)
+            if active.slot.busy:
+                self.cache.truncate(active.slot, 0)
+                self.cache.release(active.slot)

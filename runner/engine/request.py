@@ -1,0 +1,152 @@
+"""A completion request and the state of its sequence while the batch loop runs it.
+
+The engine calls the request's emit() from its own thread with one event per call:
+    {"content": str, "logprobs": [...]}                  text (and the logprobs of its tokens)
+    {"done": True, "done_reason": "stop"|"length"|"closed", counts and nanosecond durations}
+    {"error": str}                                        the sequence failed; nothing follows
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..generate import GenerateOptions, StopScanner
+from ..sample import Sampler, SamplingOptions, logprobs
+from ..tokenizer import TextStream, Tokenizer
+from .slots import Slot
+
+
+@dataclass
+class Request:
+    tokens: list[int]
+    emit: Callable[[dict], None]
+    sampling: SamplingOptions = field(default_factory=SamplingOptions)
+    options: GenerateOptions = field(default_factory=GenerateOptions)
+    logprobs: bool = False
+    top_logprobs: int = 0
+    arrived: int = field(default_factory=time.perf_counter_ns)   # before tokenization
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    abort_message: str | None = None
+
+    def cancel(self, message: str | None = None) -> None:
+        """The engine drops the sequence before its next step: quietly (the client went
+        away) or with an error event carrying message."""
+        self.abort_message = message
+        self.cancelled.set()
+
+
+class Active:
+    """A request in a slot: what it still has to evaluate, and its output so far."""
+
+    def __init__(self, request: Request, slot: Slot, reused: int, tokenizer: Tokenizer):
+        self.request, self.slot, self.tokenizer = request, slot, tokenizer
+        self.pending: list[int] = request.tokens[reused:]    # to evaluate next
+        self.prompt_eval_count = len(self.pending)
+        self.sampler = Sampler(request.sampling)
+        self.history = list(request.tokens)
+        self.stream, self.stops = TextStream(), StopScanner(request.options.stop)
+        self.generated = 0
+        self.text_ends: list[int] = []      # text length after each generated token
+        self.emitted = 0                    # characters sent so far
+        self.logprobs: list[dict] = []      # of tokens whose text has not been sent yet
+        self.first_token: int | None = None
+        self.done = False
+        self.placed = 0                     # batches holding its tokens, not yet finished
+        self.keep = 0                       # tokens its slot keeps once it has ended
+
+    @property
+    def prefilling(self) -> bool:
+        return self.first_token is None
+
+    def accept(self, logits: np.ndarray) -> str | None:
+        """Sample the next token from logits and stream it; returns a done reason, or None
+        to go on (the token is then pending evaluation)."""
+        request = self.request
+        if self.first_token is None:
+            self.first_token = time.perf_counter_ns()
+        limit = request.options.num_predict
+        if 0 <= limit <= self.generated:
+            return "length"
+        token = self.sampler.sample(logits, self.history)
+        if self.tokenizer.is_eog(token):
+            return "stop"
+        self.generated += 1
+        self.history.append(token)
+        if request.logprobs:
+            self.logprobs.append(self._logprob(logits, token))
+        text, hit = self.stops.push(self.stream.push(self.tokenizer.piece(token)))
+        self.text_ends.append(self.emitted + len(self.stops.pending) + len(text)
+                              if not hit else -1)
+        if text:
+            self._send(text)
+        if hit:
+            return "stop"
+        self.pending = [token]
+        return None
+
+    def _logprob(self, logits, token: int) -> dict:
+        chosen, top = logprobs(logits, token, self.request.top_logprobs)
+        piece = self.tokenizer.decode
+        return {"token": piece([token]), "logprob": chosen.logprob,
+                "top_logprobs": [{"token": piece([t.token]), "logprob": t.logprob}
+                                 for t in top]}
+
+    def _send(self, text: str) -> None:
+        event = {"content": text}
+        if self.logprobs:
+            event["logprobs"], self.logprobs = self.logprobs, []
+        self.emitted += len(text)
+        self.request.emit(event)
+
+    def stop_tokens_cached(self) -> int:
+        """How many evaluated tokens hold part of the stop string that ended the sequence
+        (they leave the cache): those whose text ends after what was sent. The token that
+        completed the stop was never evaluated."""
+        if not self.stop_hit():
+            return 0
+        n = 0
+        for end in reversed(self.text_ends[:-1]):
+            if end <= self.emitted:
+                break
+            n += 1
+        return n
+
+    def finish(self, reason: str) -> None:
+        """Send what is held back (unless a stop string cut it) and the final event."""
+        if self.done:
+            return
+        self.done = True
+        if not self.stop_hit():
+            tail, _ = self.stops.push(self.stream.flush())
+            tail += self.stops.flush()
+            if tail or self.logprobs:
+                self._send(tail)
+        now = time.perf_counter_ns()
+        first = self.first_token or now
+        self.request.emit({
+            "done": True, "done_reason": reason,
+            "prompt_eval_count": self.prompt_eval_count,
+            "prompt_eval_duration": first - self.request.arrived,
+            "eval_count": self.generated,
+            "eval_duration": now - first})
+
+    def stop_hit(self) -> bool:
+        return bool(self.text_ends) and self.text_ends[-1] == -1
+
+    def fail(self, message: str) -> None:
+        if not self.done:
+            self.done = True
+            self.request.emit({"error": message})
+
+
+def truncate_prompt(tokens: list[int], limit: int, num_keep: int) -> list[int]:
+    """The first num_keep tokens and as much of the end as fits in limit."""
+    if len(tokens) <= limit:
+        return tokens
+    keep = min(num_keep, limit - 1)
+    return tokens[:keep] + tokens[len(tokens) - (limit - keep):]

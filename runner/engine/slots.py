@@ -1,0 +1,81 @@
+"""The input cache: cache slots, one KV-cache sequence each, and which one a prompt gets.
+
+A slot remembers the tokens its sequence holds in the KV cache, so a new prompt that starts
+the same way only evaluates what differs (the longest common prefix is reused).
+
+Single-user policy: the free slot with the longest common prefix (the least recently used
+one when none matches). Multi-user policy: the least recently used free slot, into which
+the best prefix of any slot (busy ones too) is forked first: the KV cells are shared, not
+copied, so many users of one system prompt cost its cells once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..kvcache import CausalCache
+
+
+@dataclass
+class Slot:
+    id: int                                            # its sequence id in the KV cache
+    tokens: list[int] = field(default_factory=list)    # what the cache holds, by position
+    last_used: float = 0.0
+    busy: bool = False
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class InputCache:
+    def __init__(self, kv: CausalCache, parallel: int, multiuser: bool = False):
+        if not 1 <= parallel <= 63:
+            raise ValueError(f"parallel must lie in [1, 63], not {parallel}.")
+        if kv.size < parallel:
+            raise ValueError(f"A KV cache of {kv.size} cells cannot hold {parallel} sequences.")
+        self.kv, self.multiuser = kv, multiuser
+        self.slots = [Slot(i) for i in range(parallel)]
+        self.context = kv.size // parallel          # the most one sequence may hold
+
+    def free(self) -> list[Slot]:
+        return [slot for slot in self.slots if not slot.busy]
+
+    def acquire(self, prompt: list[int]) -> tuple[Slot, int] | None:
+        """A free slot for prompt and how many of its first tokens the cache already holds
+        (at most len(prompt) - 1: the last one is evaluated for its logits). None: all busy."""
+        free = self.free()
+        if not free:
+            return None
+        if self.multiuser:
+            slot = min(free, key=lambda s: s.last_used)
+            best = max(self.slots, key=lambda s: common_prefix(s.tokens, prompt))
+            shared = min(common_prefix(best.tokens, prompt), len(prompt) - 1)
+            if best is not slot and shared > common_prefix(slot.tokens, prompt):
+                self.kv.copy_prefix(best.id, slot.id, shared)
+                slot.tokens = best.tokens[:shared]
+        else:
+            slot = max(free, key=lambda s: (common_prefix(s.tokens, prompt), -s.last_used))
+        keep = min(common_prefix(slot.tokens, prompt), len(prompt) - 1)
+        self.truncate(slot, keep)
+        slot.busy, slot.last_used = True, time.monotonic()
+        return slot, keep
+
+    def truncate(self, slot: Slot, n: int) -> None:
+        """Forget what slot holds from position n on."""
+        self.kv.remove(slot.id, n)
+        del slot.tokens[n:]
+
+    def release(self, slot: Slot) -> None:
+        slot.busy, slot.last_used = False, time.monotonic()
+
+    def shared_beyond(self, slot: Slot, position: int) -> bool:
+        """Whether another sequence shares slot's cells from position on (a fork)."""
+        cells = self.kv.cells(slot.id, position)
+        return bool((self.kv.seq[cells] != (1 << slot.id)).any())

@@ -1,0 +1,79 @@
+"""Request bodies of the runner protocol (../shared/DESIGN.md), validated by pydantic.
+
+Field names follow the protocol (Ollama's server sends "Prompt", "Options", ...); like Go's
+JSON decoder, keys match regardless of case. Unknown keys are refused with their names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _any_case(cls, data):
+        if not isinstance(data, dict):
+            return data
+        names = {}
+        for name, field in cls.model_fields.items():
+            names[name.lower()] = field.alias or name
+            names[(field.alias or name).lower()] = field.alias or name
+        return {names.get(key.lower(), key) if isinstance(key, str) else key: value
+                for key, value in data.items()}
+
+
+class Image(Body):
+    data: str = Field(alias="data")
+    id: int = Field(0, alias="id")
+
+
+class CompletionRequest(Body):
+    prompt: str = Field(alias="Prompt")
+    images: list[Image] | None = Field(None, alias="Images")
+    options: dict[str, Any] | None = Field(None, alias="Options")
+    format: Any = Field(None, alias="Format")
+    grammar: str = Field("", alias="Grammar")
+    shift: bool | None = Field(None, alias="Shift")
+    truncate: bool = Field(True, alias="Truncate")
+    logprobs: bool = Field(False, alias="Logprobs")
+    top_logprobs: int = Field(0, alias="TopLogprobs", ge=0, le=20)
+
+
+class EmbeddingRequest(Body):
+    content: str = Field(alias="content")
+
+
+class TokenizeRequest(Body):
+    content: str = Field(alias="content")
+    add_special: bool = Field(False, alias="add_special")
+    parse_special: bool = Field(True, alias="parse_special")
+
+
+class DetokenizeRequest(Body):
+    tokens: list[int] = Field(alias="tokens")
+
+
+class DeviceLayers(Body):
+    id: str = Field(alias="id")
+    backend: str = Field("", alias="backend")
+    layers: list[int] = Field(default_factory=list, alias="Layers")
+
+
+class LoadRequest(Body):
+    operation: int = Field(alias="Operation", ge=0, le=3)
+    parallel: int = Field(1, alias="Parallel", ge=1, le=63)
+    batch_size: int = Field(512, alias="BatchSize", ge=1, le=8192)
+    flash_attention: bool | str | None = Field(None, alias="FlashAttention")
+    kv_size: int = Field(4096, alias="KvSize", ge=1)
+    kv_cache_type: str = Field("", alias="KvCacheType")
+    num_threads: int | None = Field(None, alias="NumThreads", ge=1)
+    gpu_layers: list[DeviceLayers] = Field(default_factory=list, alias="GPULayers")
+    multiuser_cache: bool = Field(False, alias="MultiUserCache")
+
+
+OPERATIONS = {0: "fit", 1: "alloc", 2: "commit", 3: "close"}

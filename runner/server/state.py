@@ -1,0 +1,138 @@
+"""What the runner process holds: one model file, and once loaded the model and its engine.
+
+Life cycle (the protocol's /load operations): launched -> fit (a memory report, nothing
+allocated) -> alloc (the layout is checked and kept) -> commit (weights mapped or copied,
+KV cache and compute memory allocated, the batch loop started; /health shows progress) ->
+close (everything freed, back to launched). Started with --model alone, the runner commits
+a default layout at once.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from dataclasses import dataclass, replace
+
+import pyggml
+
+from .. import store
+from ..api import LoadOptions, Model
+from ..engine import Engine
+from .memory import memory_report
+
+log = logging.getLogger("runner.server")
+
+
+class Status(enum.IntEnum):
+    READY = 0
+    NO_SLOT = 1
+    LAUNCHED = 2
+    LOADING = 3
+    NOT_RESPONDING = 4
+    ERROR = 5
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How to load: the protocol's /load fields and the command line's flags."""
+    parallel: int = 1
+    batch_size: int = 512
+    ctx_size: int = 4096            # KV cache cells in all; one sequence holds ctx_size/parallel
+    threads: int | None = None
+    flash_attn: str = "auto"        # auto | on | off
+    kv_cache_type: str = "f16"
+    multiuser_cache: bool = False
+    overlap: bool = True            # build the next batch's graph while one computes
+
+    def check(self) -> None:
+        if self.flash_attn not in ("auto", "on", "off"):
+            raise ValueError(f"flash attention must be auto, on or off, not {self.flash_attn!r}.")
+        if not 1 <= self.parallel <= 63:
+            raise ValueError(f"parallel must lie in [1, 63], not {self.parallel}.")
+        if self.ctx_size < self.parallel:
+            raise ValueError(f"A context of {self.ctx_size} cannot be shared by {self.parallel} "
+                             "sequences.")
+        if self.batch_size < 1:
+            raise ValueError(f"The batch size must be positive, not {self.batch_size}.")
+        self.load_options()
+
+    @property
+    def flash(self) -> bool:
+        # "auto": on, as llama.cpp decides on backends that support it (the CPU does)
+        return self.flash_attn != "off"
+
+    def load_options(self) -> LoadOptions:
+        return LoadOptions(num_ctx=self.ctx_size // self.parallel, parallel=self.parallel,
+                           batch_size=self.batch_size, threads=self.threads,
+                           flash_attn=self.flash, kv_cache_type=self.kv_cache_type)
+
+
+class RunnerState:
+    def __init__(self, model: str):
+        self.path = store.resolve(model)
+        self.header = pyggml.GGUFFile(self.path)          # metadata only until commit
+        self.status, self.progress, self.error = Status.LAUNCHED, 0.0, None
+        self.layout: Layout | None = None
+        self.shift_default = True           # for requests that do not say (--no-shift)
+        self.model: Model | None = None
+        self.engine: Engine | None = None
+        self._lock = threading.Lock()
+
+    def fit(self, layout: Layout) -> dict:
+        layout.check()
+        return memory_report(self.header, layout, self.model)
+
+    def alloc(self, layout: Layout) -> dict:
+        layout.check()
+        with self._lock:
+            if self.model is not None:
+                raise ValueError("A model is loaded; close it before allocating another layout.")
+            self.layout = layout
+        return memory_report(self.header, layout, None)
+
+    def commit(self, layout: Layout | None = None) -> dict:
+        """Load with the allocated layout (or layout); blocks until done."""
+        with self._lock:
+            if self.model is not None:
+                raise ValueError("The model is already loaded; close it first.")
+            layout = layout or self.layout or Layout()
+            layout.check()
+            self.layout, self.status, self.progress, self.error = \
+                layout, Status.LOADING, 0.0, None
+        try:
+            model = Model(self.path, layout.load_options(), self._advance)
+            engine = Engine(model.executor, model.tokenizer, layout.parallel,
+                            layout.batch_size, layout.multiuser_cache, layout.overlap)
+            engine.reserve()
+        except Exception as error:
+            self.status, self.error = Status.ERROR, str(error)
+            log.exception("Loading failed.")
+            raise
+        engine.start()
+        self.model, self.engine = model, engine
+        self.status, self.progress = Status.READY, 1.0
+        return memory_report(self.header, layout, model)
+
+    def _advance(self, done: int, total: int) -> None:
+        self.progress = done / total if total else 1.0
+
+    def close(self) -> None:
+        with self._lock:
+            engine, model = self.engine, self.model
+            self.engine = self.model = None
+            self.status = Status.LAUNCHED
+        if engine is not None:
+            engine.drain()
+            engine.end_active("The model was closed.")
+            engine.stop()
+        if model is not None:
+            model.close()
+
+    def health(self) -> tuple[Status, float]:
+        if self.status == Status.READY and self.engine is not None and self.engine.busy:
+            return Status.NO_SLOT, self.progress
+        return self.status, self.progress
+
+    def with_defaults(self, **changes) -> Layout:
+        return replace(self.layout or Layout(), **changes)
