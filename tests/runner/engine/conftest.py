@@ -1,0 +1,71 @@
+"""An engine over SmolLM2, fresh (empty cache, no kept graph) for each test."""
+
+from __future__ import annotations
+
+import queue
+
+import pytest
+
+import runner
+from runner.api import split_options
+from runner.engine import Engine, Request
+
+
+@pytest.fixture(scope="module")
+def smollm2(model_paths):
+    model = runner.load(model_paths["smollm2"], num_ctx=128, parallel=4, threads=2,
+                        flash_attn=True)
+    yield model
+    model.close()
+
+
+class Harness:
+    """Starts engines over one model and collects the events of requests."""
+
+    def __init__(self, model):
+        self.model, self.engines = model, []
+
+    def engine(self, **options) -> Engine:
+        for seq in range(64 - 1):
+            self.model.kv.remove(seq)
+        self.model.executor.forget()
+        engine = Engine(self.model.executor, self.model.tokenizer, **options)
+        engine.start()
+        self.engines.append(engine)
+        return engine
+
+    def submit(self, engine, prompt, **options) -> tuple[Request, queue.Queue]:
+        events = queue.Queue()
+        flags = {k: options.pop(k) for k in ("logprobs", "top_logprobs") if k in options}
+        sampling, generation = split_options(options)
+        tokens = prompt if isinstance(prompt, list) else \
+            self.model.tokenize(prompt, add_special=True)
+        request = Request(tokens, events.put, sampling, generation, **flags)
+        engine.submit(request)
+        return request, events
+
+    @staticmethod
+    def collect(events, timeout=60) -> tuple[str, dict, list]:
+        """(text, final event, content events)."""
+        pieces = []
+        while True:
+            event = events.get(timeout=timeout)
+            if "content" in event:
+                pieces.append(event)
+            else:
+                return "".join(p["content"] for p in pieces), event, pieces
+
+    def run(self, engine, prompt, **options) -> tuple[str, dict, list]:
+        return self.collect(self.submit(engine, prompt, **options)[1])
+
+    def stop(self):
+        for engine in self.engines:
+            engine.stop()
+        self.engines = []
+
+
+@pytest.fixture
+def harness(smollm2):
+    h = Harness(smollm2)
+    yield h
+    h.stop()
