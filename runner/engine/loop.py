@@ -23,7 +23,7 @@ from ..batch import Batch
 from ..executor import Executor, Step
 from ..tokenizer import Tokenizer
 from .request import Active, Request
-from .slots import InputCache, Slot
+from .slots import InputCache
 
 log = logging.getLogger("runner.engine")
 PLACEHOLDER = -1

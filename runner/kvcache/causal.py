@@ -29,6 +29,14 @@ class CacheFullError(RuntimeError):
     pass
 
 
+def check_cache_type(cache_type: str, flash: bool) -> None:
+    if cache_type not in CACHE_TYPES:
+        raise ValueError(f"Unknown KV cache type {cache_type!r}; choose one of "
+                         f"{', '.join(CACHE_TYPES)}.")
+    if cache_type != "f16" and not flash:
+        raise ValueError(f"A {cache_type} KV cache needs flash attention.")
+
+
 @dataclass
 class LayerShape:
     kv_heads: int
@@ -39,11 +47,7 @@ class LayerShape:
 class CausalCache:
     def __init__(self, layers: list[LayerShape], cells: int, backend: pyggml.Backend,
                  cache_type: str = "f16", flash: bool = False):
-        if cache_type not in CACHE_TYPES:
-            raise ValueError(f"Unknown KV cache type {cache_type!r}; choose one of "
-                             f"{', '.join(CACHE_TYPES)}.")
-        if cache_type != "f16" and not flash:
-            raise ValueError(f"A {cache_type} KV cache needs flash attention.")
+        check_cache_type(cache_type, flash)
         if cells < 1:
             raise ValueError(f"A KV cache needs at least one cell, not {cells}.")
         self.layers, self.size, self.flash = layers, cells, flash

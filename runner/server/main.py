@@ -96,6 +96,7 @@ def main(argv=None) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("127.0.0.1", args.port))
+        sock.listen(128)          # connections queue from now on, before uvicorn serves
     except OSError as error:
         print(f"error: cannot listen on 127.0.0.1:{args.port}: {error}", file=sys.stderr)
         return 1

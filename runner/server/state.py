@@ -19,6 +19,7 @@ import pyggml
 from .. import store
 from ..api import LoadOptions, Model
 from ..engine import Engine
+from ..kvcache.causal import check_cache_type
 from .memory import memory_report
 
 log = logging.getLogger("runner.server")
@@ -55,6 +56,7 @@ class Layout:
                              "sequences.")
         if self.batch_size < 1:
             raise ValueError(f"The batch size must be positive, not {self.batch_size}.")
+        check_cache_type(self.kv_cache_type, self.flash)
         self.load_options()
 
     @property
