@@ -45,11 +45,12 @@ class Executor:
         self.model, self.kv, self.scheduler = model, kv, scheduler
         self._kept: Step | None = None      # the last graph, reused while its shape holds
 
-    def build(self, batch: Batch) -> Step:
+    def build(self, batch: Batch, embeddings: bool = False) -> Step:
         """Take cache cells for the batch and build its graph, or reuse the last one of the
-        same shape (batch.tokens may be placeholders until launch)."""
+        same shape (batch.tokens may be placeholders until launch). embeddings: the graph
+        returns final hidden states instead of logits."""
         self.kv.start(batch)
-        key = (len(batch), len(batch.outputs), self.kv.n_kv)
+        key = (len(batch), len(batch.outputs), self.kv.n_kv, embeddings)
         kept = self._kept
         if kept is not None and kept.key == key:
             kept.batch = batch
@@ -75,7 +76,7 @@ class Executor:
             tokens=ctx.new_tensor("I32", (n,), name="tokens").set_input(),
             positions=ctx.new_tensor("I32", (n,), name="positions").set_input(),
             outputs=ctx.new_tensor("I32", (len(batch.outputs),), name="outputs").set_input(),
-            n_tokens=n)
+            n_tokens=n, embeddings=key[3])
         kv_inputs = self.kv.inputs(ctx, self.model.windows())
         logits = self.model.forward(inputs, kv_inputs).set_output()
         return Step(batch, ctx, ctx.graph(logits), inputs, kv_inputs, logits, key)
@@ -92,7 +93,7 @@ class Executor:
         step.computation = self.scheduler.compute_async(step.graph)
 
     def finish(self, step: Step) -> np.ndarray:
-        """Wait; float32 (len(batch.outputs), vocab)."""
+        """Wait; float32 (len(batch.outputs), vocab), or (..., embd) for embeddings."""
         try:
             step.computation.wait()
             return step.logits.numpy(copy=True)

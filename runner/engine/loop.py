@@ -22,6 +22,7 @@ import numpy as np
 from ..batch import Batch
 from ..executor import Executor, Step
 from ..tokenizer import Tokenizer
+from .pooling import pool
 from .request import Active, Request
 from .slots import InputCache
 
@@ -34,7 +35,7 @@ class Entry:
     active: Active
     start: int                 # position of the first token
     tokens: list[int]          # PLACEHOLDER: the token the previous batch will sample
-    output: bool               # whether the batch returns logits for the last token
+    rows: int                  # outputs: of the last token (1), none (0), all (embeddings)
 
 
 @dataclass
@@ -42,17 +43,20 @@ class Flight:
     entries: list[Entry]
     batch: Batch
     step: Step | None = None
-    output_rows: list[int] = field(default_factory=list)   # entry index of each logits row
+    output_rows: list[int] = field(default_factory=list)   # entry index of each output row
 
 
 class Engine:
     def __init__(self, executor: Executor, tokenizer: Tokenizer, parallel: int = 1,
-                 batch_size: int = 512, multiuser: bool = False, overlap: bool = True):
+                 batch_size: int = 512, multiuser: bool = False, overlap: bool = True,
+                 pooling: str | None = None):
+        """pooling: the model makes embeddings (mean, cls or last); every request is then an
+        embedding request, evaluated without the prompt cache."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, not {batch_size}.")
         self.executor, self.kv, self.tokenizer = executor, executor.kv, tokenizer
         self.cache = InputCache(self.kv, parallel, multiuser)
-        self.batch_size, self.overlap = batch_size, overlap
+        self.batch_size, self.overlap, self.pooling = batch_size, overlap, pooling
         self.waiting: deque[Request] = deque()
         self.active: list[Active] = []
         self.in_flight: Flight | None = None
@@ -173,7 +177,7 @@ class Engine:
 
     def _admit(self) -> None:
         while self.waiting:
-            taken = self.cache.acquire(self.waiting[0].tokens)
+            taken = self.cache.acquire(self.waiting[0].tokens, reuse=self.pooling is None)
             if taken is None:
                 return
             slot, reused = taken
@@ -211,8 +215,9 @@ class Engine:
     def _assemble(self) -> Flight | None:
         """Round-robin over the active sequences up to the batch size; place the batch in
         the cache and build its graph."""
-        awaiting = {id(e.active) for e in (self.in_flight.entries if self.in_flight else ())
-                    if e.output}
+        # sequences that sample from the flight in progress: a placeholder each
+        awaiting = set() if self.pooling else \
+            {id(e.active) for e in (self.in_flight.entries if self.in_flight else ()) if e.rows}
         order = self.active[self._turn % len(self.active):] + \
             self.active[:self._turn % len(self.active)] if self.active else []
         self._turn += 1
@@ -226,9 +231,10 @@ class Engine:
             if active.pending:
                 chunk = active.pending[:budget]
                 del active.pending[:len(chunk)]
-                entries.append(Entry(active, start, chunk, output=not active.pending))
+                rows = len(chunk) if self.pooling else int(not active.pending)
+                entries.append(Entry(active, start, chunk, rows))
             elif id(active) in awaiting and start < self.context:
-                entries.append(Entry(active, start, [PLACEHOLDER], output=True))
+                entries.append(Entry(active, start, [PLACEHOLDER], rows=1))
             else:
                 continue
             active.slot.tokens.extend(entries[-1].tokens)
@@ -239,12 +245,12 @@ class Engine:
         tokens = np.concatenate([e.tokens for e in entries])
         positions = np.concatenate([np.arange(e.start, e.start + len(e.tokens)) for e in entries])
         seqs = np.concatenate([np.full(len(e.tokens), e.active.slot.id) for e in entries])
-        ends = np.cumsum([len(e.tokens) for e in entries]) - 1
-        rows = [i for i, e in enumerate(entries) if e.output]
+        ends = np.cumsum([len(e.tokens) for e in entries])
+        outputs = [end - r for e, end in zip(entries, ends) for r in range(e.rows, 0, -1)]
         flight = Flight(entries, Batch(np.maximum(tokens, 0), positions, seqs,
-                                       outputs=ends[rows] if rows else ends[-1:]),
-                        output_rows=rows)
-        flight.step = self.executor.build(flight.batch)
+                                       outputs=outputs or ends[-1:] - 1),
+                        output_rows=[i for i, e in enumerate(entries) for _ in range(e.rows)])
+        flight.step = self.executor.build(flight.batch, self.pooling is not None)
         return flight
 
     def _launch(self, flight: Flight) -> None:
@@ -266,13 +272,21 @@ class Engine:
         for entry in flight.entries:
             entry.active.placed -= 1
         for row, index in enumerate(flight.output_rows):
-            entry = flight.entries[index]
-            active = entry.active
+            active = flight.entries[index].active
             if active.done:
+                continue
+            if self.pooling:
+                active.hidden.append(logits[row])
                 continue
             reason = active.accept(logits[row])
             if reason is not None:
                 self._end(active, reason)
+        if self.pooling:
+            for entry in flight.entries:
+                active = entry.active
+                if not active.done and not active.pending and not active.placed:
+                    active.embedded(pool(np.stack(active.hidden), self.pooling))
+                    self._end(active, "stop")
         for entry in flight.entries:
             if entry.active.done and entry.active not in self.active:
                 self._settle(entry.active)
@@ -285,7 +299,8 @@ class Engine:
             self.active.remove(active)
         tokens = active.slot.tokens
         evaluated = tokens.index(PLACEHOLDER) if PLACEHOLDER in tokens else len(tokens)
-        active.keep = evaluated - active.stop_tokens_cached()
+        # embeddings leave nothing in the cache
+        active.keep = 0 if self.pooling else evaluated - active.stop_tokens_cached()
         self._settle(active)
 
     def _settle(self, active: Active) -> None:

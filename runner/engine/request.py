@@ -3,6 +3,7 @@
 The engine calls the request's emit() from its own thread with one event per call:
     {"content": str, "logprobs": [...]}                  text (and the logprobs of its tokens)
     {"done": True, "done_reason": "stop"|"length"|"closed", counts and nanosecond durations}
+    {"embedding": [float], "prompt_eval_count": int}     an embedding request's only event
     {"error": str}                                        the sequence failed; nothing follows
 """
 
@@ -57,6 +58,7 @@ class Active:
         self.first_token: int | None = None
         self.done = False
         self.placed = 0                     # batches holding its tokens, not yet finished
+        self.hidden: list[np.ndarray] = []  # final hidden states, when making an embedding
         self.keep = 0                       # tokens its slot keeps once it has ended
 
     @property
@@ -137,6 +139,11 @@ class Active:
 
     def stop_hit(self) -> bool:
         return bool(self.text_ends) and self.text_ends[-1] == -1
+
+    def embedded(self, vector: np.ndarray) -> None:
+        self.done = True
+        self.request.emit({"embedding": vector.tolist(),
+                           "prompt_eval_count": self.prompt_eval_count})
 
     def fail(self, message: str) -> None:
         if not self.done:

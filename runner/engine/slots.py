@@ -47,13 +47,17 @@ class InputCache:
     def free(self) -> list[Slot]:
         return [slot for slot in self.slots if not slot.busy]
 
-    def acquire(self, prompt: list[int]) -> tuple[Slot, int] | None:
+    def acquire(self, prompt: list[int], reuse: bool = True) -> tuple[Slot, int] | None:
         """A free slot for prompt and how many of its first tokens the cache already holds
-        (at most len(prompt) - 1: the last one is evaluated for its logits). None: all busy."""
+        (at most len(prompt) - 1: the last one is evaluated for its logits). None: all busy.
+        reuse=False: the least recently used slot, emptied."""
         free = self.free()
         if not free:
             return None
-        if self.multiuser:
+        if not reuse:
+            slot = min(free, key=lambda s: s.last_used)
+            prompt = []
+        elif self.multiuser:
             slot = min(free, key=lambda s: s.last_used)
             best = max(self.slots, key=lambda s: common_prefix(s.tokens, prompt))
             shared = min(common_prefix(best.tokens, prompt), len(prompt) - 1)
@@ -62,7 +66,7 @@ class InputCache:
                 slot.tokens = best.tokens[:shared]
         else:
             slot = max(free, key=lambda s: (common_prefix(s.tokens, prompt), -s.last_used))
-        keep = min(common_prefix(slot.tokens, prompt), len(prompt) - 1)
+        keep = max(0, min(common_prefix(slot.tokens, prompt), len(prompt) - 1))
         self.truncate(slot, keep)
         slot.busy, slot.last_used = True, time.monotonic()
         return slot, keep

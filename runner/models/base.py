@@ -82,6 +82,11 @@ class Transformer:
         self.output_norm = weights.take("output_norm.weight", (c.embd,))
         self.output = weights.optional("output.weight", (c.vocab, c.embd)) or self.token_embd
 
+    def project(self, x, inputs: Inputs):
+        """(n_out, E) final-normed hidden states -> logits (n_out, vocab), or themselves when
+        the graph makes embeddings."""
+        return x if inputs.embeddings else self.output.mul_mat(x)
+
     def cache_layers(self) -> list[LayerShape]:
         c = self.config
         return [LayerShape(c.kv_heads, c.head_dim, c.head_dim)] * c.layers
@@ -111,3 +116,4 @@ class Inputs:
     positions: pyggml.Tensor    # int32 (T,)
     outputs: pyggml.Tensor      # int32 (n_out,)
     n_tokens: int
+    embeddings: bool = False    # return the final hidden states of the outputs, not logits

@@ -99,7 +99,7 @@ class Gemma3(Transformer):
             x = x.add(f.rms_norm(eps).mul(block.post_ffw_norm))
         x = x.get_rows(inputs.outputs)                                         # (n_out, E)
         x = x.rms_norm(eps).mul(self.output_norm)
-        return self.output.mul_mat(x)                                          # (n_out, vocab)
+        return self.project(x, inputs)                                         # (n_out, vocab)
 
     def shift(self, k, deltas, layer: int):
         """Re-rotate cached keys k (cells, KVH, D) by position deltas (cells,)."""

@@ -105,7 +105,7 @@ class Llama(Transformer):
             x = x.add(block.ffn_down.mul_mat(gated))
         x = x.get_rows(inputs.outputs)                                       # (n_out, E)
         x = x.rms_norm(c.norm_eps).mul(self.output_norm)
-        return self.output.mul_mat(x)                                        # (n_out, vocab)
+        return self.project(x, inputs)                                       # (n_out, vocab)
 
     def shift(self, k, deltas, layer: int):
         """Re-rotate cached keys k (cells, KVH, D) by position deltas (cells,)."""

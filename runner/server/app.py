@@ -160,18 +160,37 @@ def create_app(state: RunnerState) -> FastAPI:
 
     @app.post("/embedding")
     async def embedding(body: EmbeddingRequest):
-        model, _ = ready()
-        arch = model.architecture
-        if state.header.metadata.get(f"{arch}.pooling_type") is None:
-            raise Refused(501, f"This model ({arch}) is generative: its file declares no "
-                          "pooling, so it makes no embeddings.")
-        raise Refused(501, f"Embeddings of {arch} models are not supported by this runner "
-                      "yet.")
+        """The pooled final hidden states of content (as the model's file declares), not
+        normalized; evaluated without the prompt cache."""
+        arrived = time.perf_counter_ns()
+        model, engine = ready()
+        if engine.pooling is None:
+            raise Refused(501, f"This model ({model.architecture}) is generative: its file "
+                          "declares no pooling, so it makes no embeddings.")
+        tokens = await asyncio.to_thread(model.tokenize, body.content, True)
+        events = submit(engine, EngineRequest(tokens, None, arrived=arrived))
+        event = await events.get()
+        if "error" in event:
+            raise Refused(500, event["error"])
+        return event
+
+    def submit(engine, request: EngineRequest) -> asyncio.Queue:
+        """Queue request; its events arrive on the returned queue."""
+        loop, events = asyncio.get_running_loop(), asyncio.Queue()
+        request.emit = lambda event: loop.call_soon_threadsafe(events.put_nowait, event)
+        try:
+            engine.submit(request)
+        except (ValueError, RuntimeError) as error:
+            raise Refused(400 if isinstance(error, ValueError) else 503, str(error)) from error
+        return events
 
     @app.post("/completion")
     async def completion(body: CompletionRequest, http: Request):
         arrived = time.perf_counter_ns()
         model, engine = ready()
+        if engine.pooling is not None:
+            raise Refused(501, f"This model makes embeddings ({engine.pooling} pooling); it "
+                          "cannot generate text.")
         if body.images:
             raise Refused(400, f"This model ({model.architecture}) reads text only; it cannot "
                           "take images.")
@@ -191,15 +210,10 @@ def create_app(state: RunnerState) -> FastAPI:
                 raise Refused(400, f"The prompt has {len(tokens)} tokens but the context "
                               f"holds {engine.context}, and truncation is off.")
             tokens = truncate_prompt(tokens, engine.context, options.num_keep)
-        loop, events = asyncio.get_running_loop(), asyncio.Queue()
-        request = EngineRequest(
-            tokens, lambda event: loop.call_soon_threadsafe(events.put_nowait, event),
-            sampling, options, body.logprobs or body.top_logprobs > 0, body.top_logprobs,
-            arrived)
-        try:
-            engine.submit(request)
-        except (ValueError, RuntimeError) as error:
-            raise Refused(400 if isinstance(error, ValueError) else 503, str(error)) from error
+        request = EngineRequest(tokens, None, sampling, options,
+                                body.logprobs or body.top_logprobs > 0, body.top_logprobs,
+                                arrived)
+        events = submit(engine, request)
         return StreamingResponse(_lines(request, events), media_type="application/x-ndjson")
 
     return app

@@ -19,6 +19,7 @@ import pyggml
 from .. import store
 from ..api import LoadOptions, Model
 from ..engine import Engine
+from ..engine.pooling import pooling_of
 from ..kvcache.causal import check_cache_type
 from .memory import memory_report
 
@@ -105,7 +106,8 @@ class RunnerState:
         try:
             model = Model(self.path, layout.load_options(), self._advance)
             engine = Engine(model.executor, model.tokenizer, layout.parallel,
-                            layout.batch_size, layout.multiuser_cache, layout.overlap)
+                            layout.batch_size, layout.multiuser_cache, layout.overlap,
+                            pooling_of(model.loaded.metadata))
             engine.reserve()
         except Exception as error:
             self.status, self.error = Status.ERROR, str(error)

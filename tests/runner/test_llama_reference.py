@@ -36,6 +36,11 @@ def rope(x, pos, base, factors=None):
 
 
 def reference_logits(t, ids, base, factors=None):
+    return reference_hidden(t, ids, base, factors) @ t["output.weight"].T
+
+
+def reference_hidden(t, ids, base, factors=None):
+    """(T, E) final hidden states after the output norm."""
     e, h, kvh = SHAPE["embd"], SHAPE["heads"], SHAPE["kv_heads"]
     d, n = e // h, len(ids)
     pos = np.arange(n, dtype=np.float64)
@@ -56,7 +61,7 @@ def reference_logits(t, ids, base, factors=None):
         hn = rms_norm(x, p("ffn_norm"))
         gate = hn @ p("ffn_gate").T
         x = x + ((gate / (1 + np.exp(-gate))) * (hn @ p("ffn_up").T)) @ p("ffn_down").T
-    return rms_norm(x, t["output_norm.weight"]) @ t["output.weight"].T
+    return rms_norm(x, t["output_norm.weight"])
 
 
 @pytest.mark.parametrize("flash", [False, True])

@@ -52,7 +52,10 @@ def write_llama(path, tensors, arch="llama", rope_base=10000.0, extra=None, toke
     for name, array in tensors.items():
         writer.add_tensor(name, array)
     for key, value in (extra or {}).items():
-        writer.add_float32(key, value)
+        if isinstance(value, int):
+            writer.add_uint32(key, value)
+        else:
+            writer.add_float32(key, value)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

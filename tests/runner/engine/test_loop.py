@@ -53,8 +53,8 @@ def test_prompt_chunks_share_batches_with_decodes(harness):
     engine = harness.engine(parallel=2, batch_size=16)
     seen = []
     build = engine.executor.build
-    engine.executor.build = lambda batch: seen.append(
-        (batch.seqs.copy(), len(batch))) or build(batch)
+    engine.executor.build = lambda batch, *rest: seen.append(
+        (batch.seqs.copy(), len(batch))) or build(batch, *rest)
     try:
         _, first = harness.submit(engine, PROMPTS[0], temperature=0, num_predict=40)
         first.get(timeout=30)                              # decoding has begun
