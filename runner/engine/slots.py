@@ -42,6 +42,7 @@ class InputCache:
             raise ValueError(f"A KV cache of {kv.size} cells cannot hold {parallel} sequences.")
         self.kv, self.multiuser = kv, multiuser
         self.slots = [Slot(i) for i in range(parallel)]
+        kv.partition(parallel)
         self.context = kv.size // parallel          # the most one sequence may hold
 
     def free(self) -> list[Slot]:

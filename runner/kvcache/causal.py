@@ -66,6 +66,13 @@ class CausalCache:
         self.buffer = self.storage.allocate(backend)
         self.buffer.clear(0)
         self._placement = None
+        self.region = 0                 # cells per sequence's home region (partition())
+
+    def partition(self, sequences: int) -> None:
+        """Give each of sequences a home region of cells, aligned to 256, that start() fills
+        first. A sequence's cells then sit at the same offsets whoever else is in the cache,
+        so the attention sums group their terms the same way (see docs/runner.md)."""
+        self.region = (self.size // sequences) // PAD_FLASH * PAD_FLASH
 
     # -- runner side ----------------------------------------------------------------------
 
@@ -84,17 +91,34 @@ class CausalCache:
         if batch.seqs.min() < 0 or batch.seqs.max() >= MAX_SEQS:
             raise ValueError(f"Sequence ids must lie in [0, {MAX_SEQS}), not "
                              f"{sorted(set(batch.seqs.tolist()))}.")
-        free = np.flatnonzero(self.seq == NO_SEQ)
+        free = self.seq == NO_SEQ
         n = len(batch)
-        if len(free) < n:
-            raise CacheFullError(f"The KV cache has {len(free)} free cells; the batch needs {n}.")
-        slots = free[:n]
+        if np.count_nonzero(free) < n:
+            raise CacheFullError(f"The KV cache has {np.count_nonzero(free)} free cells; the "
+                                 f"batch needs {n}.")
+        slots = self._home_cells(batch, free) if self.region else np.flatnonzero(free)[:n]
         self.pos[slots] = batch.positions
         self.seq[slots] = 1 << batch.seqs.astype(np.int64)
         used = np.flatnonzero(self.seq != NO_SEQ)
         pad = PAD_FLASH if self.flash else PAD_PLAIN
         n_kv = min(self.size, -(-(int(used.max()) + 1) // pad) * pad)
         self._placement = Placement(batch, slots, n_kv)
+
+    def _home_cells(self, batch, free: np.ndarray) -> np.ndarray:
+        """Free cells for the batch, each sequence's from its home region first."""
+        slots = np.empty(len(batch), dtype=np.int64)
+        free = free.copy()
+        for seq in np.unique(batch.seqs):
+            rows = np.flatnonzero(batch.seqs == seq)
+            home = slice(int(seq) * self.region, (int(seq) + 1) * self.region)
+            found = np.flatnonzero(free[home])[:len(rows)] + home.start
+            if len(found) < len(rows):
+                others = np.flatnonzero(free)
+                others = others[~np.isin(others, found)]
+                found = np.concatenate([found, others[:len(rows) - len(found)]])
+            slots[rows] = found
+            free[found] = False
+        return slots
 
     @property
     def current(self) -> "Placement":

@@ -1,0 +1,81 @@
+"""The causal cache's bookkeeping: placing batches, sequences sharing cells, masks, regions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyggml
+from runner.batch import Batch
+from runner.kvcache import CausalCache, LayerShape
+from runner.kvcache.causal import CacheFullError, check_cache_type
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return pyggml.cpu_backend(threads=1)
+
+
+def cache(backend, cells=1024, flash=True):
+    return CausalCache([LayerShape(2, 8, 8)] * 2, cells, backend, "f16", flash)
+
+
+def test_batches_take_free_cells_and_removal_frees_them(backend):
+    kv = cache(backend)
+    kv.start(Batch.of_sequence([1, 2, 3], 0, seq=0))
+    kv.start(Batch.of_sequence([4, 5], 0, seq=1))
+    assert kv.used(0) == 3 and kv.used(1) == 2
+    assert kv.positions_of(1).tolist() == [0, 1]
+    kv.remove(0, 1)
+    assert kv.positions_of(0).tolist() == [0] and kv.used(1) == 2
+    kv.start(Batch.of_sequence([6, 7], 1, seq=0))        # reuses the freed cells
+    assert int(np.flatnonzero(kv.seq != 0).max()) < 5
+
+
+def test_copy_prefix_shares_cells_and_a_shift_moves_positions(backend):
+    kv = cache(backend)
+    kv.start(Batch.of_sequence(list(range(10)), 0, seq=0))
+    kv.copy_prefix(0, 2, 6)
+    shared = kv.cells(0, 0, 6) & kv.cells(2)
+    assert shared.sum() == 6 and kv.used(2) == 6
+    kv.remove(0)
+    assert kv.used(2) == 6 and kv.used(0) == 0         # dropping one owner keeps the other
+    kv.move(kv.cells(2, 3), -1)
+    assert kv.positions_of(2).tolist() == [0, 1, 2, 2, 3, 4]
+
+
+def test_mask_sees_own_earlier_positions_and_a_window(backend):
+    kv = cache(backend, flash=False)
+    kv.start(Batch(list(range(4)) + [9, 9], [0, 1, 2, 3, 0, 1], [0, 0, 0, 0, 1, 1]))
+    mask = kv.mask(np.array([3, 1]), np.array([0, 1]), kv.n_kv, None)
+    assert np.isfinite(mask[0, :4]).all() and np.isinf(mask[0, 4:]).all()
+    assert np.isfinite(mask[1, 4:6]).all() and np.isinf(mask[1, :4]).all()
+    windowed = kv.mask(np.array([3]), np.array([0]), kv.n_kv, 2)
+    assert np.isfinite(windowed[0, 2:4]).all() and np.isinf(windowed[0, :2]).all()
+
+
+def test_partition_places_each_sequence_in_its_home_region(backend):
+    kv = cache(backend, cells=1024)
+    kv.partition(4)
+    assert kv.region == 256
+    kv.start(Batch([1, 2, 3, 4], [0, 0, 1, 1], [2, 3, 2, 3]))
+    assert sorted(np.flatnonzero(kv.cells(2)).tolist()) == [512, 513]
+    assert sorted(np.flatnonzero(kv.cells(3)).tolist()) == [768, 769]
+    kv.start(Batch.of_sequence(list(range(300)), 2, seq=2))    # overflows its region
+    assert kv.used(2) == 302 and len(set(np.flatnonzero(kv.cells(2)).tolist())) == 302
+
+
+def test_a_full_cache_and_bad_sequence_ids_are_refused(backend):
+    kv = cache(backend, cells=8)
+    with pytest.raises(CacheFullError, match="8 free cells; the batch needs 9"):
+        kv.start(Batch.of_sequence(list(range(9)), 0))
+    with pytest.raises(ValueError, match="Sequence ids"):
+        kv.start(Batch.of_sequence([1], 0, seq=63))
+
+
+def test_cache_types_are_checked():
+    check_cache_type("q8_0", True)
+    with pytest.raises(ValueError, match="needs flash attention"):
+        check_cache_type("q4_0", False)
+    with pytest.raises(ValueError, match="Unknown KV cache type"):
+        check_cache_type("q3", True)
