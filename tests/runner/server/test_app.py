@@ -156,3 +156,19 @@ def test_memory_stays_flat_over_200_requests(served):
     burst(200)
     growth = served.rss() - before
     assert growth < 24 * 2 ** 20, f"the runner grew by {growth / 2 ** 20:.1f} MiB"
+
+
+def test_bad_requests_do_not_disturb_a_stream_in_flight(served):
+    options = {**GREEDY, "num_predict": 40}
+    reference = served.complete("Once upon a time", Options=options)
+    with served.client.stream("POST", "/completion",
+                              json={"Prompt": "Once upon a time", "Options": options}) as live:
+        lines = live.iter_lines()
+        first = json.loads(next(lines))
+        for body, status, _ in BAD:
+            send = {"content": body} if isinstance(body, bytes) else {"json": body}
+            assert served.client.post("/completion", **send).status_code == status
+        rest = [json.loads(line) for line in lines if line]
+    text = lambda events: "".join(e.get("content", "") for e in events)  # noqa: E731
+    assert text([first, *rest]) == text(reference)
+    assert rest[-1]["eval_count"] == 40
