@@ -11,34 +11,30 @@ here are shared and single runs drift by 20%.
 from __future__ import annotations
 
 import argparse
+import queue
 import time
 
 import numpy as np
 
-import pyggml
+import runner
 from runner import store
-from runner.batch import Batch
-from runner.executor import Executor
-from runner.generate import Sequence
-from runner.kvcache import CausalCache
-from runner.loader import load_model
+from runner.api import split_options
+from runner.engine import Request
 
 
 def ours(path, prompt, n_gen, threads, flash) -> tuple[float, float]:
-    backend = pyggml.cpu_backend(threads)
-    loaded = load_model(path, backend)
-    kv = CausalCache(loaded.model.cache_layers(), 1024, backend, "f16", flash)
-    executor = Executor(loaded.model, kv, pyggml.Scheduler([backend]))
-    executor.logits(Batch.of_sequence(prompt[:8], 0))                       # warm up
-    kv.remove(0)
-    sequence = Sequence(executor, loaded.tokenizer, batch_size=512)
-    start = time.perf_counter()
-    logits, _ = sequence.prefill(prompt)
-    prefill = len(prompt) / (time.perf_counter() - start)
-    ahead, start = None, time.perf_counter()
-    for i in range(n_gen):              # the generation loop's pipelined decode, greedy
-        logits, ahead = sequence.step(int(np.argmax(logits)), ahead, build_next=i < n_gen - 1)
-    return prefill, n_gen / (time.perf_counter() - start)
+    """Through the batch loop, as every request runs (greedy; cold cache)."""
+    model = runner.load(path, num_ctx=1024, threads=threads, flash_attn=flash)
+    sampling, _ = split_options({"temperature": 0})
+    for tokens, n in (([1] + prompt[:7], 8), (prompt, n_gen)):          # warm up, measure
+        events = queue.Queue()
+        model.engine.submit(Request(tokens, events.put, sampling,
+                                    split_options({"num_predict": n})[1]))
+        while not (done := events.get()).get("done"):
+            pass
+    model.close()
+    return (done["prompt_eval_count"] / done["prompt_eval_duration"] * 1e9,
+            done["eval_count"] / done["eval_duration"] * 1e9)
 
 
 def llama_cpp(path, prompt, n_gen, threads, flash) -> tuple[float, float] | None:

@@ -5,18 +5,23 @@
     for piece in model.generate("Why is the sky blue?", temperature=0):
         print(piece, end="")
     model.chat([{"role": "user", "content": "Hi"}], stream=False)
+
+Requests go through the same batch loop as the runner subprocess's: with parallel=N,
+N generations from different threads advance together.
 """
 
 from __future__ import annotations
 
-import threading
+import queue
 from dataclasses import dataclass, fields
 
 import pyggml
 
 from .chat import render, template_for
+from .engine import Engine, Request
+from .engine.pooling import pooling_of
 from .executor import Executor
-from .generate import GenerateOptions, Result, Sequence, generate
+from .generate import GenerateOptions
 from .kvcache import CausalCache
 from .loader import load_model
 from .sample import SamplingOptions
@@ -31,6 +36,8 @@ class LoadOptions:
     flash_attn: bool = False
     kv_cache_type: str = "f16"
     repack: bool = True          # repacked CPU weight layouts, as llama.cpp by default
+    multiuser_cache: bool = False   # fork the best cached prefix into the LRU slot
+    overlap: bool = True         # build the next batch's graph while one computes
 
     def __post_init__(self):
         for name in ("num_ctx", "batch_size", "parallel"):
@@ -53,8 +60,18 @@ def split_options(options: dict, ignored=frozenset()) -> tuple[SamplingOptions,
             GenerateOptions(**{k: v for k, v in options.items() if k in generate_names}))
 
 
+@dataclass
+class Result:
+    """How the last finished generation ended (the text itself was streamed)."""
+    done_reason: str               # "stop" | "length" | "closed"
+    prompt_eval_count: int         # tokens evaluated (a reused prefix is not)
+    eval_count: int                # tokens generated
+    prompt_eval_duration: int      # nanoseconds, from the request (tokenizing included)
+    eval_duration: int
+
+
 class Model:
-    """A loaded model with one conversation slot (the server's engine adds more)."""
+    """A loaded model and its batch loop (parallel slots, prompt cache)."""
 
     def __init__(self, name_or_path, options: LoadOptions, progress=None):
         self.options = options
@@ -68,9 +85,12 @@ class Model:
                               options.kv_cache_type, options.flash_attn)
         self.scheduler = pyggml.Scheduler([self.backend])
         self.executor = Executor(self.loaded.model, self.kv, self.scheduler)
-        self.sequence = Sequence(self.executor, self.tokenizer, options.batch_size)
+        self.engine = Engine(self.executor, self.tokenizer, options.parallel,
+                             options.batch_size, options.multiuser_cache, options.overlap,
+                             pooling_of(self.loaded.metadata))
+        self.engine.reserve()
+        self.engine.start()
         self.template = template_for(self.loaded.metadata)
-        self._lock = threading.Lock()
         self.last: Result | None = None
 
     @property
@@ -102,12 +122,36 @@ class Model:
     def chat(self, messages: list[dict], stream: bool = True, **options):
         return self.generate(self.apply_template(messages), stream, **options)
 
+    def embed(self, text: str) -> list[float]:
+        """The pooled embedding of text, for a model whose file declares pooling."""
+        if self.engine.pooling is None:
+            raise ValueError(f"This model ({self.architecture}) is generative: its file "
+                             "declares no pooling, so it makes no embeddings.")
+        events = queue.Queue()
+        self.engine.submit(Request(self.tokenize(text, add_special=True), events.put))
+        event = events.get()
+        if "error" in event:
+            raise RuntimeError(event["error"])
+        return event["embedding"]
+
     def _pieces(self, tokens, sampling, generation):
-        with self._lock:
-            self.last = Result()
-            yield from generate(self.sequence, tokens, sampling, generation, self.last)
+        if self.engine.pooling is not None:
+            raise ValueError(f"This model makes embeddings ({self.engine.pooling} pooling); "
+                             "it cannot generate text.")
+        events = queue.Queue()
+        request = Request(tokens, events.put, sampling, generation)
+        self.engine.submit(request)
+        try:
+            while "content" in (event := events.get()):
+                yield event["content"]
+            if "error" in event:
+                raise RuntimeError(event["error"])
+            self.last = Result(**{k: event[k] for k in Result.__dataclass_fields__})
+        finally:
+            request.cancel()             # a generator closed early frees its slot
 
     def close(self) -> None:
+        self.engine.stop()
         self.scheduler.close()
         self.kv.buffer.close()
         self.loaded.file.close()

@@ -19,7 +19,6 @@ import pyggml
 from .. import store
 from ..api import LoadOptions, Model
 from ..engine import Engine
-from ..engine.pooling import pooling_of
 from ..kvcache.causal import check_cache_type
 from .memory import memory_report
 
@@ -68,7 +67,8 @@ class Layout:
     def load_options(self) -> LoadOptions:
         return LoadOptions(num_ctx=self.ctx_size // self.parallel, parallel=self.parallel,
                            batch_size=self.batch_size, threads=self.threads,
-                           flash_attn=self.flash, kv_cache_type=self.kv_cache_type)
+                           flash_attn=self.flash, kv_cache_type=self.kv_cache_type,
+                           multiuser_cache=self.multiuser_cache, overlap=self.overlap)
 
 
 class RunnerState:
@@ -105,16 +105,11 @@ class RunnerState:
                 layout, Status.LOADING, 0.0, None
         try:
             model = Model(self.path, layout.load_options(), self._advance)
-            engine = Engine(model.executor, model.tokenizer, layout.parallel,
-                            layout.batch_size, layout.multiuser_cache, layout.overlap,
-                            pooling_of(model.loaded.metadata))
-            engine.reserve()
         except Exception as error:
             self.status, self.error = Status.ERROR, str(error)
             log.exception("Loading failed.")
             raise
-        engine.start()
-        self.model, self.engine = model, engine
+        self.model, self.engine = model, model.engine
         self.status, self.progress = Status.READY, 1.0
         return memory_report(self.header, layout, model)
 
@@ -129,7 +124,6 @@ class RunnerState:
         if engine is not None:
             engine.drain()
             engine.end_active("The model was closed.")
-            engine.stop()
         if model is not None:
             model.close()
 

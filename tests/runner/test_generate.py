@@ -44,32 +44,33 @@ def test_stop_strings_are_trimmed_and_end_generation(models):
 def test_num_predict_ends_with_length(models):
     model = models["smollm2"]
     pieces = list(model.generate("Once upon a time", temperature=0, num_predict=7))
-    assert len(model.last.generated) == 7 and model.last.done_reason == "length"
-    assert "".join(pieces) == model.detokenize(model.last.generated)
+    assert model.last.eval_count == 7 and model.last.done_reason == "length"
+    assert "".join(pieces) == model.generate("Once upon a time", stream=False, temperature=0,
+                                             num_predict=7)
 
 
 def test_prompt_prefix_is_reused(models):
     model = models["smollm2"]
     prompt = "The capital of France is Paris. The capital of Germany is"
     model.generate(prompt, stream=False, temperature=0, num_predict=2)
-    first = model.last.prompt_tokens
+    first = model.last.prompt_eval_count
     model.generate(prompt + " Berlin. The capital of Italy is", stream=False, temperature=0,
                    num_predict=2)
     assert first == len(model.tokenize(prompt, add_special=True))
-    assert model.last.prompt_tokens < first
+    assert model.last.prompt_eval_count < first
 
 
 def test_a_full_context_shifts_and_keeps_generating(model_paths):
     model = runner.load(model_paths["smollm2"], num_ctx=64)
     prompt = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,"
     text = model.generate(prompt, stream=False, temperature=0, num_predict=150)
-    assert len(model.last.generated) == 150 and model.last.done_reason == "length"
+    assert model.last.eval_count == 150 and model.last.done_reason == "length"
     # the count goes on across several shifts (64 cells, about 4 tokens a number)
     numbers = [int(n) for n in text.replace(",", " ").split() if n.isdigit()]
     assert len(numbers) > 30
     assert sum(b == a + 1 for a, b in zip(numbers, numbers[1:])) > 0.9 * (len(numbers) - 1)
     model.generate(prompt, stream=False, temperature=0, num_predict=150, shift=False)
-    assert model.last.done_reason == "length" and len(model.last.generated) < 64
+    assert model.last.done_reason == "length" and model.last.eval_count < 64
     model.close()
 
 
@@ -89,7 +90,7 @@ def test_chat_uses_the_template(models):
     prompt_tokens = model.tokenize(model.apply_template(messages), add_special=True)
     assert reply and reply == model.generate(model.apply_template(messages), stream=False,
                                              temperature=0, num_predict=12)
-    assert model.last.prompt_tokens <= len(prompt_tokens)
+    assert model.last.prompt_eval_count <= len(prompt_tokens)
 
 
 def test_bad_requests(models):
@@ -98,7 +99,7 @@ def test_bad_requests(models):
         model.generate("x", stream=False, temprature=0)
     with pytest.raises(ValueError, match="num_predict must be"):
         model.generate("x", stream=False, num_predict=-5)
-    with pytest.raises(ValueError, match="context holds 512"):
+    with pytest.raises(ValueError, match="holds at most 512"):
         model.generate("word " * 600, stream=False)
     with pytest.raises(ValueError, match="prompt is empty"):
         model.generate("", stream=False)
