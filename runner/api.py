@@ -50,6 +50,7 @@ def split_options(options: dict, ignored=frozenset()) -> tuple[SamplingOptions,
                                                                  GenerateOptions]:
     """Sampling and generation options from one dict of Ollama option names; a name neither
     knows (nor listed in ignored) is an error that lists the known ones."""
+    options = {k: v for k, v in options.items() if v is not None}     # Go's nil slices
     sampling_names = {f.name for f in fields(SamplingOptions)}
     generate_names = {f.name for f in fields(GenerateOptions)}
     unknown = set(options) - sampling_names - generate_names - set(ignored)

@@ -8,22 +8,24 @@ from dataclasses import dataclass, field
 
 @dataclass
 class GenerateOptions:
-    num_predict: int = -1          # -1: until a stop, or for ever with context shift
+    num_predict: int = -1          # -1: until a stop, or for ever with context shift;
+    #                                -2: until a stop or the context is full
     stop: list[str] = field(default_factory=list)
     num_keep: int = 4              # tokens kept at the start when the context shifts
+    #                                (-1: the whole prompt)
     shift: bool = True             # shift a full context (else stop with reason "length")
 
     def __post_init__(self):
         if isinstance(self.num_predict, bool) or not isinstance(self.num_predict, int) \
-                or self.num_predict < -1:
-            raise ValueError(f"num_predict must be an integer >= -1, not {self.num_predict!r}.")
+                or self.num_predict < -2:
+            raise ValueError(f"num_predict must be an integer >= -2, not {self.num_predict!r}.")
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         if not all(isinstance(s, str) and s for s in self.stop):
             raise ValueError(f"stop must be a list of non-empty strings, not {self.stop!r}.")
         if isinstance(self.num_keep, bool) or not isinstance(self.num_keep, int) \
-                or self.num_keep < 0:
-            raise ValueError(f"num_keep must be a non-negative integer, not {self.num_keep!r}.")
+                or self.num_keep < -1:
+            raise ValueError(f"num_keep must be an integer >= -1, not {self.num_keep!r}.")
 
 
 class StopScanner:

@@ -191,14 +191,16 @@ class Engine:
     def _shift_full(self) -> None:
         """With nothing computing: shift (or end) the sequences whose context is full."""
         for active in [a for a in self.active if self._needs_shift(a)]:
-            if not active.request.options.shift or not self._shift(active):
+            options = active.request.options
+            if not options.shift or options.num_predict == -2 or not self._shift(active):
                 self._end(active, "length")
 
     def _shift(self, active: Active) -> bool:
         """Keep num_keep tokens, drop half of the rest, re-rotate the keys after the gap.
         Cells shared with a fork cannot move: then the kept tokens are evaluated again."""
         slot, n = active.slot, len(active.slot.tokens)
-        keep = min(active.request.options.num_keep, n - 1)
+        num_keep = active.request.options.num_keep
+        keep = min(len(active.request.tokens) if num_keep < 0 else num_keep, n - 1)
         discard = (n - keep) // 2
         if discard <= 0:
             return False

@@ -152,8 +152,9 @@ class Active:
 
 
 def truncate_prompt(tokens: list[int], limit: int, num_keep: int) -> list[int]:
-    """The first num_keep tokens and as much of the end as fits in limit."""
+    """The first num_keep tokens and as much of the end as fits in limit (num_keep -1, the
+    whole prompt, cannot be kept: then only the end)."""
     if len(tokens) <= limit:
         return tokens
-    keep = min(num_keep, limit - 1)
+    keep = min(max(num_keep, 0), limit - 1)
     return tokens[:keep] + tokens[len(tokens) - (limit - keep):]

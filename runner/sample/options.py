@@ -12,7 +12,7 @@ class SamplingOptions:
     top_k: int = 40
     top_p: float = 0.9
     min_p: float = 0.0
-    seed: int | None = None
+    seed: int | None = None             # None or negative: random
     repeat_penalty: float = 1.0         # llama.cpp's default (Ollama's is 1.1)
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
@@ -34,6 +34,8 @@ class SamplingOptions:
         if self.seed is not None and (isinstance(self.seed, bool) or
                                       not isinstance(self.seed, int)):
             raise ValueError(f"seed must be an integer, not {self.seed!r}.")
+        if self.seed is not None and self.seed < 0:
+            self.seed = None                  # Ollama's -1: a random seed
 
     @classmethod
     def from_dict(cls, options: dict) -> "SamplingOptions":

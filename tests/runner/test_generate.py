@@ -124,4 +124,7 @@ def test_generate_options_validation():
         GenerateOptions(stop=[""])
     assert GenerateOptions(stop="x").stop == ["x"]
     with pytest.raises(ValueError, match="num_keep"):
-        GenerateOptions(num_keep=-1)
+        GenerateOptions(num_keep=-2)
+    with pytest.raises(ValueError, match="num_predict"):
+        GenerateOptions(num_predict=-3)
+    assert GenerateOptions(num_keep=-1, num_predict=-2).num_predict == -2   # Ollama's specials

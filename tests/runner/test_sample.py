@@ -100,3 +100,9 @@ def test_top_k_is_exact_including_ties():
         if trial % 3 == 0:
             x = np.round(x)                            # many ties
         assert np.array_equal(np.sort(x[top_k(x, k)]), np.sort(x)[-k:])
+
+
+def test_a_negative_seed_is_random():
+    assert SamplingOptions(seed=-1).seed is None                 # Ollama's default
+    with pytest.raises(ValueError, match="seed"):
+        SamplingOptions(seed=1.5)

@@ -120,9 +120,15 @@ def test_full_context_shifts_or_ends_with_length(smollm2, harness):
     text, done, _ = harness.run(engine, prompt, temperature=0, num_predict=300, num_keep=4)
     assert done["eval_count"] == 300 and done["done_reason"] == "length"
     assert len(engine.cache.slots[0].tokens) <= engine.context
-    text, done, _ = harness.run(engine, prompt, temperature=0, num_predict=300, shift=False)
-    assert done["done_reason"] == "length"
-    assert done["eval_count"] == engine.context - len(prompt) + 1
+    for limits in (dict(num_predict=300, shift=False), dict(num_predict=-2)):
+        text, done, _ = harness.run(engine, prompt, temperature=0, **limits)
+        assert done["done_reason"] == "length"
+        assert done["eval_count"] == engine.context - len(prompt) + 1
+    text, done, _ = harness.run(engine, prompt, temperature=0, num_predict=200, num_keep=-1)
+    assert done["eval_count"] == 200
+    wait_free(engine, 4)
+    assert any(slot.tokens[:len(prompt)] == prompt and len(slot.tokens) > 60
+               for slot in engine.cache.slots)           # the prompt survived every shift
 
 
 def test_prompt_longer_than_the_context_is_refused(harness):

@@ -172,3 +172,22 @@ def test_bad_requests_do_not_disturb_a_stream_in_flight(served):
     text = lambda events: "".join(e.get("content", "") for e in events)  # noqa: E731
     assert text([first, *rest]) == text(reference)
     assert rest[-1]["eval_count"] == 40
+
+
+def test_a_request_as_ollamas_server_sends_it(served):
+    """Every option of Ollama's api.Options, nil slices as null, Go's field names."""
+    options = {
+        "num_keep": 4, "seed": -1, "num_predict": 6, "top_k": 40, "top_p": 0.9, "min_p": 0.0,
+        "typical_p": 1.0, "repeat_last_n": 64, "temperature": 0.8, "repeat_penalty": 1.1,
+        "presence_penalty": 0.0, "frequency_penalty": 0.0, "mirostat": 0,
+        "mirostat_tau": 5.0, "mirostat_eta": 0.1, "penalize_newline": True, "stop": None,
+        "numa": False, "num_ctx": 2048, "num_batch": 512, "num_gpu": -1, "main_gpu": 0,
+        "low_vram": False, "vocab_only": False, "use_mmap": None, "use_mlock": False,
+        "num_thread": 0}
+    body = {"Prompt": "Hello", "Format": None, "Images": None, "Options": options,
+            "Grammar": "", "Shift": True, "Truncate": True, "Logprobs": False,
+            "TopLogprobs": 0}
+    with served.client.stream("POST", "/completion", json=body) as response:
+        assert response.status_code == 200
+        lines = [json.loads(line) for line in response.iter_lines() if line]
+    assert lines[-1]["done"] and lines[-1]["eval_count"] <= 6
