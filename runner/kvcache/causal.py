@@ -19,7 +19,7 @@ import numpy as np
 
 import pyggml
 
-CACHE_TYPES = {"f16": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0"}
+CACHE_TYPES = {"f16": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0", "f32": "F32"}
 PAD_FLASH, PAD_PLAIN = 256, 32
 NO_SEQ = 0
 MAX_SEQS = 63          # a cell's sequences are bits of an int64
@@ -33,8 +33,11 @@ def check_cache_type(cache_type: str, flash: bool) -> None:
     if cache_type not in CACHE_TYPES:
         raise ValueError(f"Unknown KV cache type {cache_type!r}; choose one of "
                          f"{', '.join(CACHE_TYPES)}.")
-    if cache_type != "f16" and not flash:
+    if cache_type not in ("f16", "f32") and not flash:
         raise ValueError(f"A {cache_type} KV cache needs flash attention.")
+    if cache_type == "f32" and flash:
+        raise ValueError("An f32 KV cache (for exact comparisons) works without flash "
+                         "attention only.")
 
 
 @dataclass

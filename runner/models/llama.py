@@ -69,8 +69,15 @@ class LlamaConfig(TransformerConfig):
 
 @register("llama")
 class Llama(Transformer):
+    """Also the base of the llama-shaped models that differ only in what is optional here:
+    Q/K/V biases (qwen2), per-head Q/K RMSNorm (qwen3), the rope mode."""
+
     config_class = LlamaConfig
     rope_mode = "normal"     # llama.cpp's converter permutes Q and K for interleaved rope
+
+    @classmethod
+    def from_metadata(cls, meta: dict, weights: Weights):
+        return cls(cls.config_class.from_metadata(meta, meta["general.architecture"]), weights)
 
     def __init__(self, config: LlamaConfig, weights: Weights):
         c = self.config = config
@@ -84,18 +91,33 @@ class Llama(Transformer):
                 "attn_norm": (c.embd,), "attn_q": (q_dim, c.embd), "attn_k": (kv_dim, c.embd),
                 "attn_v": (kv_dim, c.embd), "attn_output": (c.embd, q_dim),
                 "ffn_norm": (c.embd,), "ffn_gate": (c.ffn, c.embd), "ffn_up": (c.ffn, c.embd),
-                "ffn_down": (c.embd, c.ffn)})
+                "ffn_down": (c.embd, c.ffn)}, optional={
+                "attn_q_norm": (c.head_dim,), "attn_k_norm": (c.head_dim,)})
+            for name, dim in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
+                setattr(block, f"attn_{name}_bias",
+                        weights.optional(f"blk.{i}.attn_{name}.bias", (dim,)))
             self.blocks.append(block)
+
+    @staticmethod
+    def _project(weight, bias, norm, h, heads: int, head_dim: int, eps: float):
+        """h (T, E) -> (T, heads, head_dim): the product, its bias, its per-head norm."""
+        x = weight.mul_mat(h)
+        if bias is not None:
+            x = x.add(bias)
+        x = x.reshape(h.shape[0], heads, head_dim)
+        return x if norm is None else x.rms_norm(eps).mul(norm)
 
     def forward(self, inputs, kv):
         c = self.config
-        n = inputs.n_tokens
         x = self.token_embd.get_rows(inputs.tokens)                          # (T, E)
         for i, block in enumerate(self.blocks):
             h = x.rms_norm(c.norm_eps).mul(block.attn_norm)
-            q = block.attn_q.mul_mat(h).reshape(n, c.heads, c.head_dim)        # (T, H, D)
-            k = block.attn_k.mul_mat(h).reshape(n, c.kv_heads, c.head_dim)     # (T, KVH, D)
-            v = block.attn_v.mul_mat(h).reshape(n, c.kv_heads, c.head_dim)
+            eps, kvh, d = c.norm_eps, c.kv_heads, c.head_dim
+            q = self._project(block.attn_q, block.attn_q_bias, block.attn_q_norm, h, c.heads,
+                              d, eps)                                         # (T, H, D)
+            k = self._project(block.attn_k, block.attn_k_bias, block.attn_k_norm, h, kvh, d,
+                              eps)                                            # (T, KVH, D)
+            v = self._project(block.attn_v, block.attn_v_bias, None, h, kvh, d, eps)
             q = c.rope.apply(q, inputs.positions, self.rope_mode, self.rope_freqs)
             k = c.rope.apply(k, inputs.positions, self.rope_mode, self.rope_freqs)
             a = attention(kv, i, q, k, v, 1.0 / math.sqrt(c.head_dim))        # (T, H*D)

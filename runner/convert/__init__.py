@@ -1,0 +1,104 @@
+"""Hugging Face checkpoint -> GGUF, as llama.cpp's converter writes it.
+
+    from runner.convert import convert
+    convert("path/to/hf_dir", "out.gguf", outtype="f16")
+
+Norms, biases and other 1-D tensors stay F32; matrices take outtype (f32, f16, bf16 or
+q8_0). Tensors stream to the file one at a time, with a progress bar.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import numpy as np
+from tqdm import tqdm
+
+import pyggml
+
+from .architectures import (Hyper, architecture_of, expected_shape, extra_tensors, transform,
+                            write_hparams)
+from .checkpoint import Checkpoint, CheckpointError
+from .vocab import write_tokenizer
+
+__all__ = ["convert", "CheckpointError", "OUTTYPES"]
+
+OUTTYPES = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16,
+            "bf16": gguf.GGMLQuantizationType.BF16, "q8_0": gguf.GGMLQuantizationType.Q8_0}
+FILE_TYPES = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
+              "bf16": gguf.LlamaFileType.MOSTLY_BF16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
+
+
+def convert(hf_dir, out, outtype: str = "f16", progress: bool = True) -> Path:
+    if outtype not in OUTTYPES:
+        raise ValueError(f"Unknown output type {outtype!r}; choose one of "
+                         f"{', '.join(OUTTYPES)}.")
+    checkpoint = Checkpoint(hf_dir)
+    arch = architecture_of(checkpoint.config)
+    h = Hyper.of(checkpoint.config)
+    tensors = _tensor_plan(checkpoint, arch, h)
+    out = Path(out)
+    writer = gguf.GGUFWriter(str(out), arch.name)
+    writer.add_name(checkpoint.dir.name)
+    writer.add_file_type(FILE_TYPES[outtype])
+    write_hparams(writer, h)
+    write_tokenizer(writer, checkpoint, h.vocab)
+    encoded = {}
+    for name, load in tensors.items():
+        shape = expected_shape(name, h)
+        data = load()
+        if shape is not None and data.shape != shape:
+            raise CheckpointError(f"The tensor {name} has shape {data.shape}, but config.json "
+                                  f"implies {shape}.")
+        encoded[name] = None
+        kind = OUTTYPES[outtype] if data.ndim > 1 else gguf.GGMLQuantizationType.F32
+        nbytes = pyggml.GGMLType(int(kind)).row_size(data.shape[-1]) * \
+            int(np.prod(data.shape[:-1]))
+        writer.add_tensor_info(name, data.shape, np.dtype(np.float32), nbytes, raw_dtype=kind)
+        encoded[name] = kind
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for name, load in tqdm(tensors.items(), desc="converting", unit="tensor",
+                           disable=not progress):
+        writer.write_tensor_data(_encode(load(), encoded[name]))
+    writer.close()
+    return out
+
+
+def _tensor_plan(checkpoint: Checkpoint, arch, h: Hyper) -> dict:
+    """GGUF name -> loader of the float32 data, in file order."""
+    names = gguf.get_tensor_name_map(arch.arch, h.layers)
+    plan = {}
+    for entry in checkpoint.tensors.values():
+        if entry.name.endswith("rotary_emb.inv_freq"):
+            continue
+        name = names.get_name(entry.name, try_suffixes=(".weight", ".bias"))
+        if name is None:
+            raise CheckpointError(f"The tensor {entry.name} has no GGUF name for {arch.name}.")
+        plan[name] = lambda entry=entry, name=name: transform(arch, name, entry.load(), h)
+    for name, array in extra_tensors(h).items():
+        plan[name] = lambda array=array: array
+    if "token_embd.weight" not in plan:
+        raise CheckpointError("The checkpoint has no token embeddings.")
+    if checkpoint.config.get("tie_word_embeddings") and "output.weight" in plan and \
+            _same(checkpoint, plan):
+        del plan["output.weight"]                # the runner ties them, as llama.cpp does
+    return plan
+
+
+def _same(checkpoint, plan) -> bool:
+    return np.array_equal(plan["output.weight"](), plan["token_embd.weight"]())
+
+
+def _encode(data: np.ndarray, kind) -> np.ndarray:
+    data = np.ascontiguousarray(data, dtype=np.float32)
+    if kind == gguf.GGMLQuantizationType.F32:
+        return data
+    if kind == gguf.GGMLQuantizationType.F16:
+        return data.astype(np.float16)
+    if kind == gguf.GGMLQuantizationType.BF16:
+        bits = data.view(np.uint32)
+        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)   # round even
+    return pyggml.quants.quantize(data, int(kind))

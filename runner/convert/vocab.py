@@ -1,0 +1,107 @@
+"""The tokenizer of a checkpoint as llama.cpp's converter writes it into GGUF.
+
+tokenizer.json with a BPE model becomes tokenizer.ggml.model "gpt2"; its pre-tokenizer's
+regular expressions name tokenizer.ggml.pre (the names runner/tokenizer/bpe.py knows).
+Added tokens marked special are CONTROL, the other added tokens USER_DEFINED; ids the
+config's vocabulary size reserves beyond the tokenizer's are padding, UNUSED.
+"""
+
+from __future__ import annotations
+
+import json
+
+import gguf
+
+from ..tokenizer.bpe import GPT2, PRE_TOKENIZERS
+from ..tokenizer.vocab import TokenType
+from .checkpoint import Checkpoint, CheckpointError
+
+# the name written when several share the same expressions (llama.cpp's usual choice)
+PREFERRED = ["llama-bpe", "qwen2", "gpt-2", "smollm", "default"]
+
+
+def pre_tokenizer_name(spec: dict | None, ignore_merges: bool) -> str:
+    regexes = _split_patterns(spec)
+    names = PREFERRED + [n for n in PRE_TOKENIZERS if n not in PREFERRED]
+    for name in names:
+        if PRE_TOKENIZERS[name] == (regexes, ignore_merges):
+            return name
+    raise CheckpointError(f"The tokenizer's pre-tokenizer (splitting by {regexes}) is not one "
+                          f"this runner knows; known: {', '.join(PRE_TOKENIZERS)}.")
+
+
+def _split_patterns(spec: dict | None) -> list[str]:
+    if spec is None:
+        return []
+    if spec["type"] == "Sequence":
+        return [r for part in spec["pretokenizers"] for r in _split_patterns(part)]
+    if spec["type"] == "Split":
+        return [spec["pattern"].get("Regex") or spec["pattern"]["String"]]
+    if spec["type"] == "ByteLevel":
+        return [GPT2] if spec.get("use_regex", True) else []
+    if spec["type"] == "Digits":
+        return [r"\p{N}"]
+    raise CheckpointError(f"The tokenizer's pre-tokenizer {spec['type']} is not supported.")
+
+
+def write_tokenizer(writer: gguf.GGUFWriter, checkpoint: Checkpoint, vocab_size: int) -> None:
+    path = checkpoint.dir / "tokenizer.json"
+    if not path.exists():
+        raise CheckpointError(f"{checkpoint.dir} has no tokenizer.json; this converter reads "
+                              "byte-level BPE tokenizers from it.")
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    model = spec["model"]
+    if model["type"] != "BPE":
+        raise CheckpointError(f"The tokenizer is {model['type']}; this converter reads BPE.")
+    ids = dict(model["vocab"])
+    special = set()
+    for added in spec.get("added_tokens", []):
+        ids[added["content"]] = added["id"]
+        if added.get("special"):
+            special.add(added["content"])
+    user = {a["content"] for a in spec.get("added_tokens", [])} - special
+    size = max(vocab_size, max(ids.values()) + 1)
+    tokens = [f"[PAD{i}]" for i in range(size)]
+    types = [TokenType.UNUSED] * size
+    for text, i in ids.items():
+        tokens[i] = text
+        types[i] = TokenType.CONTROL if text in special else \
+            TokenType.USER_DEFINED if text in user else TokenType.NORMAL
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre(pre_tokenizer_name(spec.get("pre_tokenizer"),
+                                                bool(model.get("ignore_merges", False))))
+    writer.add_token_list(tokens)
+    writer.add_token_types([int(t) for t in types])
+    writer.add_token_merges(merges)
+    checkpoint.tokenizer_post_processor = spec.get("post_processor")
+    _special_ids(writer, checkpoint, ids)
+
+
+def _special_ids(writer: gguf.GGUFWriter, checkpoint: Checkpoint, ids: dict) -> None:
+    config, tokenizer = checkpoint.config, checkpoint.tokenizer_config
+
+    def token_id(key: str):
+        value = tokenizer.get(f"{key}_token")
+        text = value.get("content") if isinstance(value, dict) else value
+        return ids.get(text) if text is not None else config.get(f"{key}_token_id")
+
+    bos = token_id("bos")
+    eos = checkpoint.eos_ids() or ([token_id("eos")] if token_id("eos") is not None else [])
+    if bos is not None:
+        writer.add_bos_token_id(bos)
+    if eos:
+        writer.add_eos_token_id(eos[0])
+        if len(eos) > 1:
+            writer.add_eot_token_id(eos[1])
+    pad = token_id("pad")
+    if pad is not None:
+        writer.add_pad_token_id(pad)
+    add_bos = tokenizer.get("add_bos_token")
+    if add_bos is None:                  # fast tokenizers say it in their post-processor
+        single = (checkpoint.tokenizer_post_processor or {}).get("single") or [{}]
+        add_bos = "SpecialToken" in single[0]
+    writer.add_add_bos_token(bool(add_bos))
+    template = tokenizer.get("chat_template")
+    if isinstance(template, str):
+        writer.add_chat_template(template)

@@ -1,0 +1,58 @@
+"""Tiny random Hugging Face checkpoints made at test time with transformers (torch CPU):
+a seeded model of a few layers, hidden size 64, and a byte-level BPE tokenizer trained on
+the test corpus with the architecture family's pre-tokenizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runner.tokenizer.bpe import LLAMA3, QWEN2
+
+from ..corpus import corpus
+
+SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
+           "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+           "qwen3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]}
+PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2}
+SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+             rms_norm_eps=1e-5, initializer_range=0.1)
+
+
+def tokenizer(kind: str):
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(ignore_merges=kind == "llama"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PATTERN[kind]), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=SPECIAL[kind],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(corpus([]) * 2, trainer)
+    first, end = SPECIAL[kind][0], SPECIAL[kind][-1]
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=end,
+                                   bos_token=first if kind == "llama" else None)
+
+
+def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
+    """Save a tiny model of kind (llama, qwen2, qwen3) and its tokenizer in directory."""
+    import torch
+    import transformers
+
+    tok = tokenizer(kind)
+    classes = {"llama": ("LlamaConfig", "LlamaForCausalLM"),
+               "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+               "qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}
+    config_class, model_class = (getattr(transformers, n) for n in classes[kind])
+    settings = dict(SHAPE, vocab_size=len(tok), tie_word_embeddings=False,
+                    eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
+    if kind == "qwen3":
+        settings["head_dim"] = 16
+    settings.update(config)
+    torch.manual_seed(seed)
+    model = model_class(config_class(**settings)).eval()
+    model.save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory
