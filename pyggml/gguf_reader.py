@@ -39,7 +39,8 @@ class GGUFFormatError(ValueError):
 
 
 class Header:
-    """metadata: {key: value} (arrays as lists);
+    """metadata: {key: value} (arrays as lists); value_types: {key: (GGUF value type,
+    item type of an array or None)};
     tensors: [TensorInfo]; data: the whole file as a read-only memory map."""
 
     def __init__(self, path):
@@ -102,10 +103,14 @@ class Header:
             raise GGUFFormatError(f"{self.path} is GGUF version {version}; only 2 and 3 are "
                                   "read (a big-endian file shows a huge version).")
         n_tensors, n_kv = self._read("<Q"), self._read("<Q")
-        self.metadata = {}
+        self.metadata, self.value_types = {}, {}
         for _ in range(n_kv):
             key = self._string()
-            self.metadata[key] = self._value(self._read("<I"))
+            kind = self._read("<I")
+            item = struct.unpack_from("<I", self.map, self._pos)[0] \
+                if kind == GGUFValueType.ARRAY else None
+            self.value_types[key] = (kind, item)      # to write the value back as it was
+            self.metadata[key] = self._value(kind)
         infos = []
         for _ in range(n_tensors):
             name = self._string()

@@ -1,4 +1,5 @@
-"""`python -m runner COMMAND`: pull, run, tokenize, show; `python -m runner --model M ...`
+"""`python -m runner COMMAND`: pull, run, tokenize, show, convert, quantize;
+`python -m runner --model M ...`
 serves the runner protocol (server/main.py)."""
 
 from __future__ import annotations
@@ -114,6 +115,21 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_convert(args) -> int:
+    from .convert import convert
+
+    out = args.output or f"{args.checkpoint.rstrip('/')}-{args.outtype}.gguf"
+    print(convert(args.checkpoint, out, args.outtype))
+    return 0
+
+
+def cmd_quantize(args) -> int:
+    from .quantize import quantize_file
+
+    print(quantize_file(store.resolve(args.source), args.target, args.type))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m runner", description="A local LLM runner.")
     sub = top.add_subparsers(dest="command", required=True)
@@ -141,6 +157,18 @@ def parser() -> argparse.ArgumentParser:
     show.add_argument("model")
     show.add_argument("--template", action="store_true", help="print the chat template")
     show.set_defaults(run=cmd_show)
+    convert = sub.add_parser("convert", help="a Hugging Face checkpoint directory to GGUF")
+    convert.add_argument("checkpoint", help="directory with config.json, safetensors, "
+                         "tokenizer.json")
+    convert.add_argument("-o", "--output", help="GGUF file to write (default: next to it)")
+    convert.add_argument("--outtype", choices=("f32", "f16", "bf16", "q8_0"), default="f16")
+    convert.set_defaults(run=cmd_convert)
+    quantize = sub.add_parser("quantize", help="a smaller GGUF, with llama.cpp's mixtures")
+    quantize.add_argument("source", help="a GGUF of F32/F16/BF16 weights (or a model name)")
+    quantize.add_argument("target")
+    quantize.add_argument("--type", required=True,
+                          choices=("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q6_K", "Q4_K_M", "Q5_K_M"))
+    quantize.set_defaults(run=cmd_quantize)
     return top
 
 

@@ -1,0 +1,119 @@
+"""GGUF -> a smaller GGUF, through ggml's quantization, with llama.cpp's mixture rules.
+
+    python -m runner quantize IN.gguf OUT.gguf --type Q4_K_M
+
+Which tensors get which type follows llama.cpp's llama_tensor_get_type for the types here:
+1-D tensors (norms, biases, rope factors) and expert routers stay F32; the output matrix
+(or the tied embeddings) gets Q6_K (Q8_0 stays Q8_0); with _M, attn_v and ffn_down get
+Q6_K in the layers use_more_bits picks (the first and last eighth, and every third between),
+counting ffn_down per layer also in mixture-of-experts models. A K-quant needs rows of a
+multiple of 256: other rows fall back as llama.cpp's do (Q4_K -> Q5_0, Q5_K -> Q5_1,
+Q6_K -> Q8_0).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import gguf
+import numpy as np
+from tqdm import tqdm
+
+import pyggml
+from pyggml.gguf_reader import Header
+from pyggml.numpy_interop import dequantize
+
+
+@dataclass(frozen=True)
+class Mixture:
+    base: str
+    file_type: gguf.LlamaFileType
+    more_bits: bool = False      # the _M rule for attn_v and ffn_down
+
+
+MIXTURES = {
+    "Q4_0": Mixture("Q4_0", gguf.LlamaFileType.MOSTLY_Q4_0),
+    "Q4_1": Mixture("Q4_1", gguf.LlamaFileType.MOSTLY_Q4_1),
+    "Q5_0": Mixture("Q5_0", gguf.LlamaFileType.MOSTLY_Q5_0),
+    "Q8_0": Mixture("Q8_0", gguf.LlamaFileType.MOSTLY_Q8_0),
+    "Q6_K": Mixture("Q6_K", gguf.LlamaFileType.MOSTLY_Q6_K),
+    "Q4_K_M": Mixture("Q4_K", gguf.LlamaFileType.MOSTLY_Q4_K_M, more_bits=True),
+    "Q5_K_M": Mixture("Q5_K", gguf.LlamaFileType.MOSTLY_Q5_K_M, more_bits=True),
+}
+K_FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
+FLOATS = {"F32", "F16", "BF16"}
+LAYER = re.compile(r"^blk\.(\d+)\.")
+
+
+def use_more_bits(i: int, n: int) -> bool:
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def tensor_type(name: str, shape: tuple[int, ...], mixture: Mixture, layers: int,
+                has_output: bool) -> str:
+    """The ggml type name for a tensor (shape in numpy order)."""
+    if len(shape) < 2 or not name.endswith(".weight") or "ffn_gate_inp" in name:
+        return "F32"
+    kind = mixture.base
+    if name == "output.weight" or (not has_output and name == "token_embd.weight"):
+        kind = "Q8_0" if kind == "Q8_0" or shape[-1] % 256 else "Q6_K"
+    elif mixture.more_bits and LAYER.match(name) and \
+            re.search(r"\.(attn_v|ffn_down(_exps)?)\.weight$", name):
+        if use_more_bits(int(LAYER.match(name).group(1)), layers):
+            kind = "Q6_K"
+    if kind.endswith("_K") and shape[-1] % 256:
+        kind = K_FALLBACK[kind]
+    return kind
+
+
+def quantize_file(source, target, type_name: str, progress: bool = True) -> Path:
+    if type_name not in MIXTURES:
+        raise ValueError(f"Unknown quantization type {type_name!r}; choose one of "
+                         f"{', '.join(MIXTURES)}.")
+    mixture = MIXTURES[type_name]
+    header = Header(source)
+    arch = header.metadata.get("general.architecture")
+    layers = int(header.metadata.get(f"{arch}.block_count", 0))
+    names = {t.name for t in header.tensors}
+    plan = []
+    for info in header.tensors:
+        shape = tuple(reversed(info.ne))
+        source_type = pyggml.dtypes.type_name(info.type).upper()
+        kind = tensor_type(info.name, shape, mixture, layers, "output.weight" in names)
+        if source_type not in FLOATS and kind != source_type:
+            raise ValueError(f"The tensor {info.name} is already {source_type}; quantize a "
+                             "file of F32, F16 or BF16 weights.")
+        plan.append((info, shape, kind))
+    writer = gguf.GGUFWriter(str(target), arch)
+    for key, value in header.metadata.items():
+        if key in ("general.architecture", "general.file_type", "general.alignment") or \
+                key.startswith("GGUF."):
+            continue
+        kind, item = header.value_types[key]
+        writer.add_key_value(key, value, gguf.GGUFValueType(kind),
+                             sub_type=None if item is None else gguf.GGUFValueType(item))
+    writer.add_file_type(mixture.file_type)
+    for info, shape, kind in plan:
+        ggml_type = pyggml.GGMLType[kind]
+        nbytes = ggml_type.row_size(shape[-1]) * int(np.prod(shape[:-1]))
+        writer.add_tensor_info(info.name, shape, np.dtype(np.float32), nbytes,
+                               raw_dtype=gguf.GGMLQuantizationType(int(ggml_type)))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for info, shape, kind in tqdm(plan, desc=f"quantizing to {type_name}", unit="tensor",
+                                  disable=not progress):
+        values = _values(header, info, shape)
+        writer.write_tensor_data(values.astype(np.float32) if kind == "F32" else
+                                 pyggml.quants.quantize(values, kind))
+    writer.close()
+    return Path(target)
+
+
+def _values(header: Header, info, shape) -> np.ndarray:
+    raw = np.frombuffer(header.map, dtype=np.uint8, count=info.n_bytes, offset=info.offset)
+    if info.type == pyggml.GGMLType.F32:
+        return raw.view(np.float32).reshape(shape)
+    return dequantize(raw, pyggml.GGMLType(info.type), shape)
