@@ -77,9 +77,13 @@ def to_numpy(tensor, copy: bool = False) -> np.ndarray:
         return _dequantized(tensor)   # BF16: converted through ggml's own to_float
     dtype = NUMPY_DTYPE[ggml_type]
     shape, strides = tensor.shape, tensor.strides
-    if lib.ggml_backend_buffer_is_host(tensor.ptr.buffer):
+    buffer = tensor.ptr.buffer
+    # a scheduler's compute memory is reused by the next graph and freed with the
+    # scheduler: a view of it would change or dangle, so it is always copied
+    compute = lib.ggml_backend_buffer_get_usage(buffer) == lib.GGML_BACKEND_BUFFER_USAGE_COMPUTE
+    if lib.ggml_backend_buffer_is_host(buffer):
         view = np.asarray(_HostView(tensor, shape, strides, dtype))
-        return view.copy() if copy else view
+        return view.copy() if copy or compute else view
     raw = np.empty(tensor.nbytes, dtype=np.uint8)
     lib.ggml_backend_tensor_get(tensor.ptr, ffi.from_buffer(raw), 0, raw.nbytes)
     return np.lib.stride_tricks.as_strided(raw.view(dtype), shape, strides).copy()

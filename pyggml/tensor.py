@@ -264,8 +264,9 @@ class Tensor(TensorOps):
         return self
 
     def numpy(self, copy: bool = False):
-        """The data as a numpy array: a zero-copy view for host memory unless copy=True
-        (quantized tensors are dequantized to float32, always a copy)."""
+        """The data as a numpy array: a zero-copy view of host storage (weights, caches)
+        unless copy=True; always a copy of a graph's results (the scheduler reuses and frees
+        that memory) and of quantized tensors (dequantized to float32)."""
         from .numpy_interop import to_numpy
 
         return to_numpy(self, copy)

@@ -41,6 +41,7 @@ size_t ggml_backend_buffer_get_size(struct ggml_backend_buffer * buffer);
 void   ggml_backend_buffer_clear(struct ggml_backend_buffer * buffer, uint8_t value);
 bool   ggml_backend_buffer_is_host(struct ggml_backend_buffer * buffer);
 void   ggml_backend_buffer_set_usage(struct ggml_backend_buffer * buffer, enum ggml_backend_buffer_usage usage);
+enum ggml_backend_buffer_usage ggml_backend_buffer_get_usage(struct ggml_backend_buffer * buffer);
 struct ggml_backend_buffer * ggml_backend_buft_alloc_buffer(struct ggml_backend_buffer_type * buft, size_t size);
 enum ggml_status ggml_backend_view_init(struct ggml_tensor * tensor);
 enum ggml_status ggml_backend_tensor_alloc(struct ggml_backend_buffer * buffer, struct ggml_tensor * tensor, void * addr);

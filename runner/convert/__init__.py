@@ -43,6 +43,8 @@ def convert(hf_dir, out, outtype: str = "f16", progress: bool = True) -> Path:
     writer.add_name(checkpoint.dir.name)
     writer.add_file_type(FILE_TYPES[outtype])
     write_hparams(writer, h)
+    if arch.hparams is not None:
+        arch.hparams(writer, checkpoint.config, h)
     write_tokenizer(writer, checkpoint, h.vocab)
     encoded = {}
     for name, load in tensors.items():

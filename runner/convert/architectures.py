@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import gguf
 import numpy as np
@@ -13,10 +14,31 @@ import numpy as np
 from .checkpoint import CheckpointError
 
 
+def gemma3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper") -> None:
+    """Sliding-window layers (every sixth global), the local layers' rope base."""
+    pattern = ["full_attention" if i % 6 == 5 else "sliding_attention"
+               for i in range(h.layers)]
+    if config.get("layer_types", pattern) != pattern:
+        raise CheckpointError("This Gemma 3's layer pattern is not every sixth layer global, "
+                              "the only one the runner's gemma3 knows.")
+    if config.get("query_pre_attn_scalar", h.head_dim) != h.head_dim:
+        raise CheckpointError("query_pre_attn_scalar differs from head_dim; the runner's "
+                              "gemma3 scales queries by 1/sqrt(head_dim).")
+    if config.get("final_logit_softcapping") or config.get("attn_logit_softcapping"):
+        raise CheckpointError("Gemma 3 with logit softcapping is not supported.")
+    writer.add_sliding_window(config["sliding_window"])
+    local = (config.get("rope_parameters") or {}).get("sliding_attention", {}).get(
+        "rope_theta", config.get("rope_local_base_freq"))
+    if local is not None:
+        writer.add_rope_freq_base_swa(float(local))
+
+
 @dataclass(frozen=True)
 class Architecture:
     arch: gguf.MODEL_ARCH
     permute_qk: bool = False        # llama: HF's rotate-half layout -> interleaved pairs
+    norm_shift: float = 0.0         # Gemma's norms multiply by 1 + weight: GGUF stores the sum
+    hparams: Callable | None = None  # what the architecture writes beyond the common keys
 
     @property
     def name(self) -> str:
@@ -28,6 +50,8 @@ ARCHITECTURES = {
     "llama": Architecture(gguf.MODEL_ARCH.LLAMA, permute_qk=True),
     "qwen2": Architecture(gguf.MODEL_ARCH.QWEN2),
     "qwen3": Architecture(gguf.MODEL_ARCH.QWEN3),
+    "gemma3_text": Architecture(gguf.MODEL_ARCH.GEMMA3, norm_shift=1.0,
+                                hparams=gemma3_hparams),
 }
 
 
@@ -58,6 +82,7 @@ class Hyper:
         try:
             heads = c["num_attention_heads"]
             rope = c.get("rope_parameters") or {}
+            rope = rope.get("full_attention", rope)          # per layer type (Gemma 3)
             scaling = c.get("rope_scaling") or (rope if rope.get("rope_type") not in
                                                 (None, "default") else None)
             return cls(layers=c["num_hidden_layers"], embd=c["hidden_size"],
@@ -85,6 +110,10 @@ def write_hparams(writer: gguf.GGUFWriter, h: Hyper) -> None:
     writer.add_rope_freq_base(float(h.rope_theta))
     writer.add_layer_norm_rms_eps(float(h.eps))
     writer.add_vocab_size(h.vocab)
+    scaling = h.rope_scaling or {}
+    if scaling.get("rope_type", scaling.get("type")) == "linear":
+        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(float(scaling["factor"]))
 
 
 def extra_tensors(h: Hyper) -> dict[str, np.ndarray]:
@@ -116,6 +145,8 @@ def permute(weights: np.ndarray, heads: int) -> np.ndarray:
 
 
 def transform(arch: Architecture, name: str, data: np.ndarray, h: Hyper) -> np.ndarray:
+    if arch.norm_shift and name.endswith("norm.weight"):
+        return data + arch.norm_shift
     if arch.permute_qk and name.endswith("attn_q.weight"):
         return permute(data, h.heads)
     if arch.permute_qk and name.endswith("attn_k.weight"):
@@ -134,6 +165,7 @@ def expected_shape(name: str, h: Hyper) -> tuple[int, ...] | None:
         "attn_k.weight": (kv, h.embd), "attn_v.weight": (kv, h.embd),
         "attn_output.weight": (h.embd, q), "attn_q.bias": (q,), "attn_k.bias": (kv,),
         "attn_v.bias": (kv,), "attn_q_norm.weight": (h.head_dim,),
-        "attn_k_norm.weight": (h.head_dim,), "ffn_gate.weight": (h.ffn, h.embd),
+        "attn_k_norm.weight": (h.head_dim,), "post_attention_norm.weight": (h.embd,),
+        "post_ffw_norm.weight": (h.embd,), "ffn_gate.weight": (h.ffn, h.embd),
         "ffn_up.weight": (h.ffn, h.embd), "ffn_down.weight": (h.embd, h.ffn),
     }.get(base)

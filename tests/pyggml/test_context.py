@@ -39,3 +39,23 @@ def test_tensors_lists_creation_order():
         for name in names:
             ctx.new_tensor("F32", (2,), name=name)
         assert [t.name for t in ctx.tensors()] == names
+
+
+def test_graph_results_are_copies_and_storage_is_viewed(rng):
+    """A result lives in the scheduler's compute memory, which the next graph reuses and
+    closing the scheduler frees: numpy() copies it. Storage is viewed without a copy."""
+    values = rng.standard_normal((64, 128)).astype(np.float32)
+    with pyggml.Context() as ctx, pyggml.Scheduler() as sched:
+        x = ctx.new_tensor("F32", values.shape).set_input()
+        y = x.scale(2.0)
+        sched.compute(ctx.graph(y), {x: values})
+        result = y.numpy()
+        sched.compute(ctx.graph(y), {x: values + 1})       # the same memory, new values
+    np.testing.assert_array_equal(result, 2 * values)     # after both are closed, too
+    storage = pyggml.Context(max_tensors=1, graphs=0)
+    t = storage.new_tensor("F32", (4,))
+    storage.allocate(pyggml.cpu_backend(threads=1))
+    t.set(np.arange(4, dtype=np.float32))
+    view = t.numpy()
+    t.set(np.ones(4, dtype=np.float32))
+    np.testing.assert_array_equal(view, np.ones(4))       # a view of the tensor's memory

@@ -11,9 +11,10 @@ from runner.tokenizer.bpe import LLAMA3, QWEN2
 from ..corpus import corpus
 
 SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
+           "gemma3": ["<bos>", "<start_of_turn>", "<end_of_turn>", "<eos>"],
            "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
            "qwen3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]}
-PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2}
+PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "gemma3": QWEN2}
 SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
              rms_norm_eps=1e-5, initializer_range=0.1)
@@ -33,7 +34,7 @@ def tokenizer(kind: str):
     tok.train_from_iterator(corpus([]) * 2, trainer)
     first, end = SPECIAL[kind][0], SPECIAL[kind][-1]
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=end,
-                                   bos_token=first if kind == "llama" else None)
+                                   bos_token=first if kind in ("llama", "gemma3") else None)
 
 
 def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
@@ -43,6 +44,7 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
 
     tok = tokenizer(kind)
     classes = {"llama": ("LlamaConfig", "LlamaForCausalLM"),
+               "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
                "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
                "qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}
     config_class, model_class = (getattr(transformers, n) for n in classes[kind])
@@ -50,6 +52,9 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                     eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
     if kind == "qwen3":
         settings["head_dim"] = 16
+    if kind == "gemma3":          # six layers: five sliding (a window of 8), one global
+        settings.update(head_dim=16, query_pre_attn_scalar=16, num_hidden_layers=6,
+                        sliding_window=8, tie_word_embeddings=True)
     settings.update(config)
     torch.manual_seed(seed)
     model = model_class(config_class(**settings)).eval()

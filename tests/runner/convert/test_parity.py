@@ -18,8 +18,12 @@ from runner.loader import load_model
 from ..corpus import corpus
 from .hf_tiny import SPECIAL, checkpoint
 
-KINDS = ["llama", "qwen2", "qwen3"]
+KINDS = ["llama", "qwen2", "qwen3", "gemma3"]
 PROMPT = "The capital of France is Paris, and the capital of Spain is Madrid."
+# f32 tolerance on the logits. ggml's CPU GELU reads a table of FP16 inputs (as llama.cpp's
+# does, so Gemma 3 stays bit-identical with it): about 2e-3 of error per activation, which
+# reaches the logits of the GELU-gated Gemma at about 1.6e-3
+TOLERANCE = {"gemma3": 3e-3}
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +64,7 @@ def test_full_prompt_logits_match_transformers(made, backend, kind):
     ids = model.tokenizer.encode(PROMPT, add_special=True)
     ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
     expected = reference(files["hf"], ids)
-    assert np.abs(ours - expected).max() < 1e-3
+    assert np.abs(ours - expected).max() < TOLERANCE.get(kind, 1e-3)
     half = made(kind, "f16")["f16"]
     model16, run16 = executor(half, backend, "f16")
     error16 = np.abs(run16.logits(Batch.of_sequence(ids, 0, all_logits=True)) - expected).max()
@@ -75,7 +79,7 @@ def test_decoding_step_by_step_matches(made, backend, kind):
     expected = reference(files["hf"], ids)
     for position, token in enumerate(ids):
         step = run.logits(Batch.of_sequence([token], position))[-1]
-        assert np.abs(step - expected[position]).max() < 1e-3, position
+        assert np.abs(step - expected[position]).max() < TOLERANCE.get(kind, 1e-3), position
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -86,9 +90,9 @@ def test_two_sequences_in_one_batch(made, backend, kind):
     b = model.tokenizer.encode("Once upon a time, in a land far away", add_special=True)
     batch = Batch(a + b, list(range(len(a))) + list(range(len(b))),
                   [0] * len(a) + [1] * len(b), outputs=range(len(a) + len(b)))
-    ours = run.logits(batch)
-    assert np.abs(ours[:len(a)] - reference(files["hf"], a)).max() < 1e-3
-    assert np.abs(ours[len(a):] - reference(files["hf"], b)).max() < 1e-3
+    ours, tolerance = run.logits(batch), TOLERANCE.get(kind, 1e-3)
+    assert np.abs(ours[:len(a)] - reference(files["hf"], a)).max() < tolerance
+    assert np.abs(ours[len(a):] - reference(files["hf"], b)).max() < tolerance
 
 
 @pytest.mark.parametrize("kind", KINDS)
