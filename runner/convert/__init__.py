@@ -45,7 +45,7 @@ def convert(hf_dir, out, outtype: str = "f16", progress: bool = True) -> Path:
     write_hparams(writer, h)
     if arch.hparams is not None:
         arch.hparams(writer, checkpoint.config, h)
-    write_tokenizer(writer, checkpoint, h.vocab)
+    write_tokenizer(writer, checkpoint, h.vocab, arch.space_prefix)
     encoded = {}
     for name, load in tensors.items():
         shape = expected_shape(name, h)

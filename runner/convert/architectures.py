@@ -38,6 +38,7 @@ class Architecture:
     arch: gguf.MODEL_ARCH
     permute_qk: bool = False        # llama: HF's rotate-half layout -> interleaved pairs
     norm_shift: float = 0.0         # Gemma's norms multiply by 1 + weight: GGUF stores the sum
+    space_prefix: bool = True       # SentencePiece: a space before the text (not Gemma's)
     hparams: Callable | None = None  # what the architecture writes beyond the common keys
 
     @property
@@ -50,7 +51,7 @@ ARCHITECTURES = {
     "llama": Architecture(gguf.MODEL_ARCH.LLAMA, permute_qk=True),
     "qwen2": Architecture(gguf.MODEL_ARCH.QWEN2),
     "qwen3": Architecture(gguf.MODEL_ARCH.QWEN3),
-    "gemma3_text": Architecture(gguf.MODEL_ARCH.GEMMA3, norm_shift=1.0,
+    "gemma3_text": Architecture(gguf.MODEL_ARCH.GEMMA3, norm_shift=1.0, space_prefix=False,
                                 hparams=gemma3_hparams),
 }
 

@@ -1,6 +1,8 @@
 """The tokenizer of a checkpoint as llama.cpp's converter writes it into GGUF.
 
-tokenizer.json with a BPE model becomes tokenizer.ggml.model "gpt2"; its pre-tokenizer's
+tokenizer.model (SentencePiece, read with the sentencepiece library) becomes
+tokenizer.ggml.model "llama" with each piece's score and kind. Otherwise tokenizer.json
+with a BPE model becomes tokenizer.ggml.model "gpt2"; its pre-tokenizer's
 regular expressions name tokenizer.ggml.pre (the names runner/tokenizer/bpe.py knows).
 Added tokens marked special are CONTROL, the other added tokens USER_DEFINED; ids the
 config's vocabulary size reserves beyond the tokenizer's are padding, UNUSED.
@@ -44,11 +46,51 @@ def _split_patterns(spec: dict | None) -> list[str]:
     raise CheckpointError(f"The tokenizer's pre-tokenizer {spec['type']} is not supported.")
 
 
-def write_tokenizer(writer: gguf.GGUFWriter, checkpoint: Checkpoint, vocab_size: int) -> None:
+def write_tokenizer(writer: gguf.GGUFWriter, checkpoint: Checkpoint, vocab_size: int,
+                    space_prefix: bool = True) -> None:
+    if (checkpoint.dir / "tokenizer.model").exists():
+        _write_sentencepiece(writer, checkpoint, vocab_size, space_prefix)
+    else:
+        _write_bpe(writer, checkpoint, vocab_size)
+
+
+def _write_sentencepiece(writer, checkpoint: Checkpoint, vocab_size: int,
+                         space_prefix: bool) -> None:
+    from sentencepiece import SentencePieceProcessor
+
+    sp = SentencePieceProcessor()
+    sp.LoadFromFile(str(checkpoint.dir / "tokenizer.model"))
+    size = max(vocab_size, sp.vocab_size())
+    tokens = [f"[PAD{i}]" for i in range(size)]
+    scores, types = [-10000.0] * size, [TokenType.UNUSED] * size
+    kinds = ((sp.IsUnknown, TokenType.UNKNOWN), (sp.IsControl, TokenType.CONTROL),
+             (sp.IsUnused, TokenType.UNUSED), (sp.IsByte, TokenType.BYTE))
+    for i in range(sp.vocab_size()):
+        tokens[i], scores[i] = sp.IdToPiece(i), sp.GetScore(i)
+        types[i] = next((kind for test, kind in kinds if test(i)), TokenType.NORMAL)
+    ids = {text: i for i, text in enumerate(tokens)}
+    for key, added in checkpoint.tokenizer_config.get("added_tokens_decoder", {}).items():
+        i = int(key)
+        if i < size:
+            tokens[i] = added["content"]
+            types[i] = TokenType.CONTROL if added.get("special") else TokenType.USER_DEFINED
+            ids[added["content"]] = i
+    writer.add_tokenizer_model("llama")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types([int(t) for t in types])
+    writer.add_add_space_prefix(space_prefix)
+    if sp.unk_id() >= 0:
+        writer.add_unk_token_id(sp.unk_id())
+    _special_ids(writer, checkpoint, ids, default_bos=True)
+
+
+def _write_bpe(writer, checkpoint: Checkpoint, vocab_size: int) -> None:
     path = checkpoint.dir / "tokenizer.json"
     if not path.exists():
-        raise CheckpointError(f"{checkpoint.dir} has no tokenizer.json; this converter reads "
-                              "byte-level BPE tokenizers from it.")
+        raise CheckpointError(f"{checkpoint.dir} has neither tokenizer.model nor "
+                              "tokenizer.json.")
     spec = json.loads(path.read_text(encoding="utf-8"))
     model = spec["model"]
     if model["type"] != "BPE":
@@ -78,7 +120,8 @@ def write_tokenizer(writer: gguf.GGUFWriter, checkpoint: Checkpoint, vocab_size:
     _special_ids(writer, checkpoint, ids)
 
 
-def _special_ids(writer: gguf.GGUFWriter, checkpoint: Checkpoint, ids: dict) -> None:
+def _special_ids(writer: gguf.GGUFWriter, checkpoint: Checkpoint, ids: dict,
+                 default_bos: bool = False) -> None:
     config, tokenizer = checkpoint.config, checkpoint.tokenizer_config
 
     def token_id(key: str):
@@ -97,7 +140,7 @@ def _special_ids(writer: gguf.GGUFWriter, checkpoint: Checkpoint, ids: dict) -> 
     pad = token_id("pad")
     if pad is not None:
         writer.add_pad_token_id(pad)
-    add_bos = tokenizer.get("add_bos_token")
+    add_bos = tokenizer.get("add_bos_token", True if default_bos else None)
     if add_bos is None:                  # fast tokenizers say it in their post-processor
         single = (checkpoint.tokenizer_post_processor or {}).get("single") or [{}]
         add_bos = "SpecialToken" in single[0]

@@ -61,3 +61,26 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
     model.save_pretrained(directory)
     tok.save_pretrained(directory)
     return directory
+
+
+def sentencepiece_checkpoint(directory: Path) -> Path:
+    """A tiny llama whose tokenizer is only a SentencePiece model (BPE with byte fallback,
+    Llama's settings: no normalization, a space before the text)."""
+    import sentencepiece
+
+    directory.mkdir(parents=True, exist_ok=True)
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(corpus([]) * 2), model_prefix=str(directory / "tokenizer"),
+        vocab_size=1200, model_type="bpe", byte_fallback=True, character_coverage=1.0,
+        normalization_rule_name="identity", remove_extra_whitespaces=False,
+        hard_vocab_limit=False, unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+        user_defined_symbols=["<|im_end|>"], minloglevel=2)
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(directory /
+                                                                    "tokenizer.model"))
+    hf = directory / "hf"
+    checkpoint("llama", hf, vocab_size=processor.vocab_size(), bos_token_id=1,
+               eos_token_id=2)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (hf / name).unlink(missing_ok=True)
+    (hf / "tokenizer.model").write_bytes((directory / "tokenizer.model").read_bytes())
+    return hf

@@ -129,3 +129,18 @@ def test_unsupported_missing_and_mismatched_checkpoints(made, tmp_path):
         convert(bad, tmp_path / "x.gguf", progress=False)
     with pytest.raises(ValueError, match="Unknown output type"):
         convert(hf, tmp_path / "x.gguf", "q3", progress=False)
+
+
+def test_a_sentencepiece_tokenizer_gives_sentencepieces_ids(tmp_path, backend):
+    import sentencepiece
+
+    from .hf_tiny import sentencepiece_checkpoint
+
+    hf = sentencepiece_checkpoint(tmp_path)
+    path = convert(hf, tmp_path / "spm.gguf", "f32", progress=False)
+    ours = load_model(path, backend).tokenizer
+    theirs = sentencepiece.SentencePieceProcessor(model_file=str(hf / "tokenizer.model"))
+    assert ours.vocab.model == "llama" and ours.vocab.bos == 1 and ours.vocab.eos == 2
+    for text in corpus([]):
+        assert ours.encode(text, add_special=False) == theirs.encode(text), text
+    assert ours.encode("Hi", add_special=True)[0] == 1
