@@ -77,7 +77,7 @@ class Executor:
             positions=ctx.new_tensor("I32", (n,), name="positions").set_input(),
             outputs=ctx.new_tensor("I32", (len(batch.outputs),), name="outputs").set_input(),
             n_tokens=n, embeddings=key[3])
-        kv_inputs = self.kv.inputs(ctx, self.model.windows())
+        kv_inputs = self.kv.inputs(ctx, self.model.windows(), getattr(self.model, "causal", True))
         logits = self.model.forward(inputs, kv_inputs).set_output()
         return Step(batch, ctx, ctx.graph(logits), inputs, kv_inputs, logits, key)
 

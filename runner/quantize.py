@@ -54,7 +54,8 @@ def use_more_bits(i: int, n: int) -> bool:
 def tensor_type(name: str, shape: tuple[int, ...], mixture: Mixture, layers: int,
                 has_output: bool) -> str:
     """The ggml type name for a tensor (shape in numpy order)."""
-    if len(shape) < 2 or not name.endswith(".weight") or "ffn_gate_inp" in name:
+    if len(shape) < 2 or not name.endswith(".weight") or "ffn_gate_inp" in name or \
+            name == "token_types.weight":
         return "F32"
     kind = mixture.base
     if name == "output.weight" or (not has_output and name == "token_embd.weight"):

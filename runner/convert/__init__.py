@@ -26,6 +26,9 @@ __all__ = ["convert", "CheckpointError", "OUTTYPES"]
 
 OUTTYPES = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16,
             "bf16": gguf.GGMLQuantizationType.BF16, "q8_0": gguf.GGMLQuantizationType.Q8_0}
+# buffers and heads the runner does not use (llama.cpp's converter skips them too)
+SKIPPED = ("rotary_emb.inv_freq", "position_ids", "pooler.", "cls.predictions")
+KEEP_F32 = {"token_types.weight"}          # read as a row and added: stays F32
 FILE_TYPES = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
               "bf16": gguf.LlamaFileType.MOSTLY_BF16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
 
@@ -44,7 +47,7 @@ def convert(hf_dir, out, outtype: str = "f16", progress: bool = True) -> Path:
     writer.add_file_type(FILE_TYPES[outtype])
     write_hparams(writer, h)
     if arch.hparams is not None:
-        arch.hparams(writer, checkpoint.config, h)
+        arch.hparams(writer, checkpoint.config, h, checkpoint.dir)
     write_tokenizer(writer, checkpoint, h.vocab, arch.space_prefix)
     encoded = {}
     for name, load in tensors.items():
@@ -54,7 +57,8 @@ def convert(hf_dir, out, outtype: str = "f16", progress: bool = True) -> Path:
             raise CheckpointError(f"The tensor {name} has shape {data.shape}, but config.json "
                                   f"implies {shape}.")
         encoded[name] = None
-        kind = OUTTYPES[outtype] if data.ndim > 1 else gguf.GGMLQuantizationType.F32
+        kind = OUTTYPES[outtype] if data.ndim > 1 and name not in KEEP_F32 else \
+            gguf.GGMLQuantizationType.F32
         nbytes = pyggml.GGMLType(int(kind)).row_size(data.shape[-1]) * \
             int(np.prod(data.shape[:-1]))
         writer.add_tensor_info(name, data.shape, np.dtype(np.float32), nbytes, raw_dtype=kind)
@@ -74,7 +78,7 @@ def _tensor_plan(checkpoint: Checkpoint, arch, h: Hyper) -> dict:
     names = gguf.get_tensor_name_map(arch.arch, h.layers)
     plan = {}
     for entry in checkpoint.tensors.values():
-        if entry.name.endswith("rotary_emb.inv_freq"):
+        if any(part in entry.name for part in SKIPPED):
             continue
         name = names.get_name(entry.name, try_suffixes=(".weight", ".bias"))
         if name is None:

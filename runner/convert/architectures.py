@@ -4,6 +4,7 @@ tables), so files are interchangeable with its converter's."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -14,7 +15,7 @@ import numpy as np
 from .checkpoint import CheckpointError
 
 
-def gemma3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper") -> None:
+def gemma3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
     """Sliding-window layers (every sixth global), the local layers' rope base."""
     pattern = ["full_attention" if i % 6 == 5 else "sliding_attention"
                for i in range(h.layers)]
@@ -31,6 +32,34 @@ def gemma3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper") -> None:
         "rope_theta", config.get("rope_local_base_freq"))
     if local is not None:
         writer.add_rope_freq_base_swa(float(local))
+
+
+POOLING = {"pooling_mode_mean_tokens": gguf.PoolingType.MEAN,
+           "pooling_mode_cls_token": gguf.PoolingType.CLS,
+           "pooling_mode_lasttoken": gguf.PoolingType.LAST}
+
+
+def pooling_of(directory) -> gguf.PoolingType:
+    """The sentence-transformers Pooling module's mode (modules.json), else CLS."""
+    modules = directory / "modules.json"
+    if modules.exists():
+        for module in json.loads(modules.read_text()):
+            if module.get("type", "").endswith("Pooling"):
+                config = json.loads((directory / module["path"] / "config.json").read_text())
+                for key, kind in POOLING.items():
+                    if config.get(key):
+                        return kind
+                raise CheckpointError("The sentence-transformers pooling mode is none of "
+                                      "mean, cls or last token.")
+    return gguf.PoolingType.CLS
+
+
+def bert_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
+    writer.add_layer_norm_eps(float(config.get("layer_norm_eps", 1e-12)))
+    writer.add_causal_attention(False)
+    writer.add_pooling_type(pooling_of(directory))
+    if config.get("hidden_act", "gelu") != "gelu":
+        raise CheckpointError(f"BERT with {config['hidden_act']} is not supported (gelu is).")
 
 
 @dataclass(frozen=True)
@@ -53,6 +82,7 @@ ARCHITECTURES = {
     "qwen3": Architecture(gguf.MODEL_ARCH.QWEN3),
     "gemma3_text": Architecture(gguf.MODEL_ARCH.GEMMA3, norm_shift=1.0, space_prefix=False,
                                 hparams=gemma3_hparams),
+    "bert": Architecture(gguf.MODEL_ARCH.BERT, hparams=bert_hparams),
 }
 
 

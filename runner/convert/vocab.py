@@ -48,7 +48,10 @@ def _split_patterns(spec: dict | None) -> list[str]:
 
 def write_tokenizer(writer: gguf.GGUFWriter, checkpoint: Checkpoint, vocab_size: int,
                     space_prefix: bool = True) -> None:
-    if (checkpoint.dir / "tokenizer.model").exists():
+    if (checkpoint.dir / "vocab.txt").exists() and \
+            not (checkpoint.dir / "tokenizer.model").exists():
+        _write_wordpiece(writer, checkpoint, vocab_size)
+    elif (checkpoint.dir / "tokenizer.model").exists():
         _write_sentencepiece(writer, checkpoint, vocab_size, space_prefix)
     else:
         _write_bpe(writer, checkpoint, vocab_size)
@@ -84,6 +87,37 @@ def _write_sentencepiece(writer, checkpoint: Checkpoint, vocab_size: int,
     if sp.unk_id() >= 0:
         writer.add_unk_token_id(sp.unk_id())
     _special_ids(writer, checkpoint, ids, default_bos=True)
+
+
+def _write_wordpiece(writer, checkpoint: Checkpoint, vocab_size: int) -> None:
+    """vocab.txt, one piece a line, stored with llama.cpp's phantom space: a word-initial
+    piece x as "\u2581x", a continuation ##x as "x", bracketed special tokens as they are."""
+    pieces = (checkpoint.dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    config = checkpoint.tokenizer_config
+    named = {key: (value.get("content") if isinstance(value, dict) else value)
+             for key, value in config.items() if key.endswith("_token")}
+    special = {text for text in named.values() if text}
+    size = max(vocab_size, len(pieces))
+    tokens, types = [f"[PAD{i}]" for i in range(size)], [TokenType.UNUSED] * size
+    for i, piece in enumerate(pieces):
+        bracketed = piece.startswith("[") and piece.endswith("]")
+        tokens[i] = piece if bracketed else piece[2:] if piece.startswith("##") \
+            else "\u2581" + piece
+        types[i] = TokenType.CONTROL if piece in special else \
+            TokenType.UNKNOWN if piece == named.get("unk_token") else TokenType.NORMAL
+    ids = {piece: i for i, piece in enumerate(pieces)}
+    writer.add_tokenizer_model("bert")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_types([int(t) for t in types])
+    for key, add in (("cls_token", writer.add_bos_token_id), ("sep_token",
+                     writer.add_eos_token_id), ("unk_token", writer.add_unk_token_id),
+                     ("pad_token", writer.add_pad_token_id), ("sep_token",
+                     writer.add_sep_token_id), ("mask_token", writer.add_mask_token_id)):
+        if named.get(key) in ids:
+            add(ids[named[key]])
+    writer.add_add_bos_token(True)
+    writer.add_add_eos_token(True)
 
 
 def _write_bpe(writer, checkpoint: Checkpoint, vocab_size: int) -> None:

@@ -57,6 +57,8 @@ class Engine:
         self.executor, self.kv, self.tokenizer = executor, executor.kv, tokenizer
         self.cache = InputCache(self.kv, parallel, multiuser)
         self.batch_size, self.overlap, self.pooling = batch_size, overlap, pooling
+        # an encoder (not causal) sees its whole prompt at once: one batch per prompt
+        self.causal = getattr(executor.model, "causal", True)
         self.waiting: deque[Request] = deque()
         self.active: list[Active] = []
         self.in_flight: Flight | None = None
@@ -82,6 +84,9 @@ class Engine:
         if n > self.context:
             raise ValueError(f"The prompt has {n} tokens but a sequence holds at most "
                              f"{self.context}; shorten it or allow truncation.")
+        if not self.causal and n > self.batch_size:
+            raise ValueError(f"The prompt has {n} tokens but this encoder reads a prompt in "
+                             f"one batch of at most {self.batch_size}.")
         with self._cond:
             if not self._accepting:
                 raise RuntimeError("The runner is shutting down and takes no new requests.")
@@ -92,7 +97,8 @@ class Engine:
         """Size the compute memory for a full batch now (before the loop starts), so a long
         prompt later cannot run out of it mid-request."""
         n = min(self.batch_size, self.context)
-        step = self.executor.build(Batch(np.zeros(n), np.arange(n), np.zeros(n)))
+        step = self.executor.build(Batch(np.zeros(n), np.arange(n), np.zeros(n)),
+                                   self.pooling is not None)
         try:
             self.executor.scheduler.reserve(step.graph)
         finally:
@@ -230,6 +236,8 @@ class Engine:
             if active.done or self._needs_shift(active):
                 continue
             start = len(active.slot.tokens)
+            if active.pending and not self.causal and len(active.pending) > budget:
+                continue                               # whole, in the next batch
             if active.pending:
                 chunk = active.pending[:budget]
                 del active.pending[:len(chunk)]

@@ -133,12 +133,14 @@ class CausalCache:
         """How many cells the current batch's graph sees."""
         return self._placement.n_kv
 
-    def mask(self, batch_positions, batch_seqs, n_kv: int, window: int | None) -> np.ndarray:
-        """(T, n_kv) additive mask: 0 where token t may attend to cell c, else -inf."""
+    def mask(self, batch_positions, batch_seqs, n_kv: int, window: int | None,
+             causal: bool = True) -> np.ndarray:
+        """(T, n_kv) additive mask: 0 where token t may attend to cell c, else -inf. Not
+        causal (an encoder): every cell of the token's sequence."""
         pos, seq = self.pos[:n_kv], self.seq[:n_kv]
         token_pos = batch_positions[:, None].astype(np.int64)
         visible = ((seq[None, :] >> batch_seqs[:, None].astype(np.int64)) & 1).astype(bool)
-        visible &= (pos[None, :] >= 0) & (pos[None, :] <= token_pos)
+        visible &= (pos[None, :] >= 0) & ((pos[None, :] <= token_pos) | (not causal))
         if window is not None:
             visible &= pos[None, :] > token_pos - window
         return np.where(visible, 0.0, -np.inf).astype(np.float32)
@@ -162,11 +164,11 @@ class CausalCache:
 
     # -- model side -----------------------------------------------------------------------
 
-    def inputs(self, ctx: pyggml.Context, windows=(None,)) -> "GraphView":
+    def inputs(self, ctx: pyggml.Context, windows=(None,), causal: bool = True) -> "GraphView":
         placement = self._placement
         if placement is None:
             raise RuntimeError("start(batch) must come before the graph is built.")
-        return GraphView(self, ctx, placement, windows)
+        return GraphView(self, ctx, placement, windows, causal)
 
 
 @dataclass
@@ -180,8 +182,9 @@ class Placement:
 class GraphView:
     """This graph's view of the cache: slot indices, masks, and the per-layer operations."""
 
-    def __init__(self, cache: CausalCache, ctx: pyggml.Context, placement: Placement, windows):
-        self.cache, self.ctx, self.placement = cache, ctx, placement
+    def __init__(self, cache: CausalCache, ctx: pyggml.Context, placement: Placement, windows,
+                 causal: bool = True):
+        self.cache, self.ctx, self.placement, self.causal = cache, ctx, placement, causal
         n = len(placement.batch)
         self.slots = ctx.new_tensor("I64", (n,), name="kv_slots").set_input()
         mask_type = "F16" if cache.flash else "F32"
@@ -199,7 +202,7 @@ class GraphView:
         self.slots.set(placement.slots.astype(np.int64))
         batch = placement.batch
         for window, tensor in self.masks.items():
-            mask = cache.mask(batch.positions, batch.seqs, placement.n_kv, window)
+            mask = cache.mask(batch.positions, batch.seqs, placement.n_kv, window, self.causal)
             tensor.set(mask.astype(np.float16) if cache.flash else mask)
         for dims, tensor in (self.v_index or {}).items():
             # element (t, d) of the new V rows goes to row d, column slot[t] of the

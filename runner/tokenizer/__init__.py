@@ -15,8 +15,9 @@ from .bpe import BPETokenizer
 from .spm import SPMTokenizer
 from .stream import TextStream
 from .vocab import TokenType, Vocab
+from .wpm import WPMTokenizer
 
-BACKENDS = {"gpt2": BPETokenizer, "llama": SPMTokenizer}
+BACKENDS = {"gpt2": BPETokenizer, "llama": SPMTokenizer, "bert": WPMTokenizer}
 
 __all__ = ["Tokenizer", "TextStream", "TokenType", "Vocab", "from_metadata"]
 

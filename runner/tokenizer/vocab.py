@@ -17,7 +17,7 @@ class TokenType(enum.IntEnum):
 
 # tokenizer.ggml.model (each has a backend in __init__.BACKENDS) -> whether BOS is added
 # when the file does not say
-DEFAULT_ADD_BOS = {"llama": True, "gpt2": False}
+DEFAULT_ADD_BOS = {"llama": True, "gpt2": False, "bert": True}
 
 
 @dataclass

@@ -84,3 +84,45 @@ def sentencepiece_checkpoint(directory: Path) -> Path:
         (hf / name).unlink(missing_ok=True)
     (hf / "tokenizer.model").write_bytes((directory / "tokenizer.model").read_bytes())
     return hf
+
+
+def bert_checkpoint(directory: Path, pooling: str = "mean", seed: int = 0) -> Path:
+    """A tiny BERT with a WordPiece vocabulary trained on the corpus and a
+    sentence-transformers pooling module."""
+    import json
+
+    import torch
+    from tokenizers import (Tokenizer, decoders, models, normalizers, pre_tokenizers,
+                            processors, trainers)
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=800, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    tok.train_from_iterator(corpus([]) * 2, trainer)
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = sorted(tok.get_vocab().items(), key=lambda item: item[1])
+    ids = dict(vocab)
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[(t, ids[t]) for t in ("[CLS]", "[SEP]")])
+    BertTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", cls_token="[CLS]",
+                      sep_token="[SEP]", pad_token="[PAD]", mask_token="[MASK]"
+                      ).save_pretrained(directory)
+    (directory / "vocab.txt").write_text("".join(f"{t}\n" for t, _ in vocab), encoding="utf-8")
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=128,
+                        max_position_embeddings=128, initializer_range=0.1)
+    BertModel(config, add_pooling_layer=True).eval().save_pretrained(directory)
+    (directory / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling",
+         "type": "sentence_transformers.models.Pooling"}]))
+    (directory / "1_Pooling").mkdir(exist_ok=True)
+    (directory / "1_Pooling" / "config.json").write_text(json.dumps({
+        "word_embedding_dimension": 64, "pooling_mode_cls_token": pooling == "cls",
+        "pooling_mode_mean_tokens": pooling == "mean"}))
+    return directory

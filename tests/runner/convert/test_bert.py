@@ -1,0 +1,84 @@
+"""A tiny BERT, converted and served as embeddings, against transformers' forward pass with
+the checkpoint's sentence-transformers pooling."""
+
+from __future__ import annotations
+
+import queue
+
+import numpy as np
+import pytest
+
+import runner
+from runner.convert import convert
+from runner.engine import Request
+
+from ..corpus import corpus
+from .hf_tiny import bert_checkpoint
+
+TEXTS = ["The capital of France is Paris.", "Hello, world! How are you today?",
+         "Numbers like 1234 and symbols #@! too."]
+
+
+def reference(directory, text: str, pooling: str) -> np.ndarray:
+    import torch
+    from transformers import AutoTokenizer, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    model = BertModel.from_pretrained(directory).eval()
+    with torch.no_grad():
+        hidden = model(**tokenizer(text, return_tensors="pt")).last_hidden_state[0].numpy()
+    return hidden.mean(0) if pooling == "mean" else hidden[0]
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_bert_embeddings_match_sentence_level_output(tmp_path, pooling):
+    directory = bert_checkpoint(tmp_path / "bert", pooling)
+    path = convert(directory, tmp_path / "bert.gguf", "f32", progress=False)
+    model = runner.load(path, num_ctx=128, parallel=2, batch_size=64)
+    try:
+        for text in TEXTS:
+            got, expected = np.array(model.embed(text)), reference(directory, text, pooling)
+            cosine = got @ expected / np.linalg.norm(got) / np.linalg.norm(expected)
+            assert cosine > 0.9999, (text, cosine)
+            np.testing.assert_allclose(got, expected, atol=1e-3)
+        with pytest.raises(ValueError, match="cannot generate"):
+            model.generate("hi", stream=False)
+        with pytest.raises(ValueError, match="one batch of at most 64"):
+            model.embed("a " * 80)
+    finally:
+        model.close()
+
+
+def test_bert_tokenizer_ids_match_transformers(tmp_path):
+    from transformers import AutoTokenizer
+
+    directory = bert_checkpoint(tmp_path / "bert")
+    path = convert(directory, tmp_path / "bert.gguf", "f16", progress=False)
+    ours = runner.load(path, num_ctx=128).tokenizer
+    theirs = AutoTokenizer.from_pretrained(directory)
+    for text in corpus([]):
+        assert ours.encode(text, add_special=True) == theirs.encode(text), text
+
+
+def test_two_texts_in_one_batch_do_not_see_each_other(tmp_path):
+    directory = bert_checkpoint(tmp_path / "bert")
+    model = runner.load(convert(directory, tmp_path / "b.gguf", "f32", progress=False),
+                        num_ctx=128, parallel=2, batch_size=64)
+    try:
+        events = [queue.Queue() for _ in TEXTS[:2]]
+        for text, box in zip(TEXTS, events):
+            model.engine.submit(Request(model.tokenize(text, add_special=True), box.put))
+        together = [np.array(box.get(timeout=60)["embedding"]) for box in events]
+        for text, got in zip(TEXTS, together):
+            np.testing.assert_allclose(got, reference(directory, text, "mean"), atol=1e-3)
+    finally:
+        model.close()
+
+
+def test_special_tokens_in_text_parse_only_when_asked(tmp_path):
+    directory = bert_checkpoint(tmp_path / "bert")
+    tokenizer = runner.load(convert(directory, tmp_path / "b.gguf", "f16", progress=False),
+                            num_ctx=128).tokenizer
+    mask = tokenizer.vocab.tokens.index("[MASK]")
+    assert mask in tokenizer.encode("a [MASK] b", add_special=False)
+    assert mask not in tokenizer.encode("a [MASK] b", add_special=False, parse_special=False)
