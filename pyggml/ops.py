@@ -35,6 +35,8 @@ UNARY = {
     "exp": (lib.safe_ggml_exp, "exp(x)."),
     "sqr": (lib.safe_ggml_sqr, "x * x."),
     "sqrt": (lib.safe_ggml_sqrt, "sqrt(x)."),
+    "log": (lib.safe_ggml_log, "Natural logarithm."),
+    "floor": (lib.safe_ggml_floor, "The largest integer not above x."),
     "sum_rows": (lib.safe_ggml_sum_rows, "Sum over the last dimension, kept as size 1."),
     "mean": (lib.safe_ggml_mean, "Mean over the last dimension, kept as size 1."),
 }
@@ -91,9 +93,12 @@ class TensorOps:
             return self.scale(1.0 / other)
         return self.div(other)
 
-    def scale(self, s: float):
+    def scale(self, s: float, bias: float = 0.0):
+        """self * s + bias."""
         ctx = self._home()
-        return self._result(ctx, lib.safe_ggml_scale(ctx.ptr, self._ptr, s), self.ndim, "scale")
+        raw = lib.safe_ggml_scale_bias(ctx.ptr, self._ptr, s, bias) if bias else \
+            lib.safe_ggml_scale(ctx.ptr, self._ptr, s)
+        return self._result(ctx, raw, self.ndim, "scale")
 
     def clamp(self, min: float, max: float):
         ctx = self._home()

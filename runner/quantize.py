@@ -6,7 +6,8 @@ Which tensors get which type follows llama.cpp's llama_tensor_get_type for the t
 1-D tensors (norms, biases, rope factors) and expert routers stay F32; the output matrix
 (or the tied embeddings) gets Q6_K (Q8_0 stays Q8_0); with _M, attn_v and ffn_down get
 Q6_K in the layers use_more_bits picks (the first and last eighth, and every third between),
-counting ffn_down per layer also in mixture-of-experts models. A K-quant needs rows of a
+counting ffn_down by layer index (dense, expert and shared-expert tensors of one layer
+alike) in mixture-of-experts models, as Ollama's MoE-aware counting does. A K-quant needs rows of a
 multiple of 256: other rows fall back as llama.cpp's do (Q4_K -> Q5_0, Q5_K -> Q5_1,
 Q6_K -> Q8_0).
 """
@@ -61,7 +62,7 @@ def tensor_type(name: str, shape: tuple[int, ...], mixture: Mixture, layers: int
     if name == "output.weight" or (not has_output and name == "token_embd.weight"):
         kind = "Q8_0" if kind == "Q8_0" or shape[-1] % 256 else "Q6_K"
     elif mixture.more_bits and LAYER.match(name) and \
-            re.search(r"\.(attn_v|ffn_down(_exps)?)\.weight$", name):
+            re.search(r"\.(attn_v|ffn_down(_exps|_shexp)?)\.weight$", name):
         if use_more_bits(int(LAYER.match(name).group(1)), layers):
             kind = "Q6_K"
     if kind.endswith("_K") and shape[-1] % 256:

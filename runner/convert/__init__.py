@@ -80,6 +80,10 @@ def _tensor_plan(checkpoint: Checkpoint, arch, h: Hyper) -> dict:
     for entry in checkpoint.tensors.values():
         if any(part in entry.name for part in SKIPPED):
             continue
+        pieces = arch.split(entry) if arch.split else None
+        if pieces:
+            plan.update(pieces)
+            continue
         name = names.get_name(entry.name, try_suffixes=(".weight", ".bias"))
         if name is None:
             raise CheckpointError(f"The tensor {entry.name} has no GGUF name for {arch.name}.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -62,6 +63,56 @@ def bert_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -
         raise CheckpointError(f"BERT with {config['hidden_act']} is not supported (gelu is).")
 
 
+def llama4_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
+    """Experts, the dense/MoE interleave, the no-RoPE interval, chunk and temperature (the
+    last three llama.cpp fixes in code; we write them too, under keys it ignores)."""
+    interval, step = config.get("no_rope_layer_interval", 4), \
+        config.get("interleave_moe_layer_step", 1)
+    if config.get("no_rope_layers", [int((i + 1) % interval != 0) for i in range(h.layers)]) \
+            != [int((i + 1) % interval != 0) for i in range(h.layers)]:
+        raise CheckpointError("This Llama 4's no-RoPE layers are not every "
+                              f"{interval}th layer.")
+    if config.get("moe_layers", list(range(step - 1, h.layers, step))) != \
+            list(range(step - 1, h.layers, step)):
+        raise CheckpointError(f"This Llama 4's MoE layers are not every {step}th layer.")
+    if not config.get("attn_temperature_tuning", True):
+        raise CheckpointError("Llama 4 without attention temperature tuning is not supported.")
+    arch = "llama4"
+    writer.add_expert_count(config["num_local_experts"])
+    writer.add_expert_used_count(config.get("num_experts_per_tok", 1))
+    writer.add_expert_feed_forward_length(config["intermediate_size"])
+    writer.add_interleave_moe_layer_step(step)
+    writer.add_uint32(f"{arch}.no_rope_layer_interval", interval)
+    writer.add_uint32(f"{arch}.attention.chunk_size", config.get("attention_chunk_size", 8192))
+    writer.add_uint32(gguf.Keys.Attention.TEMPERATURE_LENGTH.format(arch=arch),
+                      int(config.get("floor_scale", 8192)))
+    writer.add_float32(gguf.Keys.Attention.TEMPERATURE_SCALE.format(arch=arch),
+                       float(config.get("attn_scale", 0.1)))
+    writer.add_bool(f"{arch}.attention.use_qk_norm", bool(config.get("use_qk_norm", True)))
+
+
+FUSED_EXPERTS = re.compile(r"layers\.(\d+)\.feed_forward\.experts\.(gate_up_proj|down_proj)$")
+
+
+def llama4_split(entry) -> dict | None:
+    """HF's fused expert tensors, (experts, in, out), into llama.cpp's (experts, out, in):
+    gate_up_proj's halves are the gate and the up projection."""
+    found = FUSED_EXPERTS.search(entry.name)
+    if found is None:
+        return None
+    layer, kind = found.groups()
+
+    def part(index):
+        return lambda: np.ascontiguousarray(
+            np.split(entry.load(), 2, axis=-1)[index].transpose(0, 2, 1))
+
+    if kind == "gate_up_proj":
+        return {f"blk.{layer}.ffn_gate_exps.weight": part(0),
+                f"blk.{layer}.ffn_up_exps.weight": part(1)}
+    return {f"blk.{layer}.ffn_down_exps.weight":
+            lambda: np.ascontiguousarray(entry.load().transpose(0, 2, 1))}
+
+
 @dataclass(frozen=True)
 class Architecture:
     arch: gguf.MODEL_ARCH
@@ -69,6 +120,7 @@ class Architecture:
     norm_shift: float = 0.0         # Gemma's norms multiply by 1 + weight: GGUF stores the sum
     space_prefix: bool = True       # SentencePiece: a space before the text (not Gemma's)
     hparams: Callable | None = None  # what the architecture writes beyond the common keys
+    split: Callable | None = None    # a checkpoint tensor -> {GGUF name: loader}, or None
 
     @property
     def name(self) -> str:
@@ -83,6 +135,8 @@ ARCHITECTURES = {
     "gemma3_text": Architecture(gguf.MODEL_ARCH.GEMMA3, norm_shift=1.0, space_prefix=False,
                                 hparams=gemma3_hparams),
     "bert": Architecture(gguf.MODEL_ARCH.BERT, hparams=bert_hparams),
+    "llama4_text": Architecture(gguf.MODEL_ARCH.LLAMA4, hparams=llama4_hparams,
+                                split=llama4_split),
 }
 
 
@@ -117,7 +171,8 @@ class Hyper:
             scaling = c.get("rope_scaling") or (rope if rope.get("rope_type") not in
                                                 (None, "default") else None)
             return cls(layers=c["num_hidden_layers"], embd=c["hidden_size"],
-                       ffn=c["intermediate_size"], heads=heads,
+                       ffn=c.get("intermediate_size_mlp") or c["intermediate_size"],
+                       heads=heads,
                        kv_heads=c.get("num_key_value_heads") or heads,
                        head_dim=c.get("head_dim") or c["hidden_size"] // heads,
                        vocab=c["vocab_size"], context=c.get("max_position_embeddings", 2048),

@@ -135,13 +135,17 @@ class CausalCache:
 
     def mask(self, batch_positions, batch_seqs, n_kv: int, window: int | None,
              causal: bool = True) -> np.ndarray:
-        """(T, n_kv) additive mask: 0 where token t may attend to cell c, else -inf. Not
-        causal (an encoder): every cell of the token's sequence."""
+        """(T, n_kv) additive mask: 0 where token t may attend to cell c, else -inf. window:
+        None (all earlier positions), n (the last n), or ("chunk", n) (the earlier positions
+        of the token's chunk of n, as Llama 4's chunked layers). Not causal (an encoder):
+        every cell of the token's sequence."""
         pos, seq = self.pos[:n_kv], self.seq[:n_kv]
         token_pos = batch_positions[:, None].astype(np.int64)
         visible = ((seq[None, :] >> batch_seqs[:, None].astype(np.int64)) & 1).astype(bool)
         visible &= (pos[None, :] >= 0) & ((pos[None, :] <= token_pos) | (not causal))
-        if window is not None:
+        if isinstance(window, tuple):                     # ("chunk", n)
+            visible &= pos[None, :] >= token_pos // window[1] * window[1]
+        elif window is not None:
             visible &= pos[None, :] > token_pos - window
         return np.where(visible, 0.0, -np.inf).astype(np.float32)
 

@@ -25,6 +25,8 @@ UNARY = {
     "exp": np.exp,
     "sqr": np.square,
     "sqrt": lambda x: np.sqrt(np.abs(x)),
+    "log": lambda x: np.log(np.abs(x)),
+    "floor": np.floor,
     "sum_rows": lambda x: x.sum(axis=-1, keepdims=True),
     "mean": lambda x: x.mean(axis=-1, keepdims=True),
 }
@@ -72,13 +74,19 @@ def test_strided_row_view(compute, rng):
 @pytest.mark.parametrize("shape", [(64,), (3, 33), (2, 3, 16)])
 def test_unary(compute, rng, name, shape):
     x = f32(rng, *shape, scale=2.0)
-    if name == "sqrt":
+    if name in ("sqrt", "log"):
         x = np.abs(x)
     out = compute(lambda t: getattr(t, name)(), x)
     # ggml computes gelu/silu through fp16 tables or fast approximations on the CPU
     tolerance = {"gelu": 2e-3, "gelu_quick": 2e-3, "gelu_erf": 1e-4}.get(name, 1e-5)
     np.testing.assert_allclose(out, UNARY[name](x.astype(np.float64)), rtol=tolerance,
                                atol=tolerance)
+
+
+def test_scale_with_a_bias(compute, rng):
+    x = f32(rng, 3, 8)
+    np.testing.assert_allclose(compute(lambda t: t.scale(0.5, bias=2.0), x), x * 0.5 + 2.0,
+                               rtol=1e-6)
 
 
 def test_unary_on_a_permuted_view(compute, rng):

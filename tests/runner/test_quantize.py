@@ -90,3 +90,17 @@ def test_convert_and_quantize_from_the_command_line(f16, tmp_path):
     assert "qwen3" in shown and "Q4_K_M" in shown
     bad = cli("convert", str(tmp_path))
     assert bad.returncode == 1 and "no config.json" in bad.stderr
+
+
+def test_a_mixture_of_experts_quantizes_by_layer(backend, tmp_path):
+    hf = checkpoint("llama4", tmp_path / "hf", hidden_size=256, intermediate_size=256,
+                    intermediate_size_mlp=512, head_dim=64, num_hidden_layers=8)
+    f16 = convert(hf, tmp_path / "f16.gguf", "f16", progress=False)
+    out = quantize_file(f16, tmp_path / "q.gguf", "Q4_K_M", progress=False)
+    types = {t.name: pyggml.dtypes.type_name(t.type).upper() for t in Header(out).tensors}
+    # MoE layers 1, 3, 5, 7 are counted as four ffn_down layers: use_more_bits(i, 8)
+    assert [types[f"blk.{i}.ffn_down_exps.weight"] for i in (1, 3, 5, 7)] == \
+        ["Q6_K" if use_more_bits(i, 8) else "Q4_K" for i in (1, 3, 5, 7)]
+    assert types["blk.1.ffn_gate_inp.weight"] == "F32"
+    assert types["blk.1.ffn_gate_exps.weight"] == "Q4_K"
+    assert np.isfinite(logits(out, backend)).all()

@@ -12,9 +12,10 @@ from ..corpus import corpus
 
 SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "gemma3": ["<bos>", "<start_of_turn>", "<end_of_turn>", "<eos>"],
+           "llama4": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot|>"],
            "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
            "qwen3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]}
-PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "gemma3": QWEN2}
+PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "gemma3": QWEN2, "llama4": LLAMA3}
 SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
              rms_norm_eps=1e-5, initializer_range=0.1)
@@ -24,7 +25,7 @@ def tokenizer(kind: str):
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.BPE(ignore_merges=kind == "llama"))
+    tok = Tokenizer(models.BPE(ignore_merges=kind in ("llama", "llama4")))
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(PATTERN[kind]), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
@@ -34,7 +35,8 @@ def tokenizer(kind: str):
     tok.train_from_iterator(corpus([]) * 2, trainer)
     first, end = SPECIAL[kind][0], SPECIAL[kind][-1]
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=end,
-                                   bos_token=first if kind in ("llama", "gemma3") else None)
+                                   bos_token=first if kind in ("llama", "gemma3", "llama4")
+                                   else None)
 
 
 def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
@@ -45,6 +47,7 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
     tok = tokenizer(kind)
     classes = {"llama": ("LlamaConfig", "LlamaForCausalLM"),
                "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
+               "llama4": ("Llama4TextConfig", "Llama4ForCausalLM"),
                "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
                "qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}
     config_class, model_class = (getattr(transformers, n) for n in classes[kind])
@@ -55,6 +58,11 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
     if kind == "gemma3":          # six layers: five sliding (a window of 8), one global
         settings.update(head_dim=16, query_pre_attn_scalar=16, num_hidden_layers=6,
                         sliding_window=8, tie_word_embeddings=True)
+    if kind == "llama4":          # 4 layers: dense, MoE, dense, MoE (no RoPE); chunks of 8
+        settings.update(head_dim=16, num_hidden_layers=4, intermediate_size=64,
+                        intermediate_size_mlp=128, num_local_experts=4,
+                        num_experts_per_tok=1, interleave_moe_layer_step=2,
+                        attention_chunk_size=8, floor_scale=4, attn_scale=0.1)
     settings.update(config)
     torch.manual_seed(seed)
     model = model_class(config_class(**settings)).eval()

@@ -18,7 +18,7 @@ from runner.loader import load_model
 from ..corpus import corpus
 from .hf_tiny import SPECIAL, checkpoint
 
-KINDS = ["llama", "qwen2", "qwen3", "gemma3"]
+KINDS = ["llama", "qwen2", "qwen3", "gemma3", "llama4"]
 PROMPT = "The capital of France is Paris, and the capital of Spain is Madrid."
 # f32 tolerance on the logits. ggml's CPU GELU reads a table of FP16 inputs (as llama.cpp's
 # does, so Gemma 3 stays bit-identical with it): about 2e-3 of error per activation, which

@@ -1,0 +1,139 @@
+"""Llama 4 (text): mixture-of-experts FFNs with a shared expert (top-1 routing, the token
+scaled by its expert's sigmoid score before the expert), interleaved with dense FFNs; RoPE
+layers attend within chunks and L2-normalize Q and K; every fourth layer has no RoPE,
+attends to everything and tunes its queries' temperature by position.
+
+llama.cpp fixes the chunk size (8192), the no-RoPE interval (4) and the temperature's
+floor (8192) and scale (0.1); our converter also writes them, and they default to these.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import register
+from .attention import attention
+from .base import ATTENTION, LLM, Layer, Metadata, ModelError
+from .llama import Llama, LlamaConfig
+
+
+@dataclass
+class Llama4Config(LlamaConfig):
+    experts: int = 0
+    experts_used: int = 1
+    expert_ffn: int = 0
+    moe_step: int = 1               # every moe_step-th layer is a mixture of experts
+    nope_interval: int = 4          # every nope_interval-th layer has no RoPE
+    chunk: int = 8192
+    temperature_floor: float = 8192.0
+    temperature_scale: float = 0.1
+    qk_norm: bool = True
+
+    @classmethod
+    def from_metadata(cls, meta: dict, arch: str = "llama4") -> "Llama4Config":
+        base = LlamaConfig.from_metadata(meta, arch)
+        m = Metadata(meta, arch)
+        return cls(**vars(base), experts=int(m.require(LLM.EXPERT_COUNT)),
+                   experts_used=int(m.get(LLM.EXPERT_USED_COUNT, 1)),
+                   expert_ffn=int(m.require(LLM.EXPERT_FEED_FORWARD_LENGTH)),
+                   moe_step=int(m.get(LLM.INTERLEAVE_MOE_LAYER_STEP, 1)),
+                   nope_interval=int(m.get("{arch}.no_rope_layer_interval", 4)),
+                   chunk=int(m.get("{arch}.attention.chunk_size", 8192)),
+                   temperature_floor=float(m.get(ATTENTION.TEMPERATURE_LENGTH, 8192)),
+                   temperature_scale=float(m.get(ATTENTION.TEMPERATURE_SCALE, 0.1)),
+                   qk_norm=bool(m.get("{arch}.attention.use_qk_norm", True)))
+
+    def uses_rope(self, layer: int) -> bool:
+        return (layer + 1) % self.nope_interval != 0
+
+    def is_moe(self, layer: int) -> bool:
+        return (layer + 1) % self.moe_step == 0
+
+
+@register("llama4")
+class Llama4(Llama):
+    config_class = Llama4Config
+
+    def __init__(self, config: Llama4Config, weights):
+        c = self.config = config
+        if c.experts_used != 1:
+            raise ModelError(f"Llama 4 routes each token to one expert, not {c.experts_used}.")
+        q_dim, kv_dim = c.heads * c.head_dim, c.kv_heads * c.head_dim
+        self.bind_ends(weights)
+        self.rope_freqs = weights.optional("rope_freqs.weight")
+        self.blocks = []
+        for i in range(c.layers):
+            block = Layer()
+            weights.bind(block, f"blk.{i}.", {
+                "attn_norm": (c.embd,), "attn_q": (q_dim, c.embd), "attn_k": (kv_dim, c.embd),
+                "attn_v": (kv_dim, c.embd), "attn_output": (c.embd, q_dim),
+                "ffn_norm": (c.embd,)})
+            if c.is_moe(i):
+                e, f = c.experts, c.expert_ffn
+                weights.bind(block, f"blk.{i}.", {
+                    "ffn_gate_inp": (e, c.embd), "ffn_gate_exps": (e, f, c.embd),
+                    "ffn_up_exps": (e, f, c.embd), "ffn_down_exps": (e, c.embd, f),
+                    "ffn_gate_shexp": (f, c.embd), "ffn_up_shexp": (f, c.embd),
+                    "ffn_down_shexp": (c.embd, f)})
+            else:
+                weights.bind(block, f"blk.{i}.", {
+                    "ffn_gate": (c.ffn, c.embd), "ffn_up": (c.ffn, c.embd),
+                    "ffn_down": (c.embd, c.ffn)})
+            self.blocks.append(block)
+
+    def windows(self) -> tuple:
+        return (None, ("chunk", self.config.chunk))
+
+    def forward(self, inputs, kv):
+        c = self.config
+        n, d = inputs.n_tokens, c.head_dim
+        x = self.token_embd.get_rows(inputs.tokens)                          # (T, E)
+        temperature = None
+        for i, block in enumerate(self.blocks):
+            h = x.rms_norm(c.norm_eps).mul(block.attn_norm)
+            q = block.attn_q.mul_mat(h).reshape(n, c.heads, d)                 # (T, H, D)
+            k = block.attn_k.mul_mat(h).reshape(n, c.kv_heads, d)              # (T, KVH, D)
+            v = block.attn_v.mul_mat(h).reshape(n, c.kv_heads, d)
+            if c.uses_rope(i):
+                q = c.rope.apply(q, inputs.positions, self.rope_mode, self.rope_freqs)
+                k = c.rope.apply(k, inputs.positions, self.rope_mode, self.rope_freqs)
+                if c.qk_norm:
+                    q, k = q.rms_norm(c.norm_eps), k.rms_norm(c.norm_eps)
+                window = ("chunk", c.chunk)
+            else:
+                temperature = temperature or self._temperature(inputs.positions, n)
+                q, window = q.mul(temperature), None
+            a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d), window)          # (T, H*D)
+            x = x.add(block.attn_output.mul_mat(a))
+            h = x.rms_norm(c.norm_eps).mul(block.ffn_norm)
+            x = x.add(self._experts(block, h, n) if c.is_moe(i) else self._ffn(
+                block.ffn_gate, block.ffn_up, block.ffn_down, h))
+        x = x.get_rows(inputs.outputs)                                       # (n_out, E)
+        x = x.rms_norm(c.norm_eps).mul(self.output_norm)
+        return self.project(x, inputs)                                       # (n_out, vocab)
+
+    def _temperature(self, positions, n: int):
+        """(T, 1, 1): log(floor((pos + 1) / floor) + 1) * scale + 1."""
+        c = self.config
+        steps = positions.cast("F32").scale(1.0 / c.temperature_floor,
+                                            bias=1.0 / c.temperature_floor).floor()
+        return steps.scale(1.0, bias=1.0).log().scale(c.temperature_scale, bias=1.0) \
+            .reshape(n, 1, 1)
+
+    @staticmethod
+    def _ffn(gate, up, down, h):
+        return down.mul_mat(gate.mul_mat(h).swiglu(up.mul_mat(h)))
+
+    def _experts(self, block, h, n: int):
+        """The chosen expert's output for the token scaled by its sigmoid score, plus the
+        shared expert's."""
+        logits = block.ffn_gate_inp.mul_mat(h)                               # (T, experts)
+        chosen = logits.top_k(1)                                             # (T, 1) int32
+        score = logits.reshape(n, -1, 1).get_rows(chosen).reshape(n, 1).sigmoid()
+        routed = h.mul(score).reshape(n, 1, -1)                              # (T, 1, E)
+        gate = block.ffn_gate_exps.mul_mat_id(routed, chosen)                # (T, 1, F)
+        up = block.ffn_up_exps.mul_mat_id(routed, chosen)
+        out = block.ffn_down_exps.mul_mat_id(gate.swiglu(up), chosen)        # (T, 1, E)
+        shared = self._ffn(block.ffn_gate_shexp, block.ffn_up_shexp, block.ffn_down_shexp, h)
+        return out.reshape(n, -1).add(shared)
