@@ -144,3 +144,51 @@ def test_a_sentencepiece_tokenizer_gives_sentencepieces_ids(tmp_path, backend):
     for text in corpus([]):
         assert ours.encode(text, add_special=False) == theirs.encode(text), text
     assert ours.encode("Hi", add_special=True)[0] == 1
+
+
+def test_llama3_rope_scaling_becomes_frequency_factors(tmp_path, backend):
+    scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 16,
+               "rope_theta": 500000.0}
+    hf = checkpoint("llama", tmp_path / "hf", rope_parameters=scaling)
+    path = convert(hf, tmp_path / "l3.gguf", "f32", progress=False)
+    model, run = executor(path, backend)
+    assert any(t.name == "rope_freqs.weight" for t in model.file.header.tensors)
+    ids = model.tokenizer.encode(PROMPT, add_special=True)
+    ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
+    assert np.abs(ours - reference(hf, ids)).max() < 1e-3
+
+
+def test_sharded_checkpoints_generation_eos_and_chat_template(tmp_path, backend):
+    import torch  # noqa: F401  (save_pretrained shards through torch)
+    from transformers import AutoModelForCausalLM
+
+    hf = checkpoint("qwen2", tmp_path / "hf")
+    model = AutoModelForCausalLM.from_pretrained(hf)
+    model.save_pretrained(tmp_path / "sharded", max_shard_size="100KB")
+    sharded = tmp_path / "sharded"
+    assert (sharded / "model.safetensors.index.json").exists()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (sharded / name).write_bytes((hf / name).read_bytes())
+    config = json.loads((sharded / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{% for m in messages %}{{ m['content'] }}<|im_end|>{% endfor %}"
+    (sharded / "tokenizer_config.json").write_text(json.dumps(config))
+    ids = {t: i for i, t in enumerate(load_model(made_path(hf, tmp_path), backend)
+                                      .tokenizer.vocab.tokens)}
+    (sharded / "generation_config.json").write_text(json.dumps(
+        {"eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]]}))
+    path = convert(sharded, tmp_path / "sharded.gguf", "f32", progress=False)
+    loaded = load_model(path, backend)
+    meta = loaded.metadata
+    assert meta["tokenizer.ggml.eos_token_id"] == ids["<|im_end|>"]       # the list wins
+    assert meta["tokenizer.ggml.eot_token_id"] == ids["<|endoftext|>"]
+    assert meta["tokenizer.chat_template"] == config["chat_template"]
+    kv = CausalCache(loaded.model.cache_layers(), 256, backend, "f32", False)
+    tokens = loaded.tokenizer.encode(PROMPT, add_special=True)
+    ours = Executor(loaded.model, kv, pyggml.Scheduler([backend])).logits(
+        Batch.of_sequence(tokens, 0, all_logits=True))
+    assert np.abs(ours - reference(hf, tokens)).max() < 1e-3
+
+
+def made_path(hf, tmp_path):
+    return convert(hf, tmp_path / "plain.gguf", "f32", progress=False)
