@@ -151,8 +151,8 @@ class Model:
         finally:
             request.cancel()             # a generator closed early frees its slot
 
-    def close(self) -> None:
-        self.engine.stop()
+    def close(self, message: str = "The model was closed.") -> None:
+        self.engine.stop(message)
         self.scheduler.close()
         self.kv.buffer.close()
         self.loaded.file.close()

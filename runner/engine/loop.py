@@ -66,6 +66,7 @@ class Engine:
         self._turn = 0
         self._cond = threading.Condition()
         self._accepting, self._stopping = True, False
+        self._stop_message = "The runner stopped."
         self._thread: threading.Thread | None = None
 
     @property
@@ -124,9 +125,10 @@ class Engine:
                 active.request.cancel(message)
             self._cond.notify()
 
-    def stop(self) -> None:
+    def stop(self, message: str = "The runner stopped.") -> None:
+        """End the loop; active sequences end with an error event carrying message."""
         with self._cond:
-            self._stopping = True
+            self._stopping, self._stop_message = True, message
             self._cond.notify()
         if self._thread is not None:
             self._thread.join()
@@ -145,7 +147,7 @@ class Engine:
                 if self._stopping:
                     self.executor.scheduler.wait()
                     for active in self.active:
-                        active.fail("The runner stopped.")
+                        active.fail(self._stop_message)
                     return
             try:
                 self._iterate()

@@ -123,9 +123,9 @@ class RunnerState:
             self.status = Status.LAUNCHED
         if engine is not None:
             engine.drain()
-            engine.end_active("The model was closed.")
         if model is not None:
-            model.close()
+            model.close("The model was closed.")
+        self.progress = 0.0
 
     def health(self) -> tuple[Status, float]:
         if self.status == Status.READY and self.engine is not None and self.engine.busy:

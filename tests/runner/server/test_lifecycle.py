@@ -66,6 +66,18 @@ def test_health_reports_no_free_slot_while_busy(driven):
     assert not queued.is_alive() and rest[-1]["eval_count"] == 64
 
 
+def test_closing_the_model_ends_streams_with_an_error_line(driven):
+    endless = {"Prompt": "1, 2, 3, 4, 5,", "Options": {"temperature": 0, "num_predict": -1}}
+    with driven.client.stream("POST", "/completion", json=endless) as response:
+        lines = response.iter_lines()
+        assert "content" in json.loads(next(lines))
+        assert load(driven, 3).json()["Success"]
+        rest = [json.loads(line) for line in lines if line]
+    assert rest[-1] == {"error": "The model was closed."}
+    assert driven.health() == {"status": 2, "progress": 0.0}
+    assert load(driven, 2, Parallel=1, KvSize=1024).json()["Success"]
+
+
 def test_sigterm_finishes_short_streams_ends_long_ones_and_exits_0(driven):
     short = {"Prompt": "Hi", "Options": {"num_predict": 24}}
     endless = {"Prompt": "1, 2, 3, 4, 5,", "Options": {"temperature": 0, "num_predict": -1}}
