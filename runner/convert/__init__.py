@@ -50,31 +50,28 @@ def convert(hf_dir, out, outtype: str = "f16", progress: bool = True) -> Path:
         arch.hparams(writer, checkpoint.config, h, checkpoint.dir)
     write_tokenizer(writer, checkpoint, h.vocab, arch.space_prefix)
     encoded = {}
-    for name, load in tensors.items():
-        shape = expected_shape(name, h)
-        data = load()
-        if shape is not None and data.shape != shape:
-            raise CheckpointError(f"The tensor {name} has shape {data.shape}, but config.json "
-                                  f"implies {shape}.")
-        encoded[name] = None
-        kind = OUTTYPES[outtype] if data.ndim > 1 and name not in KEEP_F32 else \
+    for name, (shape, _) in tensors.items():         # shapes only: the data is read once
+        implied = expected_shape(name, h)
+        if implied is not None and shape != implied:
+            raise CheckpointError(f"The tensor {name} has shape {shape}, but config.json "
+                                  f"implies {implied}.")
+        kind = OUTTYPES[outtype] if len(shape) > 1 and name not in KEEP_F32 else \
             gguf.GGMLQuantizationType.F32
-        nbytes = pyggml.GGMLType(int(kind)).row_size(data.shape[-1]) * \
-            int(np.prod(data.shape[:-1]))
-        writer.add_tensor_info(name, data.shape, np.dtype(np.float32), nbytes, raw_dtype=kind)
+        nbytes = pyggml.GGMLType(int(kind)).row_size(shape[-1]) * int(np.prod(shape[:-1]))
+        writer.add_tensor_info(name, shape, np.dtype(np.float32), nbytes, raw_dtype=kind)
         encoded[name] = kind
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
-    for name, load in tqdm(tensors.items(), desc="converting", unit="tensor",
-                           disable=not progress):
+    for name, (_, load) in tqdm(tensors.items(), desc="converting", unit="tensor",
+                                disable=not progress):
         writer.write_tensor_data(_encode(load(), encoded[name]))
     writer.close()
     return out
 
 
 def _tensor_plan(checkpoint: Checkpoint, arch, h: Hyper) -> dict:
-    """GGUF name -> loader of the float32 data, in file order."""
+    """GGUF name -> (shape, loader of the float32 data), in file order."""
     names = gguf.get_tensor_name_map(arch.arch, h.layers)
     plan = {}
     for entry in checkpoint.tensors.values():
@@ -87,9 +84,10 @@ def _tensor_plan(checkpoint: Checkpoint, arch, h: Hyper) -> dict:
         name = names.get_name(entry.name, try_suffixes=(".weight", ".bias"))
         if name is None:
             raise CheckpointError(f"The tensor {entry.name} has no GGUF name for {arch.name}.")
-        plan[name] = lambda entry=entry, name=name: transform(arch, name, entry.load(), h)
+        plan[name] = (entry.shape,
+                      lambda entry=entry, name=name: transform(arch, name, entry.load(), h))
     for name, array in extra_tensors(h).items():
-        plan[name] = lambda array=array: array
+        plan[name] = (array.shape, lambda array=array: array)
     if "token_embd.weight" not in plan:
         raise CheckpointError("The checkpoint has no token embeddings.")
     if checkpoint.config.get("tie_word_embeddings") and "output.weight" in plan and \
@@ -99,7 +97,7 @@ def _tensor_plan(checkpoint: Checkpoint, arch, h: Hyper) -> dict:
 
 
 def _same(checkpoint, plan) -> bool:
-    return np.array_equal(plan["output.weight"](), plan["token_embd.weight"]())
+    return np.array_equal(plan["output.weight"][1](), plan["token_embd.weight"][1]())
 
 
 def _encode(data: np.ndarray, kind) -> np.ndarray:

@@ -96,7 +96,7 @@ FUSED_EXPERTS = re.compile(r"layers\.(\d+)\.feed_forward\.experts\.(gate_up_proj
 
 def llama4_split(entry) -> dict | None:
     """HF's fused expert tensors, (experts, in, out), into llama.cpp's (experts, out, in):
-    gate_up_proj's halves are the gate and the up projection."""
+    gate_up_proj's halves are the gate and the up projection. GGUF name -> (shape, loader)."""
     found = FUSED_EXPERTS.search(entry.name)
     if found is None:
         return None
@@ -106,11 +106,13 @@ def llama4_split(entry) -> dict | None:
         return lambda: np.ascontiguousarray(
             np.split(entry.load(), 2, axis=-1)[index].transpose(0, 2, 1))
 
+    experts, rows, columns = entry.shape
     if kind == "gate_up_proj":
-        return {f"blk.{layer}.ffn_gate_exps.weight": part(0),
-                f"blk.{layer}.ffn_up_exps.weight": part(1)}
-    return {f"blk.{layer}.ffn_down_exps.weight":
-            lambda: np.ascontiguousarray(entry.load().transpose(0, 2, 1))}
+        half = (experts, columns // 2, rows)
+        return {f"blk.{layer}.ffn_gate_exps.weight": (half, part(0)),
+                f"blk.{layer}.ffn_up_exps.weight": (half, part(1))}
+    return {f"blk.{layer}.ffn_down_exps.weight": (
+        (experts, columns, rows), lambda: np.ascontiguousarray(entry.load().transpose(0, 2, 1)))}
 
 
 @dataclass(frozen=True)
