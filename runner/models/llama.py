@@ -80,23 +80,32 @@ class Llama(Transformer):
         return cls(cls.config_class.from_metadata(meta, meta["general.architecture"]), weights)
 
     def __init__(self, config: LlamaConfig, weights: Weights):
-        c = self.config = config
-        q_dim, kv_dim = c.heads * c.head_dim, c.kv_heads * c.head_dim
+        self.config = config
         self.bind_ends(weights)
         self.rope_freqs = weights.optional("rope_freqs.weight")
-        self.blocks = []
-        for i in range(c.layers):
-            block = Layer()
-            weights.bind(block, f"blk.{i}.", {
-                "attn_norm": (c.embd,), "attn_q": (q_dim, c.embd), "attn_k": (kv_dim, c.embd),
-                "attn_v": (kv_dim, c.embd), "attn_output": (c.embd, q_dim),
-                "ffn_norm": (c.embd,), "ffn_gate": (c.ffn, c.embd), "ffn_up": (c.ffn, c.embd),
-                "ffn_down": (c.embd, c.ffn)}, optional={
-                "attn_q_norm": (c.head_dim,), "attn_k_norm": (c.head_dim,)})
-            for name, dim in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
-                setattr(block, f"attn_{name}_bias",
-                        weights.optional(f"blk.{i}.attn_{name}.bias", (dim,)))
-            self.blocks.append(block)
+        self.blocks = [self._bind_block(weights, i) for i in range(config.layers)]
+
+    def _bind_block(self, weights: Weights, i: int) -> Layer:
+        c = self.config
+        block = self._bind_attention(weights, i)
+        weights.bind(block, f"blk.{i}.", {
+            "ffn_gate": (c.ffn, c.embd), "ffn_up": (c.ffn, c.embd), "ffn_down": (c.embd, c.ffn)})
+        return block
+
+    def _bind_attention(self, weights: Weights, i: int) -> Layer:
+        """A block's attention weights (optional biases and Q/K norms) and its FFN norm."""
+        c = self.config
+        q_dim, kv_dim = c.heads * c.head_dim, c.kv_heads * c.head_dim
+        block = Layer()
+        weights.bind(block, f"blk.{i}.", {
+            "attn_norm": (c.embd,), "attn_q": (q_dim, c.embd), "attn_k": (kv_dim, c.embd),
+            "attn_v": (kv_dim, c.embd), "attn_output": (c.embd, q_dim),
+            "ffn_norm": (c.embd,)}, optional={
+            "attn_q_norm": (c.head_dim,), "attn_k_norm": (c.head_dim,)})
+        for name, dim in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
+            setattr(block, f"attn_{name}_bias",
+                    weights.optional(f"blk.{i}.attn_{name}.bias", (dim,)))
+        return block
 
     @staticmethod
     def _project(weight, bias, norm, h, heads: int, head_dim: int, eps: float):

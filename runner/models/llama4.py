@@ -56,31 +56,23 @@ class Llama4(Llama):
     config_class = Llama4Config
 
     def __init__(self, config: Llama4Config, weights):
-        c = self.config = config
-        if c.experts_used != 1:
-            raise ModelError(f"Llama 4 routes each token to one expert, not {c.experts_used}.")
-        q_dim, kv_dim = c.heads * c.head_dim, c.kv_heads * c.head_dim
-        self.bind_ends(weights)
-        self.rope_freqs = weights.optional("rope_freqs.weight")
-        self.blocks = []
-        for i in range(c.layers):
-            block = Layer()
-            weights.bind(block, f"blk.{i}.", {
-                "attn_norm": (c.embd,), "attn_q": (q_dim, c.embd), "attn_k": (kv_dim, c.embd),
-                "attn_v": (kv_dim, c.embd), "attn_output": (c.embd, q_dim),
-                "ffn_norm": (c.embd,)})
-            if c.is_moe(i):
-                e, f = c.experts, c.expert_ffn
-                weights.bind(block, f"blk.{i}.", {
-                    "ffn_gate_inp": (e, c.embd), "ffn_gate_exps": (e, f, c.embd),
-                    "ffn_up_exps": (e, f, c.embd), "ffn_down_exps": (e, c.embd, f),
-                    "ffn_gate_shexp": (f, c.embd), "ffn_up_shexp": (f, c.embd),
-                    "ffn_down_shexp": (c.embd, f)})
-            else:
-                weights.bind(block, f"blk.{i}.", {
-                    "ffn_gate": (c.ffn, c.embd), "ffn_up": (c.ffn, c.embd),
-                    "ffn_down": (c.embd, c.ffn)})
-            self.blocks.append(block)
+        if config.experts_used != 1:
+            raise ModelError("Llama 4 routes each token to one expert, not "
+                             f"{config.experts_used}.")
+        super().__init__(config, weights)
+
+    def _bind_block(self, weights, i: int) -> Layer:
+        c = self.config
+        if not c.is_moe(i):
+            return super()._bind_block(weights, i)
+        block = self._bind_attention(weights, i)
+        e, f = c.experts, c.expert_ffn
+        weights.bind(block, f"blk.{i}.", {
+            "ffn_gate_inp": (e, c.embd), "ffn_gate_exps": (e, f, c.embd),
+            "ffn_up_exps": (e, f, c.embd), "ffn_down_exps": (e, c.embd, f),
+            "ffn_gate_shexp": (f, c.embd), "ffn_up_shexp": (f, c.embd),
+            "ffn_down_shexp": (c.embd, f)})
+        return block
 
     def windows(self) -> tuple:
         return (None, ("chunk", self.config.chunk))
