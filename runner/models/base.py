@@ -72,8 +72,13 @@ class Transformer:
     config_class: type
 
     @classmethod
+    def config_of(cls, meta: dict):
+        """The hyper-parameters the model reads from GGUF metadata (no weights needed)."""
+        return cls.config_class.from_metadata(meta)
+
+    @classmethod
     def from_metadata(cls, meta: dict, weights: Weights):
-        return cls(cls.config_class.from_metadata(meta), weights)
+        return cls(cls.config_of(meta), weights)
 
     def bind_ends(self, weights: Weights) -> None:
         """token_embd, output_norm, and output (the embeddings when the file ties them)."""
@@ -87,9 +92,13 @@ class Transformer:
         the graph makes embeddings."""
         return x if inputs.embeddings else self.output.mul_mat(x)
 
+    @classmethod
+    def layer_shapes(cls, config) -> list[LayerShape]:
+        """The KV cache's shape per layer for config."""
+        return [LayerShape(config.kv_heads, config.head_dim, config.head_dim)] * config.layers
+
     def cache_layers(self) -> list[LayerShape]:
-        c = self.config
-        return [LayerShape(c.kv_heads, c.head_dim, c.head_dim)] * c.layers
+        return self.layer_shapes(self.config)
 
     def windows(self) -> tuple:
         return (None,)

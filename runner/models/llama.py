@@ -76,8 +76,8 @@ class Llama(Transformer):
     rope_mode = "normal"     # llama.cpp's converter permutes Q and K for interleaved rope
 
     @classmethod
-    def from_metadata(cls, meta: dict, weights: Weights):
-        return cls(cls.config_class.from_metadata(meta, meta["general.architecture"]), weights)
+    def config_of(cls, meta: dict):
+        return cls.config_class.from_metadata(meta, meta["general.architecture"])
 
     def __init__(self, config: LlamaConfig, weights: Weights):
         self.config = config

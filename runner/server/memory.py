@@ -13,7 +13,9 @@ import re
 
 import pyggml
 
+from ..kvcache import LayerShape
 from ..kvcache.causal import CACHE_TYPES
+from ..models import model_class
 
 BLOCK = re.compile(r"^blk\.(\d+)\.")
 OUTPUT_TENSORS = ("output.weight", "output_norm.weight")
@@ -37,44 +39,32 @@ def weights_by_layer(gguf_file: pyggml.GGUFFile, layers: int) -> tuple[int, list
     return inputs, per_layer
 
 
-def _hyper(meta: dict) -> dict:
-    arch = meta["general.architecture"]
-    get = lambda key, default=None: meta.get(f"{arch}.{key}", default)  # noqa: E731
-    heads = get("attention.head_count")
-    embd = get("embedding_length")
-    head_dim = get("attention.key_length", embd // heads)
-    tokens = meta.get("tokenizer.ggml.tokens")
-    return dict(layers=get("block_count"), embd=embd, heads=heads,
-                kv_heads=get("attention.head_count_kv", heads), head_dim=head_dim,
-                v_dim=get("attention.value_length", head_dim),
-                ffn=get("feed_forward_length"), vocab=len(tokens) if tokens else 0,
-                context=get("context_length", 2048))
-
-
-def cache_by_layer(h: dict, cells: int, cache_type: str) -> list[int]:
+def cache_by_layer(shapes: list[LayerShape], cells: int, cache_type: str) -> list[int]:
+    """Bytes of K and V per layer, as CausalCache allocates them."""
     ggml_type = pyggml.GGMLType[CACHE_TYPES[cache_type]]
-    row = ggml_type.row_size(h["kv_heads"] * h["head_dim"]) + \
-        ggml_type.row_size(h["kv_heads"] * h["v_dim"])
-    return [cells * row] * h["layers"]
+    return [cells * (ggml_type.row_size(s.kv_heads * s.head_dim) +
+                     ggml_type.row_size(s.kv_heads * s.v_dim)) for s in shapes]
 
 
-def graph_estimate(h: dict, batch: int, cells: int, flash: bool) -> int:
+def graph_estimate(c, batch: int, cells: int, flash: bool) -> int:
     """An upper estimate of the compute buffer: a full batch's activations and logits, and
     without flash attention its attention scores over every cell (twice: before and after
     the softmax)."""
-    activations = 4 * batch * (h["vocab"] + 8 * h["embd"] + 3 * h["ffn"])
-    scores = 0 if flash else 2 * 4 * h["heads"] * batch * cells
+    activations = 4 * batch * (c.vocab + 8 * c.embd + 3 * c.ffn)
+    scores = 0 if flash else 2 * 4 * c.heads * batch * cells
     return activations + scores
 
 
 def memory_report(gguf_file: pyggml.GGUFFile, layout, model=None) -> dict:
-    h = _hyper(gguf_file.metadata)
-    inputs, weights = weights_by_layer(gguf_file, h["layers"])
-    per_seq = min(layout.ctx_size // layout.parallel, h["context"])
+    meta = gguf_file.metadata
+    architecture = model_class(meta.get("general.architecture"))
+    c = architecture.config_of(meta)                     # as the model reads it
+    inputs, weights = weights_by_layer(gguf_file, c.layers)
+    per_seq = min(layout.ctx_size // layout.parallel, c.context)
     cells = per_seq * layout.parallel
     if model is None:
-        cache = cache_by_layer(h, cells, layout.kv_cache_type)
-        graph = graph_estimate(h, min(layout.batch_size, cells), cells, layout.flash)
+        cache = cache_by_layer(architecture.layer_shapes(c), cells, layout.kv_cache_type)
+        graph = graph_estimate(c, min(layout.batch_size, cells), cells, layout.flash)
     else:
         cache = [t.nbytes + v.nbytes for t, v in zip(model.kv.k, model.kv.v)]
         graph = model.scheduler.buffer_size(model.backend)
