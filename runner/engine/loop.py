@@ -176,7 +176,8 @@ class Engine:
     def _reap(self) -> None:
         """Drop sequences whose client went away (done reason 'closed') or that were cut
         short (an error event)."""
-        self.waiting = deque(r for r in self.waiting if not r.cancelled.is_set())
+        if any(r.cancelled.is_set() for r in self.waiting):
+            self.waiting = deque(r for r in self.waiting if not r.cancelled.is_set())
         for active in list(self.active):
             if active.request.cancelled.is_set():
                 if active.request.abort_message:
