@@ -39,6 +39,9 @@ UNARY = {
     "floor": (lib.safe_ggml_floor, "The largest integer not above x."),
     "sum_rows": (lib.safe_ggml_sum_rows, "Sum over the last dimension, kept as size 1."),
     "mean": (lib.safe_ggml_mean, "Mean over the last dimension, kept as size 1."),
+    "geglu_halves": (lib.safe_ggml_geglu, "gelu(first half of each row) * its second half, "
+                                          "halving the last dimension (a fused gate_up's "
+                                          "output)."),
 }
 GATED = {
     "swiglu": (lib.safe_ggml_swiglu_split, "silu(self) * up, fused (a SwiGLU FFN's gate)."),

@@ -45,6 +45,7 @@ struct ggml_tensor * ggml_log(struct ggml_context * ctx, struct ggml_tensor * a)
 struct ggml_tensor * ggml_floor(struct ggml_context * ctx, struct ggml_tensor * a);
 struct ggml_tensor * ggml_swiglu_split(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
 struct ggml_tensor * ggml_geglu_split(struct ggml_context * ctx, struct ggml_tensor * a, struct ggml_tensor * b);
+struct ggml_tensor * ggml_geglu(struct ggml_context * ctx, struct ggml_tensor * a);
 struct ggml_tensor * ggml_sum_rows(struct ggml_context * ctx, struct ggml_tensor * a);
 struct ggml_tensor * ggml_mean(struct ggml_context * ctx, struct ggml_tensor * a);
 struct ggml_tensor * ggml_argsort(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_sort_order order);

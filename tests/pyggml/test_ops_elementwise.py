@@ -113,3 +113,12 @@ def test_fused_gates_equal_activation_times_up(compute, rng, name, activation):
     fused, separate = compute(lambda g, u: (getattr(g, name)(u), getattr(g, activation)().mul(u)),
                               gate, up)
     np.testing.assert_array_equal(fused, separate)
+
+
+def test_geglu_halves_gates_the_second_half_by_the_first(compute, rng):
+    gate_up = f32(rng, 3, 2, 64, scale=3)            # (..., 2F): gate, then up
+    fused, separate = compute(lambda t: (t.geglu_halves(), t.view(
+        (3, 2, 32), strides=t.strides).gelu().mul(t.view((3, 2, 32), offset=32 * 4,
+                                                          strides=t.strides))), gate_up)
+    assert fused.shape == (3, 2, 32)
+    np.testing.assert_array_equal(fused, separate)
