@@ -17,8 +17,8 @@ from tqdm import tqdm
 
 import pyggml
 
-from .architectures import (Hyper, architecture_of, expected_shape, extra_tensors, transform,
-                            write_hparams)
+from .architectures import architecture_of, transform, unwrap_multimodal
+from .hyper import Hyper, write_hparams
 from .checkpoint import Checkpoint, CheckpointError
 from .vocab import write_tokenizer
 
@@ -28,7 +28,9 @@ OUTTYPES = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationTy
             "bf16": gguf.GGMLQuantizationType.BF16, "q8_0": gguf.GGMLQuantizationType.Q8_0}
 # buffers and heads the runner does not use (llama.cpp's converter skips them too)
 SKIPPED = ("rotary_emb.inv_freq", "position_ids", "pooler.", "cls.predictions")
-KEEP_F32 = {"token_types.weight"}          # read as a row and added: stays F32
+# F32 whatever the output type, as llama.cpp's converter keeps them: token types are read
+# as a row and added; an expert router's small errors would flip which experts it picks
+KEEP_F32 = ("token_types.weight", "ffn_gate_inp.weight")
 FILE_TYPES = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
               "bf16": gguf.LlamaFileType.MOSTLY_BF16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
 
@@ -38,8 +40,9 @@ def convert(hf_dir, out, outtype: str = "f16", progress: bool = True) -> Path:
         raise ValueError(f"Unknown output type {outtype!r}; choose one of "
                          f"{', '.join(OUTTYPES)}.")
     checkpoint = Checkpoint(hf_dir)
+    unwrap_multimodal(checkpoint)
     arch = architecture_of(checkpoint.config)
-    h = Hyper.of(checkpoint.config)
+    h = arch.hyper_of(checkpoint.config)
     tensors = _tensor_plan(checkpoint, arch, h)
     out = Path(out)
     writer = gguf.GGUFWriter(str(out), arch.name)
@@ -51,11 +54,11 @@ def convert(hf_dir, out, outtype: str = "f16", progress: bool = True) -> Path:
     write_tokenizer(writer, checkpoint, h.vocab, arch.space_prefix)
     encoded = {}
     for name, (shape, _) in tensors.items():         # shapes only: the data is read once
-        implied = expected_shape(name, h)
+        implied = arch.shape_of(name, h, checkpoint.config)
         if implied is not None and shape != implied:
             raise CheckpointError(f"The tensor {name} has shape {shape}, but config.json "
                                   f"implies {implied}.")
-        kind = OUTTYPES[outtype] if len(shape) > 1 and name not in KEEP_F32 else \
+        kind = OUTTYPES[outtype] if len(shape) > 1 and not name.endswith(KEEP_F32) else \
             gguf.GGMLQuantizationType.F32
         nbytes = pyggml.GGMLType(int(kind)).row_size(shape[-1]) * int(np.prod(shape[:-1]))
         writer.add_tensor_info(name, shape, np.dtype(np.float32), nbytes, raw_dtype=kind)
@@ -84,9 +87,11 @@ def _tensor_plan(checkpoint: Checkpoint, arch, h: Hyper) -> dict:
         name = names.get_name(entry.name, try_suffixes=(".weight", ".bias"))
         if name is None:
             raise CheckpointError(f"The tensor {entry.name} has no GGUF name for {arch.name}.")
+        if not name.endswith((".weight", ".bias")):    # a parameter named without .weight
+            name += ".weight"
         plan[name] = (entry.shape,
                       lambda entry=entry, name=name: transform(arch, name, entry.load(), h))
-    for name, array in extra_tensors(h).items():
+    for name, array in arch.extra_of(checkpoint.config, h).items():
         plan[name] = (array.shape, lambda array=array: array)
     if "token_embd.weight" not in plan:
         raise CheckpointError("The checkpoint has no token embeddings.")

@@ -5,15 +5,16 @@ tables), so files are interchangeable with its converter's."""
 from __future__ import annotations
 
 import json
-import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import gguf
 import numpy as np
 
 from .checkpoint import CheckpointError
+from .gemma4 import gemma4_extra, gemma4_hparams, gemma4_hyper, gemma4_shape, gemma4_split
+from .hyper import Hyper, expected_shape, extra_tensors
 
 
 def gemma3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
@@ -123,10 +124,23 @@ class Architecture:
     space_prefix: bool = True       # SentencePiece: a space before the text (not Gemma's)
     hparams: Callable | None = None  # what the architecture writes beyond the common keys
     split: Callable | None = None    # a checkpoint tensor -> {GGUF name: loader}, or None
+    hyper: Callable | None = None    # (config, Hyper) -> the Hyper its common keys are from
+    shape: Callable | None = None    # (name, Hyper, config) -> shape, for per-layer shapes
+    extra: Callable | None = None    # (config, Hyper) -> tensors the checkpoint lacks
 
     @property
     def name(self) -> str:
         return gguf.MODEL_ARCH_NAMES[self.arch]
+
+    def hyper_of(self, config: dict) -> Hyper:
+        h = Hyper.of(config)
+        return self.hyper(config, h) if self.hyper else h
+
+    def shape_of(self, name: str, h: Hyper, config: dict) -> tuple[int, ...] | None:
+        return self.shape(name, h, config) if self.shape else expected_shape(name, h)
+
+    def extra_of(self, config: dict, h: Hyper) -> dict[str, np.ndarray]:
+        return {**extra_tensors(h), **(self.extra(config, h) if self.extra else {})}
 
 
 # config.json model_type -> architecture
@@ -136,94 +150,45 @@ ARCHITECTURES = {
     "qwen3": Architecture(gguf.MODEL_ARCH.QWEN3),
     "gemma3_text": Architecture(gguf.MODEL_ARCH.GEMMA3, norm_shift=1.0, space_prefix=False,
                                 hparams=gemma3_hparams),
+    "gemma4_text": Architecture(gguf.MODEL_ARCH.GEMMA4, space_prefix=False,
+                                hparams=gemma4_hparams, split=gemma4_split, hyper=gemma4_hyper,
+                                shape=gemma4_shape, extra=gemma4_extra),
     "bert": Architecture(gguf.MODEL_ARCH.BERT, hparams=bert_hparams),
     "llama4_text": Architecture(gguf.MODEL_ARCH.LLAMA4, hparams=llama4_hparams,
                                 split=llama4_split),
 }
+# multimodal checkpoints whose text model we convert: model_type -> the text model's type.
+# Their config.json nests its config under text_config and their text tensors live under
+# model.language_model.; the other towers' tensors are left out.
+MULTIMODAL = {"gemma4": "gemma4_text"}
+TEXT_PREFIX = "model.language_model."
+
+
+def unwrap_multimodal(checkpoint) -> None:
+    """Make a multimodal checkpoint look like its text model's own (in place)."""
+    config = checkpoint.config
+    text_type = MULTIMODAL.get(config.get("model_type"))
+    if text_type is None:
+        return
+    if "text_config" not in config:
+        raise CheckpointError(f"This {config['model_type']} checkpoint's config.json has no "
+                              "text_config.")
+    outer = {k: v for k, v in config.items() if k not in ("text_config", "model_type")}
+    checkpoint.config = {**outer, **config["text_config"], "model_type": text_type}
+    text = {}
+    for name, entry in checkpoint.tensors.items():
+        if name.startswith(TEXT_PREFIX):
+            text_name = "model." + name[len(TEXT_PREFIX):]
+            text[text_name] = replace(entry, name=text_name)
+    checkpoint.tensors = text
 
 
 def architecture_of(config: dict) -> Architecture:
     kind = config.get("model_type")
     if kind not in ARCHITECTURES:
         raise CheckpointError(f"The architecture {kind!r} is not supported; supported: "
-                              f"{', '.join(ARCHITECTURES)}.")
+                              f"{', '.join([*ARCHITECTURES, *MULTIMODAL])}.")
     return ARCHITECTURES[kind]
-
-
-@dataclass(frozen=True)
-class Hyper:
-    layers: int
-    embd: int
-    ffn: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    context: int
-    eps: float
-    rope_theta: float
-    rope_scaling: dict | None
-
-    @classmethod
-    def of(cls, c: dict) -> "Hyper":
-        try:
-            heads = c["num_attention_heads"]
-            rope = c.get("rope_parameters") or {}
-            rope = rope.get("full_attention", rope)          # per layer type (Gemma 3)
-            scaling = c.get("rope_scaling") or (rope if rope.get("rope_type") not in
-                                                (None, "default") else None)
-            return cls(layers=c["num_hidden_layers"], embd=c["hidden_size"],
-                       ffn=c.get("intermediate_size_mlp") or c["intermediate_size"],
-                       heads=heads,
-                       kv_heads=c.get("num_key_value_heads") or heads,
-                       head_dim=c.get("head_dim") or c["hidden_size"] // heads,
-                       vocab=c["vocab_size"], context=c.get("max_position_embeddings", 2048),
-                       eps=c.get("rms_norm_eps", 1e-6),
-                       rope_theta=c.get("rope_theta") or rope.get("rope_theta", 10000.0),
-                       rope_scaling=scaling)
-        except KeyError as missing:
-            raise CheckpointError(f"config.json lacks {missing}.") from None
-
-
-def write_hparams(writer: gguf.GGUFWriter, h: Hyper) -> None:
-    writer.add_block_count(h.layers)
-    writer.add_context_length(h.context)
-    writer.add_embedding_length(h.embd)
-    writer.add_feed_forward_length(h.ffn)
-    writer.add_head_count(h.heads)
-    writer.add_head_count_kv(h.kv_heads)
-    writer.add_key_length(h.head_dim)
-    writer.add_value_length(h.head_dim)
-    writer.add_rope_dimension_count(h.head_dim)
-    writer.add_rope_freq_base(float(h.rope_theta))
-    writer.add_layer_norm_rms_eps(float(h.eps))
-    writer.add_vocab_size(h.vocab)
-    scaling = h.rope_scaling or {}
-    if scaling.get("rope_type", scaling.get("type")) == "linear":
-        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
-        writer.add_rope_scaling_factor(float(scaling["factor"]))
-
-
-def extra_tensors(h: Hyper) -> dict[str, np.ndarray]:
-    """Llama 3 rope scaling becomes per-frequency factors (rope_freqs), as llama.cpp does."""
-    s = h.rope_scaling
-    if not s or s.get("rope_type", s.get("type")) != "llama3":
-        return {}
-    factor = s["factor"]
-    low, high = s.get("low_freq_factor", 1.0), s.get("high_freq_factor", 4.0)
-    old_context = s.get("original_max_position_embeddings", 8192)
-    freqs = 1.0 / h.rope_theta ** (np.arange(0, h.head_dim, 2) / h.head_dim)
-    factors = []
-    for freq in freqs:
-        wavelen = 2 * math.pi / freq
-        if wavelen < old_context / high:
-            factors.append(1.0)
-        elif wavelen > old_context / low:
-            factors.append(factor)
-        else:
-            smooth = (old_context / wavelen - low) / (high - low)
-            factors.append(1 / ((1 - smooth) / factor + smooth))
-    return {"rope_freqs.weight": np.array(factors, dtype=np.float32)}
 
 
 def permute(weights: np.ndarray, heads: int) -> np.ndarray:
@@ -240,20 +205,3 @@ def transform(arch: Architecture, name: str, data: np.ndarray, h: Hyper) -> np.n
     if arch.permute_qk and name.endswith("attn_k.weight"):
         return permute(data, h.kv_heads)
     return data
-
-
-def expected_shape(name: str, h: Hyper) -> tuple[int, ...] | None:
-    """The shape (numpy order) the config implies for a GGUF tensor, or None if unknown."""
-    q, kv = h.heads * h.head_dim, h.kv_heads * h.head_dim
-    base = name.split(".", 2)[-1] if name.startswith("blk.") else name
-    return {
-        "token_embd.weight": (h.vocab, h.embd), "output.weight": (h.vocab, h.embd),
-        "output_norm.weight": (h.embd,), "attn_norm.weight": (h.embd,),
-        "ffn_norm.weight": (h.embd,), "attn_q.weight": (q, h.embd),
-        "attn_k.weight": (kv, h.embd), "attn_v.weight": (kv, h.embd),
-        "attn_output.weight": (h.embd, q), "attn_q.bias": (q,), "attn_k.bias": (kv,),
-        "attn_v.bias": (kv,), "attn_q_norm.weight": (h.head_dim,),
-        "attn_k_norm.weight": (h.head_dim,), "post_attention_norm.weight": (h.embd,),
-        "post_ffw_norm.weight": (h.embd,), "ffn_gate.weight": (h.ffn, h.embd),
-        "ffn_up.weight": (h.ffn, h.embd), "ffn_down.weight": (h.embd, h.ffn),
-    }.get(base)

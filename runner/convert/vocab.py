@@ -4,6 +4,8 @@ tokenizer.model (SentencePiece, read with the sentencepiece library) becomes
 tokenizer.ggml.model "llama" with each piece's score and kind. Otherwise tokenizer.json
 with a BPE model becomes tokenizer.ggml.model "gpt2"; its pre-tokenizer's
 regular expressions name tokenizer.ggml.pre (the names runner/tokenizer/bpe.py knows).
+A BPE over SentencePiece-style text (spaces as U+2581, byte fallback), as Gemma 4's is,
+becomes tokenizer.ggml.model "gemma4", as llama.cpp names it.
 Added tokens marked special are CONTROL, the other added tokens USER_DEFINED; ids the
 config's vocabulary size reserves beyond the tokenizer's are padding, UNUSED.
 """
@@ -11,6 +13,7 @@ config's vocabulary size reserves beyond the tokenizer's are padding, UNUSED.
 from __future__ import annotations
 
 import json
+import re
 
 import gguf
 
@@ -18,6 +21,8 @@ from ..tokenizer.bpe import GPT2, PRE_TOKENIZERS
 from ..tokenizer.vocab import TokenType
 from .checkpoint import Checkpoint, CheckpointError
 
+SPACE = "\u2581"
+BYTE_TOKEN = re.compile(r"<0x[0-9A-F]{2}>")
 # the name written when several share the same expressions (llama.cpp's usual choice)
 PREFERRED = ["llama-bpe", "qwen2", "gpt-2", "smollm", "default"]
 
@@ -129,6 +134,7 @@ def _write_bpe(writer, checkpoint: Checkpoint, vocab_size: int) -> None:
     model = spec["model"]
     if model["type"] != "BPE":
         raise CheckpointError(f"The tokenizer is {model['type']}; this converter reads BPE.")
+    sentence = _sentencepiece_style(spec)
     ids = dict(model["vocab"])
     special = set()
     for added in spec.get("added_tokens", []):
@@ -142,16 +148,39 @@ def _write_bpe(writer, checkpoint: Checkpoint, vocab_size: int) -> None:
     for text, i in ids.items():
         tokens[i] = text
         types[i] = TokenType.CONTROL if text in special else \
-            TokenType.USER_DEFINED if text in user else TokenType.NORMAL
+            TokenType.USER_DEFINED if text in user else \
+            TokenType.BYTE if sentence and BYTE_TOKEN.fullmatch(text) else TokenType.NORMAL
     merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre(pre_tokenizer_name(spec.get("pre_tokenizer"),
-                                                bool(model.get("ignore_merges", False))))
+    if sentence:
+        writer.add_tokenizer_model("gemma4")
+        writer.add_tokenizer_pre("gemma4")
+        writer.add_add_space_prefix(False)
+    else:
+        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_pre(pre_tokenizer_name(spec.get("pre_tokenizer"),
+                                                    bool(model.get("ignore_merges", False))))
     writer.add_token_list(tokens)
     writer.add_token_types([int(t) for t in types])
     writer.add_token_merges(merges)
     checkpoint.tokenizer_post_processor = spec.get("post_processor")
     _special_ids(writer, checkpoint, ids)
+
+
+def _sentencepiece_style(spec: dict) -> bool:
+    """A BPE over SentencePiece-style text: spaces replaced by U+2581 (no space before the
+    text) and bytes as <0xNN> fallback tokens, as Gemma 4's tokenizer.json is. llama.cpp
+    names this tokenizer "gemma4" and splits such text only at newlines."""
+    if not spec["model"].get("byte_fallback"):
+        return False
+    normalizer = spec.get("normalizer") or {}
+    steps = normalizer.get("normalizers", [normalizer]) if normalizer.get("type") == \
+        "Sequence" else [normalizer]
+    if any(step.get("type") == "Prepend" for step in steps):
+        raise CheckpointError("This tokenizer.json puts a space before the text (a "
+                              "SentencePiece-style BPE like Llama 2's); the converter reads "
+                              "that kind from tokenizer.model only.")
+    return any(step.get("type") == "Replace" and step.get("pattern", {}).get("String") == " "
+               and step.get("content") == SPACE for step in steps)
 
 
 def _special_ids(writer: gguf.GGUFWriter, checkpoint: Checkpoint, ids: dict,

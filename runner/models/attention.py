@@ -6,8 +6,16 @@ from __future__ import annotations
 def attention(kv, layer: int, q, k, v, scale: float, window: int | None = None,
               softcap: float = 0.0):
     """q (T, H, D), k (T, KVH, D), v (T, KVH, Dv) -> (T, H * Dv), after storing k and v."""
-    n_tokens, heads = q.shape[0], q.shape[1]
     k_node, v_node = kv.put(layer, k, v)
+    return attend(kv, layer, q, k_node, v_node, scale, window, softcap)
+
+
+def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None = None,
+           softcap: float = 0.0):
+    """q (T, H, D) against cache layer `layer`, read through the nodes of its write
+    (kv.put's result; a layer that shares another's cache passes that layer's nodes)
+    -> (T, H * Dv)."""
+    n_tokens, heads = q.shape[0], q.shape[1]
     keys = kv.keys(layer, k_node)                                 # (KVH, n_kv, D)
     values = kv.values(layer, v_node)
     queries = q.permute(1, 0, 2)                                  # (H, T, D)

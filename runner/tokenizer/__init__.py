@@ -12,12 +12,14 @@ recognises control tokens written in the text.
 from __future__ import annotations
 
 from .bpe import BPETokenizer
+from .sentence_bpe import SentenceBPETokenizer
 from .spm import SPMTokenizer
 from .stream import TextStream
 from .vocab import TokenType, Vocab
 from .wpm import WPMTokenizer
 
-BACKENDS = {"gpt2": BPETokenizer, "llama": SPMTokenizer, "bert": WPMTokenizer}
+BACKENDS = {"gpt2": BPETokenizer, "llama": SPMTokenizer, "bert": WPMTokenizer,
+            "gemma4": SentenceBPETokenizer}
 
 __all__ = ["Tokenizer", "TextStream", "TokenType", "Vocab", "from_metadata"]
 

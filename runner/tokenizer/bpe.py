@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, models, pre_tokenizers
 
 from .vocab import TokenType, Vocab
 
@@ -50,27 +50,40 @@ def byte_decoder() -> dict[str, int]:
 
 class BPETokenizer:
     def __init__(self, vocab: Vocab):
-        if vocab.pre not in PRE_TOKENIZERS:
-            raise ValueError(f"Unsupported pre-tokenizer {vocab.pre!r}; supported: "
-                             f"{', '.join(PRE_TOKENIZERS)}.")
         self.vocab = vocab
-        regexes, ignore_merges = PRE_TOKENIZERS[vocab.pre]
+        self._check()
         ids = {text: i for i, text in enumerate(vocab.tokens)}
         merges = [tuple(m.split(" ", 1)) for m in vocab.merges]
-        self._plain = self._build(ids, merges, regexes, ignore_merges, with_control=False)
-        self._special = self._build(ids, merges, regexes, ignore_merges, with_control=True)
-        decode = byte_decoder()
-        self.token_bytes = [
-            text.encode() if kind in (TokenType.CONTROL, TokenType.USER_DEFINED)
-            else bytes(decode.get(ch, 0x3F) for ch in text)
-            for text, kind in zip(vocab.tokens, vocab.types)]
+        self._plain = self._build(ids, merges, with_control=False)
+        self._special = self._build(ids, merges, with_control=True)
+        self.token_bytes = self._token_bytes()
 
-    def _build(self, ids, merges, regexes, ignore_merges, with_control: bool) -> Tokenizer:
-        tokenizer = Tokenizer(models.BPE(vocab=ids, merges=merges, ignore_merges=ignore_merges))
+    def _check(self) -> None:
+        if self.vocab.pre not in PRE_TOKENIZERS:
+            raise ValueError(f"Unsupported pre-tokenizer {self.vocab.pre!r}; supported: "
+                             f"{', '.join(PRE_TOKENIZERS)}.")
+
+    def _model(self, ids, merges) -> models.BPE:
+        return models.BPE(vocab=ids, merges=merges,
+                          ignore_merges=PRE_TOKENIZERS[self.vocab.pre][1])
+
+    def _prepare(self, tokenizer: Tokenizer) -> None:
+        """The steps before the merges: here the regular expressions, then the bytes as
+        GPT-2's printable characters."""
         tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-            [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in regexes]
+            [pre_tokenizers.Split(Regex(r), behavior="isolated")
+             for r in PRE_TOKENIZERS[self.vocab.pre][0]]
             + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-        tokenizer.decoder = decoders.ByteLevel()
+
+    def _token_bytes(self) -> list[bytes]:
+        decode = byte_decoder()
+        return [text.encode() if kind in (TokenType.CONTROL, TokenType.USER_DEFINED)
+                else bytes(decode.get(ch, 0x3F) for ch in text)
+                for text, kind in zip(self.vocab.tokens, self.vocab.types)]
+
+    def _build(self, ids, merges, with_control: bool) -> Tokenizer:
+        tokenizer = Tokenizer(self._model(ids, merges))
+        self._prepare(tokenizer)
         kinds = (TokenType.USER_DEFINED, TokenType.CONTROL) if with_control else \
             (TokenType.USER_DEFINED,)
         tokenizer.add_special_tokens([

@@ -17,6 +17,14 @@ from .vocab import TokenType, Vocab
 SPACE = "\u2581"
 
 
+def piece_bytes(vocab: Vocab) -> list[bytes]:
+    """Each token's bytes: <0xNN> byte tokens their byte, the others their text with U+2581
+    as a space."""
+    return [bytes([int(text[3:5], 16)]) if kind == TokenType.BYTE
+            else text.replace(SPACE, " ").encode()
+            for text, kind in zip(vocab.tokens, vocab.types)]
+
+
 class SPMTokenizer:
     def __init__(self, vocab: Vocab):
         if vocab.scores is None:
@@ -30,18 +38,12 @@ class SPMTokenizer:
                 self.byte_ids[int(vocab.tokens[i][3:5], 16)] = i
         self._special = self._splitter((TokenType.CONTROL, TokenType.USER_DEFINED))
         self._plain = self._splitter((TokenType.USER_DEFINED,))
-        self.token_bytes = [self._bytes_of(i) for i in range(len(vocab.tokens))]
+        self.token_bytes = piece_bytes(vocab)
 
     def _splitter(self, kinds) -> re.Pattern | None:
         texts = sorted((self.vocab.tokens[i] for i in self.vocab.ids_of_type(*kinds)
                         if self.vocab.tokens[i]), key=len, reverse=True)
         return re.compile("(" + "|".join(map(re.escape, texts)) + ")") if texts else None
-
-    def _bytes_of(self, i: int) -> bytes:
-        text, kind = self.vocab.tokens[i], self.vocab.types[i]
-        if kind == TokenType.BYTE:
-            return bytes([int(text[3:5], 16)])
-        return text.replace(SPACE, " ").encode()
 
     def encode(self, text: str, parse_special: bool = True) -> list[int]:
         splitter = self._special if parse_special else self._plain

@@ -17,12 +17,15 @@ class TokenType(enum.IntEnum):
 
 # tokenizer.ggml.model (each has a backend in __init__.BACKENDS) -> whether BOS is added
 # when the file does not say
-DEFAULT_ADD_BOS = {"llama": True, "gpt2": False, "bert": True}
+DEFAULT_ADD_BOS = {"llama": True, "gpt2": False, "bert": True, "gemma4": True}
+# models that always add BOS whatever the file says (llama.cpp's workaround for Gemma 4
+# files that say false)
+ALWAYS_ADD_BOS = {"gemma4"}
 
 
 @dataclass
 class Vocab:
-    model: str                       # tokenizer.ggml.model: "gpt2" (BPE) or "llama" (SPM)
+    model: str                       # tokenizer.ggml.model, a key of DEFAULT_ADD_BOS
     pre: str                         # tokenizer.ggml.pre: the pre-tokenizer's name
     tokens: list[str]
     types: list[int]
@@ -55,7 +58,8 @@ class Vocab:
             types=[int(t) for t in types], scores=meta.get("tokenizer.ggml.scores"),
             merges=meta.get("tokenizer.ggml.merges") or [], bos=token_id("bos"),
             eos=token_id("eos"), eot=token_id("eot"), unk=token_id("unknown"),
-            add_bos=bool(meta.get("tokenizer.ggml.add_bos_token", DEFAULT_ADD_BOS[model])),
+            add_bos=model in ALWAYS_ADD_BOS or
+            bool(meta.get("tokenizer.ggml.add_bos_token", DEFAULT_ADD_BOS[model])),
             add_eos=bool(meta.get("tokenizer.ggml.add_eos_token", False)),
             add_space_prefix=bool(meta.get("tokenizer.ggml.add_space_prefix", model == "llama")))
         vocab.eog = {t for t in (vocab.eos, vocab.eot) if t is not None}

@@ -12,10 +12,29 @@ from ..corpus import corpus
 
 SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "gemma3": ["<bos>", "<start_of_turn>", "<end_of_turn>", "<eos>"],
+           "gemma4": ["<bos>", "<|turn>", "<turn|>", "<eos>"],
+           "gemma4_moe": ["<bos>", "<|turn>", "<turn|>", "<eos>"],
            "llama4": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot|>"],
            "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
            "qwen3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]}
-PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "gemma3": QWEN2, "llama4": LLAMA3}
+PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "gemma3": QWEN2, "llama4": LLAMA3,
+           "gemma4": QWEN2, "gemma4_moe": QWEN2}
+SLIDING, FULL = "sliding_attention", "full_attention"
+# Gemma 4 as its small models are (per-layer embeddings; the last layers share the cache
+# of the last cached layer of their kind and have double-wide FFNs; as in the released
+# models, and as llama.cpp requires, the last cached layer is full and the one before it
+# sliding) and as its mixture-of-experts model is (K = V on full layers, experts beside the
+# dense FFN); both with their own head size and KV heads on full layers, proportional RoPE
+# on them, a window of 8 elsewhere, soft-capped logits
+GEMMA4 = dict(head_dim=16, global_head_dim=32, sliding_window=8, num_hidden_layers=6,
+              layer_types=[SLIDING, SLIDING, SLIDING, FULL, SLIDING, FULL],
+              final_logit_softcapping=30.0, tie_word_embeddings=True)
+GEMMA4_KINDS = {
+    "gemma4": dict(GEMMA4, num_kv_shared_layers=2, use_double_wide_mlp=True,
+                   hidden_size_per_layer_input=8, num_global_key_value_heads=1),
+    "gemma4_moe": dict(GEMMA4, attention_k_eq_v=True, num_global_key_value_heads=1,
+                       hidden_size_per_layer_input=0, enable_moe_block=True, num_experts=4,
+                       top_k_experts=2, moe_intermediate_size=24)}
 SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
              rms_norm_eps=1e-5, initializer_range=0.1)
@@ -24,6 +43,9 @@ SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
 def tokenizer(kind: str):
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
+
+    if kind in GEMMA4_KINDS:
+        return sentence_bpe_tokenizer(kind)
 
     tok = Tokenizer(models.BPE(ignore_merges=kind in ("llama", "llama4")))
     tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -39,6 +61,33 @@ def tokenizer(kind: str):
                                    else None)
 
 
+def sentence_bpe_tokenizer(kind: str):
+    """Gemma 4's kind of tokenizer: BPE over characters of text whose spaces are U+2581,
+    split at newlines, with <0xNN> tokens for the bytes of characters it lacks."""
+    import json
+
+    from tokenizers import (Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers,
+                            trainers)
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.Replace(" ", "\u2581")
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[^\n]+|[\n]+"), behavior="isolated")
+    tok.train_from_iterator(corpus([]) * 2, trainers.BpeTrainer(
+        vocab_size=600, special_tokens=SPECIAL[kind]))
+    trained = json.loads(tok.to_str())["model"]
+    vocab = dict(trained["vocab"])
+    vocab.update({f"<0x{b:02X}>": len(vocab) + b for b in range(256)})
+    full = Tokenizer(models.BPE(vocab=vocab, merges=[tuple(m) for m in trained["merges"]],
+                                byte_fallback=True))
+    full.normalizer, full.pre_tokenizer = tok.normalizer, tok.pre_tokenizer
+    full.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
+                                      decoders.Fuse()])
+    full.add_special_tokens(SPECIAL[kind])
+    return PreTrainedTokenizerFast(tokenizer_object=full, bos_token=SPECIAL[kind][0],
+                                   eos_token=SPECIAL[kind][-1])
+
+
 def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
     """Save a tiny model of kind (llama, qwen2, qwen3) and its tokenizer in directory."""
     import torch
@@ -47,6 +96,8 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
     tok = tokenizer(kind)
     classes = {"llama": ("LlamaConfig", "LlamaForCausalLM"),
                "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
+               "gemma4": ("Gemma4TextConfig", "Gemma4ForCausalLM"),
+               "gemma4_moe": ("Gemma4TextConfig", "Gemma4ForCausalLM"),
                "llama4": ("Llama4TextConfig", "Llama4ForCausalLM"),
                "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
                "qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}
@@ -63,12 +114,28 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                         intermediate_size_mlp=128, num_local_experts=4,
                         num_experts_per_tok=1, interleave_moe_layer_step=2,
                         attention_chunk_size=8, floor_scale=4, attn_scale=0.1)
+    if kind in GEMMA4_KINDS:
+        settings.update(GEMMA4_KINDS[kind], vocab_size_per_layer_input=len(tok))
     settings.update(config)
     torch.manual_seed(seed)
     model = model_class(config_class(**settings)).eval()
+    if kind in GEMMA4_KINDS:
+        _vary_unit_weights(model)
     model.save_pretrained(directory)
     tok.save_pretrained(directory)
     return directory
+
+
+def _vary_unit_weights(model) -> None:
+    """Norm weights and scales start at one; make them differ so that a model which
+    ignored one would not match."""
+    import torch
+
+    with torch.no_grad():
+        for name, value in [*model.named_parameters(), *model.named_buffers()]:
+            if value.dtype.is_floating_point and name.endswith(("norm.weight", "scale",
+                                                                "scalar")):
+                value.copy_(1 + 0.3 * torch.randn_like(value))
 
 
 def sentencepiece_checkpoint(directory: Path) -> Path:

@@ -17,44 +17,23 @@ from runner.loader import load_model
 
 from ..corpus import corpus
 from .hf_tiny import SPECIAL, checkpoint
+from .parity import PROMPT, executor, reference
 
-KINDS = ["llama", "qwen2", "qwen3", "gemma3", "llama4"]
-PROMPT = "The capital of France is Paris, and the capital of Spain is Madrid."
-# f32 tolerance on the logits. ggml's CPU GELU reads a table of FP16 inputs (as llama.cpp's
-# does, so Gemma 3 stays bit-identical with it): about 2e-3 of error per activation, which
-# reaches the logits of the GELU-gated Gemma at about 1.6e-3
-TOLERANCE = {"gemma3": 3e-3}
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    cache = {}
-
-    def get(kind, outtype="f32"):
-        if kind not in cache:
-            directory = tmp_path_factory.mktemp(kind)
-            cache[kind] = {"hf": checkpoint(kind, directory / "hf")}
-        if outtype not in cache[kind]:
-            cache[kind][outtype] = convert(cache[kind]["hf"], cache[kind]["hf"].parent /
-                                           f"{outtype}.gguf", outtype, progress=False)
-        return cache[kind]
-
-    return get
-
-
-def reference(hf_dir, ids) -> np.ndarray:
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
-    with torch.no_grad():
-        return model(torch.tensor([ids])).logits[0].numpy()
-
-
-def executor(path, backend, cache_type="f32"):
-    model = load_model(path, backend)
-    kv = CausalCache(model.model.cache_layers(), 256, backend, cache_type, False)
-    return model, Executor(model.model, kv, pyggml.Scheduler([backend]))
+KINDS = ["llama", "qwen2", "qwen3", "gemma3", "llama4", "gemma4", "gemma4_moe"]
+# f32 tolerance on the logits. The reference rounds GELU as ggml's CPU backend does (see
+# parity.py), but where transformers' and ggml's inputs to it differ in the last bit and
+# straddle an FP16 rounding boundary its output still jumps by ~1e-3, and attention carries
+# the jump to every later token. Gemma 4's tiny models, with five GELUs per layer, unscaled
+# attention and norm weights of 1 +- 0.3, reach 7e-3 that way (test_gemma4.py shows the
+# rest agrees to 2e-4 with an exact GELU on both sides).
+TOLERANCE = {"gemma4": 1e-2, "gemma4_moe": 1e-2}
+# f16 weights and cache: the bound on the max logit difference. Gemma 4's unscaled
+# attention over those norm weights puts scores near 50, which turns f16 rounding into ~0.1
+# of logit (0.008 with its Q/K norms scaled by 0.3). Its MoE router's near-ties on random
+# weights flip under that rounding (another expert: ~0.5 of logit, carried by attention to
+# the later positions), so only the logits' correlation is held there (None: no bound;
+# measured 0.991)
+F16_TOLERANCE = {"gemma4": 0.15, "gemma4_moe": None}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -67,8 +46,14 @@ def test_full_prompt_logits_match_transformers(made, backend, kind):
     assert np.abs(ours - expected).max() < TOLERANCE.get(kind, 1e-3)
     half = made(kind, "f16")["f16"]
     model16, run16 = executor(half, backend, "f16")
-    error16 = np.abs(run16.logits(Batch.of_sequence(ids, 0, all_logits=True)) - expected).max()
-    assert error16 < 0.05, f"f16 weights and cache: max logit difference {error16:.4f}"
+    ours16 = run16.logits(Batch.of_sequence(ids, 0, all_logits=True))
+    error16, bound = np.abs(ours16 - expected).max(), F16_TOLERANCE.get(kind, 0.05)
+    if bound is not None:
+        assert error16 < bound, f"f16: max logit difference {error16:.4f}"
+        assert (ours16.argmax(axis=1) == expected.argmax(axis=1)).mean() >= 0.9
+    else:                                       # only the logits' overall agreement holds
+        correlation = np.corrcoef(ours16.ravel(), expected.ravel())[0, 1]
+        assert correlation > 0.98, f"f16: correlation {correlation:.4f}, max {error16:.4f}"
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -1,0 +1,105 @@
+"""The hyper-parameters every converted architecture shares: read from config.json,
+written under llama.cpp's keys, and the tensor shapes they imply."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import gguf
+import numpy as np
+
+from .checkpoint import CheckpointError
+
+
+@dataclass(frozen=True)
+class Hyper:
+    layers: int
+    embd: int
+    ffn: int | list[int]            # a list where it differs per layer (Gemma 4)
+    heads: int
+    kv_heads: int | list[int]       # ditto
+    head_dim: int
+    vocab: int
+    context: int
+    eps: float
+    rope_theta: float
+    rope_scaling: dict | None
+
+    @classmethod
+    def of(cls, c: dict) -> "Hyper":
+        try:
+            heads = c["num_attention_heads"]
+            rope = c.get("rope_parameters") or {}
+            rope = rope.get("full_attention", rope)          # per layer type (Gemma 3)
+            scaling = c.get("rope_scaling") or (rope if rope.get("rope_type") not in
+                                                (None, "default") else None)
+            return cls(layers=c["num_hidden_layers"], embd=c["hidden_size"],
+                       ffn=c.get("intermediate_size_mlp") or c["intermediate_size"],
+                       heads=heads,
+                       kv_heads=c.get("num_key_value_heads") or heads,
+                       head_dim=c.get("head_dim") or c["hidden_size"] // heads,
+                       vocab=c["vocab_size"], context=c.get("max_position_embeddings", 2048),
+                       eps=c.get("rms_norm_eps", 1e-6),
+                       rope_theta=c.get("rope_theta") or rope.get("rope_theta", 10000.0),
+                       rope_scaling=scaling)
+        except KeyError as missing:
+            raise CheckpointError(f"config.json lacks {missing}.") from None
+
+
+def write_hparams(writer: gguf.GGUFWriter, h: Hyper) -> None:
+    writer.add_block_count(h.layers)
+    writer.add_context_length(h.context)
+    writer.add_embedding_length(h.embd)
+    writer.add_feed_forward_length(h.ffn)
+    writer.add_head_count(h.heads)
+    writer.add_head_count_kv(h.kv_heads)
+    writer.add_key_length(h.head_dim)
+    writer.add_value_length(h.head_dim)
+    writer.add_rope_dimension_count(h.head_dim)
+    writer.add_rope_freq_base(float(h.rope_theta))
+    writer.add_layer_norm_rms_eps(float(h.eps))
+    writer.add_vocab_size(h.vocab)
+    scaling = h.rope_scaling or {}
+    if scaling.get("rope_type", scaling.get("type")) == "linear":
+        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(float(scaling["factor"]))
+
+
+def extra_tensors(h: Hyper) -> dict[str, np.ndarray]:
+    """Llama 3 rope scaling becomes per-frequency factors (rope_freqs), as llama.cpp does."""
+    s = h.rope_scaling
+    if not s or s.get("rope_type", s.get("type")) != "llama3":
+        return {}
+    factor = s["factor"]
+    low, high = s.get("low_freq_factor", 1.0), s.get("high_freq_factor", 4.0)
+    old_context = s.get("original_max_position_embeddings", 8192)
+    freqs = 1.0 / h.rope_theta ** (np.arange(0, h.head_dim, 2) / h.head_dim)
+    factors = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < old_context / high:
+            factors.append(1.0)
+        elif wavelen > old_context / low:
+            factors.append(factor)
+        else:
+            smooth = (old_context / wavelen - low) / (high - low)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return {"rope_freqs.weight": np.array(factors, dtype=np.float32)}
+
+
+def expected_shape(name: str, h: Hyper) -> tuple[int, ...] | None:
+    """The shape (numpy order) the config implies for a GGUF tensor, or None if unknown."""
+    q, kv = h.heads * h.head_dim, h.kv_heads * h.head_dim
+    base = name.split(".", 2)[-1] if name.startswith("blk.") else name
+    return {
+        "token_embd.weight": (h.vocab, h.embd), "output.weight": (h.vocab, h.embd),
+        "output_norm.weight": (h.embd,), "attn_norm.weight": (h.embd,),
+        "ffn_norm.weight": (h.embd,), "attn_q.weight": (q, h.embd),
+        "attn_k.weight": (kv, h.embd), "attn_v.weight": (kv, h.embd),
+        "attn_output.weight": (h.embd, q), "attn_q.bias": (q,), "attn_k.bias": (kv,),
+        "attn_v.bias": (kv,), "attn_q_norm.weight": (h.head_dim,),
+        "attn_k_norm.weight": (h.head_dim,), "post_attention_norm.weight": (h.embd,),
+        "post_ffw_norm.weight": (h.embd,), "ffn_gate.weight": (h.ffn, h.embd),
+        "ffn_up.weight": (h.ffn, h.embd), "ffn_down.weight": (h.embd, h.ffn),
+    }.get(base)

@@ -1,0 +1,47 @@
+"""What the parity tests share: transformers' logits for a tiny checkpoint, and ours."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import pyggml
+from runner.executor import Executor
+from runner.kvcache import CausalCache
+from runner.loader import load_model
+
+PROMPT = "The capital of France is Paris, and the capital of Spain is Madrid."
+
+
+def table_gelu():
+    """GELU (tanh form) as ggml's CPU backend computes it, like llama.cpp: looked up in a
+    table of FP16 inputs with an FP16 result, the identity past +-10 and 0 below -10."""
+    import torch
+
+    class TableGelu(torch.nn.Module):
+        def forward(self, x):
+            rounded = torch.nn.functional.gelu(x.half().float(), approximate="tanh")
+            table = rounded.half().float()
+            return torch.where(x <= -10, torch.zeros_like(x), torch.where(x >= 10, x, table))
+
+    return TableGelu()
+
+
+def reference(hf_dir, ids, gelu=None) -> np.ndarray:
+    """transformers' logits (T, vocab) for ids. Its tanh-form GELUs round as ggml's do, or
+    are replaced by gelu (a torch module) when given."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.activations import GELUTanh
+
+    model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
+    for module in model.modules():
+        if isinstance(getattr(module, "act_fn", None), GELUTanh):
+            module.act_fn = gelu or table_gelu()
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].numpy()
+
+
+def executor(path, backend, cache_type="f32"):
+    model = load_model(path, backend)
+    kv = CausalCache(model.model.cache_layers(), 256, backend, cache_type, False)
+    return model, Executor(model.model, kv, pyggml.Scheduler([backend]))
