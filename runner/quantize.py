@@ -7,9 +7,9 @@ Which tensors get which type follows llama.cpp's llama_tensor_get_type for the t
 (or the tied embeddings) gets Q6_K (Q8_0 stays Q8_0); with _M, attn_v and ffn_down get
 Q6_K in the layers use_more_bits picks (the first and last eighth, and every third between),
 counting ffn_down by layer index (dense, expert and shared-expert tensors of one layer
-alike) in mixture-of-experts models, as Ollama's MoE-aware counting does. A K-quant needs rows of a
-multiple of 256: other rows fall back as llama.cpp's do (Q4_K -> Q5_0, Q5_K -> Q5_1,
-Q6_K -> Q8_0).
+alike) in mixture-of-experts models, as Ollama's MoE-aware counting does. A K-quant needs
+rows of a multiple of 256: other rows fall back as llama.cpp's do (Q4_K -> Q5_0, Q5_K -> Q5_1,
+Q6_K -> Q8_0), and rows that are not a multiple of 32 become F16.
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ def tensor_type(name: str, shape: tuple[int, ...], mixture: Mixture, layers: int
             kind = "Q6_K"
     if kind.endswith("_K") and shape[-1] % 256:
         kind = K_FALLBACK[kind]
+    if shape[-1] % pyggml.GGMLType[kind].block_size:
+        kind = "F16"                    # rows no block type divides, as llama.cpp does
     return kind
 
 

@@ -12,7 +12,7 @@ from runner.convert import convert
 from runner.quantize import MIXTURES, quantize_file, tensor_type, use_more_bits
 
 from .convert.hf_tiny import checkpoint
-from .convert.test_parity import PROMPT, executor
+from .convert.parity import PROMPT, executor
 from .test_cli import cli
 
 
@@ -34,6 +34,7 @@ def test_mixture_rules_follow_llama_cpp():
     assert tensor_type("blk.0.ffn_gate_inp.weight", (8, 4096), q4km, 32, True) == "F32"
     assert tensor_type("blk.5.attn_q.weight", (64, 64), q4km, 32, True) == "Q5_0"
     assert tensor_type("output.weight", (64, 64), MIXTURES["Q4_0"], 32, True) == "Q8_0"
+    assert tensor_type("per_layer_token_embd.weight", (64, 48), q4km, 32, True) == "F16"
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +105,17 @@ def test_a_mixture_of_experts_quantizes_by_layer(backend, tmp_path):
     assert types["blk.1.ffn_gate_inp.weight"] == "F32"
     assert types["blk.1.ffn_gate_exps.weight"] == "Q4_K"
     assert np.isfinite(logits(out, backend)).all()
+
+
+def test_gemma4_with_experts_and_per_layer_embeddings_quantizes(backend, tmp_path):
+    for kind in ("gemma4", "gemma4_moe"):
+        hf = checkpoint(kind, tmp_path / kind, hidden_size=256, intermediate_size=256,
+                        moe_intermediate_size=256)
+        f16 = convert(hf, tmp_path / f"{kind}.f16.gguf", "f16", progress=False)
+        out = quantize_file(f16, tmp_path / f"{kind}.q.gguf", "Q4_K_M", progress=False)
+        types = {t.name: pyggml.dtypes.type_name(t.type).upper() for t in Header(out).tensors}
+        assert types["blk.0.attn_q.weight"] == "Q4_K"
+        assert types["rope_freqs.weight"] == "F32"
+        assert np.isfinite(logits(out, backend)).all()
+    assert types["blk.0.ffn_gate_up_exps.weight"] == "Q4_K"
+    assert types["blk.0.ffn_gate_inp.weight"] == types["blk.0.ffn_down_exps.scale"] == "F32"
