@@ -38,7 +38,6 @@ def test_token_ids_equal_llama_cpp(loaded, model_paths, key):
 @pytest.mark.parametrize("key", MODELS)
 def test_logits_equal_llama_cpp(model_paths, backend, key, flash, repack):
     """Bit for bit, in llama.cpp's default (repacked CPU weights) and without repacking."""
-    import pyggml
     from llama_cpp._internals import LlamaContext, LlamaModel
 
     from runner.loader import load_model
@@ -51,12 +50,20 @@ def test_logits_equal_llama_cpp(model_paths, backend, key, flash, repack):
     llm._ctx = LlamaContext(model=llm._model, params=llm.context_params, verbose=False)
     model = load_model(model_paths[key], backend, repack=repack)
     ids = model.tokenizer.encode("The capital of France is the capital of the country of France.")
+    ours, theirs = both_logits(llm, model, backend, ids, "f16", flash)
+    np.testing.assert_array_equal(ours, theirs)
+
+
+def both_logits(llm, model, backend, ids, cache_type: str, flash: bool):
+    """(ours, llama.cpp's) logits for every position of the prompt ids."""
+    import pyggml
+
     llm.eval(ids)
     theirs = np.array(llm.scores[:len(ids)], dtype=np.float32)
-    kv = CausalCache(model.model.cache_layers(), 256, backend, "f16", flash)
+    kv = CausalCache(model.model.cache_layers(), 256, backend, cache_type, flash)
     ours = Executor(model.model, kv, pyggml.Scheduler([backend])).logits(
         Batch.of_sequence(ids, 0, all_logits=True))
-    np.testing.assert_array_equal(ours, theirs)
+    return ours, theirs
 
 
 def trained_bpe_gguf(path, pre: str):
@@ -104,7 +111,6 @@ def test_converted_gemma4_runs_in_llama_cpp_as_in_ours(tmp_path, backend, kind):
     the same logits: bit for bit for the dense model (per-layer embeddings, shared KV,
     proportional RoPE); within 5e-3 with experts (measured 8.7e-4: the order of the
     routing weights' arithmetic differs, and the GELU table can turn that into a jump)."""
-    import pyggml
     from runner.convert import convert
     from runner.loader import load_model
 
@@ -119,9 +125,5 @@ def test_converted_gemma4_runs_in_llama_cpp_as_in_ours(tmp_path, backend, kind):
         assert model.tokenizer.encode(text, add_special=False) == \
             llm.tokenize(text.encode(), add_bos=False, special=True), text
     ids = model.tokenizer.encode("The capital of France is Paris.\n\nAnd  then \u2603 more.")
-    llm.eval(ids)
-    theirs = np.array(llm.scores[:len(ids)], dtype=np.float32)
-    kv = CausalCache(model.model.cache_layers(), 256, backend, "f32", False)
-    ours = Executor(model.model, kv, pyggml.Scheduler([backend])).logits(
-        Batch.of_sequence(ids, 0, all_logits=True))
+    ours, theirs = both_logits(llm, model, backend, ids, "f32", False)
     assert np.abs(ours - theirs).max() <= (0.0 if kind == "gemma4" else 5e-3)
