@@ -21,12 +21,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from ..kvcache import LayerShape
 from . import register
 from .attention import attend
 from .base import (ATTENTION, LLM, ROPE, Layer, Metadata, ModelError, Transformer,
                    TransformerConfig, Weights)
 from .llama import RopeConfig
-from ..kvcache import LayerShape
 
 
 def _per_layer(value, layers: int) -> tuple[int, ...]:
