@@ -69,7 +69,9 @@ def memory_report(gguf_file: pyggml.GGUFFile, layout, model=None) -> dict:
         cache = [t.nbytes + v.nbytes for t, v in zip(model.kv.k, model.kv.v)]
         graph = model.scheduler.buffer_size(model.backend)
     return {"InputWeights": inputs,
-            "CPU": {"Name": "CPU", "ID": "0", "Weights": weights, "Cache": cache + [0],
+            "CPU": {"Name": "CPU", "ID": "0", "Weights": weights,
+                    # layers that read another layer's cache (Gemma 4's) and the output hold none
+                    "Cache": cache + [0] * (c.layers + 1 - len(cache)),
                     "Graph": graph},
             "GPUs": [],
             "Total": inputs + sum(weights) + sum(cache) + graph}

@@ -33,6 +33,21 @@ def test_health_shows_loading_progress_then_ready(model_paths):
     assert state.health()[0] == Status.LAUNCHED and state.model is None
 
 
+def test_layers_that_share_a_cache_hold_none(tmp_path):
+    from runner.convert import convert
+
+    from ..convert.hf_tiny import checkpoint
+
+    path = convert(checkpoint("gemma4", tmp_path / "hf"), tmp_path / "gemma4.gguf", "f32",
+                   progress=False)
+    state, layout = RunnerState(path), Layout(ctx_size=256, batch_size=64)
+    fitted = state.fit(layout)["CPU"]["Cache"]
+    assert len(fitted) == 7 and all(fitted[:4]) and fitted[4:] == [0, 0, 0]
+    assert fitted[3] == 2 * fitted[0]             # the full layer's heads are twice as wide
+    assert state.commit(layout)["CPU"]["Cache"] == fitted
+    state.close()
+
+
 @pytest.mark.parametrize("changes,message", [
     (dict(flash_attn="maybe"), "auto, on or off"),
     (dict(parallel=0), "parallel"),
