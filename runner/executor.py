@@ -138,7 +138,11 @@ class Executor:
                 keys = cache.reshape(kv.size, shape.kv_heads, shape.head_dim)   # (cells, KVH, D)
                 source = keys if cache.dtype == pyggml.F16 else keys.cast("F32")
                 rotated = self.model.shift(source, shifts, layer)
-                nodes.append(rotated.cpy(keys))
+                if rotated is not None:                   # None: this layer has no rope
+                    nodes.append(rotated.cpy(keys))
+            if not nodes:
+                kv.move(hit, delta)
+                return
             graph = ctx.graph(*nodes)
             self.scheduler.alloc(graph)
             shifts.set(deltas)

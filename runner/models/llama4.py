@@ -105,6 +105,10 @@ class Llama4(Llama):
         x = x.rms_norm(c.norm_eps).mul(self.output_norm)
         return self.project(x, inputs)                                       # (n_out, vocab)
 
+    def shift(self, k, deltas, layer: int):
+        """Re-rotate cached keys by deltas; a no-RoPE layer's keys stay as they are."""
+        return super().shift(k, deltas, layer) if self.config.uses_rope(layer) else None
+
     def _temperature(self, positions, n: int):
         """(T, 1, 1): log(floor((pos + 1) / floor) + 1) * scale + 1."""
         c = self.config

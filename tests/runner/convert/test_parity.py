@@ -81,6 +81,31 @@ def test_two_sequences_in_one_batch(made, backend, kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_shifted_keys_equal_keys_computed_at_the_new_positions(made, backend, kind, tmp_path):
+    """A prompt evaluated 16 positions on, then shifted back by 16, leaves each cached layer
+    the keys the prompt gets at its own positions (RoPE attends by relative position; each
+    kind of layer re-rotates with its own rope; Llama 4's no-RoPE layers are left alone),
+    and the next token's logits match. The Llama 4 here keeps the default temperature
+    floor: tuned temperature depends on absolute positions, which no shift can undo."""
+    files = made(kind) if kind != "llama4" else \
+        {"f32": convert(checkpoint("llama4", tmp_path / "hf", floor_scale=8192),
+                        tmp_path / "l4.gguf", "f32", progress=False)}
+    model, shifted = executor(files["f32"], backend)
+    ids = model.tokenizer.encode(PROMPT, add_special=True)[:12]
+    shifted.logits(Batch.of_sequence(ids, 16))                  # positions 16..27
+    shifted.shift(0, 16, 28, -16)
+    fresh = executor(files["f32"], backend)[1]
+    fresh.logits(Batch.of_sequence(ids, 0))
+    for layer in range(len(shifted.kv.layers)):
+        ours, theirs = (run.kv.k[layer].numpy(copy=True)[:len(ids)] for run in (shifted, fresh))
+        assert np.abs(ours - theirs).max() < 1e-3, layer      # Gemmas' GELU table: 2e-4
+    step = ids[:1]
+    assert np.abs(shifted.logits(Batch.of_sequence(step, 12))[-1] -
+                  fresh.logits(Batch.of_sequence(step, 12))[-1]).max() < \
+        TOLERANCE.get(kind, 1e-3)
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_tokenizer_ids_match_transformers(made, backend, kind):
     from transformers import AutoTokenizer
 
