@@ -44,12 +44,13 @@ def attention_shapes(config: dict) -> list[tuple[int, int]]:
         full = {"head_dim": config.get("global_head_dim", 512)}
         if config.get("attention_k_eq_v") and config.get("num_global_key_value_heads"):
             full["num_key_value_heads"] = config["num_global_key_value_heads"]
-        overrides = {str(i): full for i, kind in enumerate(kinds) if kind == FULL}
+        overrides = {i: full for i, kind in enumerate(kinds) if kind == FULL}
+    overrides = {int(i): layer for i, layer in overrides.items()}    # keys as "04" or 4
     base = {"num_key_value_heads": config.get("num_key_value_heads") or
             config["num_attention_heads"], "head_dim": config.get("head_dim", 256)}
     shapes = []
     for i in range(len(kinds)):
-        layer = {**base, **(overrides.get(str(i)) or overrides.get(i) or {})}
+        layer = {**base, **overrides.get(i, {})}
         shapes.append((layer["num_key_value_heads"], layer["head_dim"]))
     for kind in set(kinds):
         if len({shapes[i][1] for i in range(len(kinds)) if kinds[i] == kind}) > 1:

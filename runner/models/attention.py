@@ -11,15 +11,16 @@ def attention(kv, layer: int, q, k, v, scale: float, window: int | None = None,
 
 
 def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None = None,
-           softcap: float = 0.0):
+           softcap: float = 0.0, mask=None):
     """q (T, H, D) against cache layer `layer`, read through the nodes of its write
     (kv.put's result; a layer that shares another's cache passes that layer's nodes)
-    -> (T, H * Dv)."""
+    -> (T, H * Dv). mask: the rows of kv.mask(window) for these queries, when they are
+    not all the batch's tokens."""
     n_tokens, heads = q.shape[0], q.shape[1]
     keys = kv.keys(layer, k_node)                                 # (KVH, n_kv, D)
     values = kv.values(layer, v_node)
     queries = q.permute(1, 0, 2)                                  # (H, T, D)
-    mask = kv.mask(window)
+    mask = kv.mask(window) if mask is None else mask
     if kv.cache.flash:
         out = queries.flash_attn_ext(keys, values, mask, scale,
                                      logit_softcap=softcap)        # (T, H, Dv)

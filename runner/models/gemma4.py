@@ -19,7 +19,7 @@ GELU-gated FFN, sliding-window layers with their own rope base. New in Gemma 4:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..kvcache import LayerShape
 from . import register
@@ -105,10 +105,33 @@ class Gemma4Config(TransformerConfig):
         return donors[-1]
 
 
+@dataclass
+class Rows:
+    """The batch rows a layer computes: every token's, or, in the layers that share another
+    layer's cache (they write none, so no later token reads them), the outputs' alone."""
+    n: int
+    positions: object                   # int32 (n,)
+    select: object = None               # int32 (n,) rows of the batch; None: all of them
+    masks: dict = field(default_factory=dict)
+
+    def take(self, x):
+        """x (T, ...) for every token -> (n, ...) for these rows."""
+        return x if self.select is None else x.get_rows(self.select)
+
+    def mask(self, kv, window):
+        if self.select is None:
+            return None                             # attend() reads kv.mask(window)
+        if window not in self.masks:
+            rows = kv.mask(window).get_rows(self.select)                  # F32 (n, n_kv)
+            self.masks[window] = rows.cast("F16") if kv.cache.flash else rows
+        return self.masks[window]
+
+
 @register("gemma4")
 class Gemma4(Transformer):
     config_class = Gemma4Config
     rope_mode = "neox"
+    sharing_layers_output_rows_only = True      # off only to measure what it saves
 
     def __init__(self, config: Gemma4Config, weights: Weights):
         c = self.config = config
@@ -175,18 +198,27 @@ class Gemma4(Transformer):
         x = self.token_embd.get_rows(inputs.tokens).scale(math.sqrt(c.embd))   # (T, E)
         per_layer = self._per_layer_inputs(inputs, x) if c.per_layer_embd else None
         caches = {}                               # cached layer -> its K and V cache nodes
+        rows = Rows(inputs.n_tokens, inputs.positions)
+        n_out = inputs.outputs.shape[0]
         for i, block in enumerate(self.blocks):
-            x = self._block(i, block, x, per_layer, inputs, kv, caches)
-        x = x.get_rows(inputs.outputs)                                         # (n_out, E)
+            if i == c.cached_layers and n_out < inputs.n_tokens and \
+                    self.sharing_layers_output_rows_only:              # outputs' rows from here
+                rows = Rows(n_out, inputs.positions.reshape(-1, 1).get_rows(inputs.outputs)
+                            .reshape(n_out), inputs.outputs)
+                x = x.get_rows(inputs.outputs)                                 # (n_out, E)
+            x = self._block(i, block, x, per_layer, inputs, rows, kv, caches)
+        if rows.select is None:
+            x = x.get_rows(inputs.outputs)                                     # (n_out, E)
         x = x.rms_norm(c.norm_eps).mul(self.output_norm)
         logits = self.project(x, inputs)                                       # (n_out, vocab)
         if inputs.embeddings or not c.softcap:
             return logits
         return logits.scale(1.0 / c.softcap).tanh().scale(c.softcap)
 
-    def _block(self, i: int, block, x, per_layer, inputs, kv, caches):
-        c, n, eps = self.config, inputs.n_tokens, self.config.norm_eps
-        a = self._attention(i, block, x.rms_norm(eps).mul(block.attn_norm), inputs, kv, caches)
+    def _block(self, i: int, block, x, per_layer, inputs, rows: Rows, kv, caches):
+        """x (n, E) for the rows -> (n, E)."""
+        c, n, eps = self.config, rows.n, self.config.norm_eps
+        a = self._attention(i, block, x.rms_norm(eps).mul(block.attn_norm), rows, kv, caches)
         x = x.add(a.rms_norm(eps).mul(block.post_attention_norm))
         h = x.rms_norm(eps).mul(block.ffn_norm)
         f = block.ffn_down.mul_mat(block.ffn_gate.mul_mat(h).geglu(block.ffn_up.mul_mat(h)))
@@ -195,27 +227,28 @@ class Gemma4(Transformer):
             f = f.rms_norm(eps).mul(block.post_ffw_norm_1).add(experts)
         x = x.add(f.rms_norm(eps).mul(block.post_ffw_norm))
         if per_layer is not None:
-            p = c.per_layer_embd
-            mine = per_layer.view((n, p), offset=i * n * p * per_layer.strides[-1])  # (T, P)
-            g = block.inp_gate.mul_mat(x).gelu().mul(mine)                          # (T, P)
+            t, p = inputs.n_tokens, c.per_layer_embd
+            mine = rows.take(per_layer.view((t, p), offset=i * t * p * per_layer.strides[-1]))
+            g = block.inp_gate.mul_mat(x).gelu().mul(mine)                          # (n, P)
             x = x.add(block.proj.mul_mat(g).rms_norm(eps).mul(block.post_norm))
         return x if block.layer_output_scale is None else x.mul(block.layer_output_scale)
 
-    def _attention(self, i: int, block, h, inputs, kv, caches):
-        """h (T, E) normed -> (T, E). A cached layer writes its K and V; a sharing layer
-        reads its donor's."""
-        c, n, eps = self.config, inputs.n_tokens, self.config.norm_eps
+    def _attention(self, i: int, block, h, rows: Rows, kv, caches):
+        """h (n, E) normed -> (n, E). A cached layer writes its K and V (all rows); a
+        sharing layer reads its donor's."""
+        c, n, eps = self.config, rows.n, self.config.norm_eps
         d, kv_heads = c.head_dim_of(i), c.layer_kv_heads[i]
-        q = block.attn_q.mul_mat(h).reshape(n, c.heads, d)                   # (T, H, D)
-        q = self._rope(q.rms_norm(eps).mul(block.attn_q_norm), inputs.positions, i)
+        q = block.attn_q.mul_mat(h).reshape(n, c.heads, d)                   # (n, H, D)
+        q = self._rope(q.rms_norm(eps).mul(block.attn_q_norm), rows.positions, i)
         cache = c.cache_of(i)
         if cache == i:
-            k = block.attn_k.mul_mat(h).reshape(n, kv_heads, d)              # (T, KVH, D)
+            k = block.attn_k.mul_mat(h).reshape(n, kv_heads, d)              # (n, KVH, D)
             v = k if block.attn_v is None else block.attn_v.mul_mat(h).reshape(n, kv_heads, d)
-            k = self._rope(k.rms_norm(eps).mul(block.attn_k_norm), inputs.positions, i)
+            k = self._rope(k.rms_norm(eps).mul(block.attn_k_norm), rows.positions, i)
             caches[i] = kv.put(i, k, v.rms_norm(eps))
         window = c.window if c.sliding[i] else None
-        a = attend(kv, cache, q, *caches[cache], 1.0, window)                # (T, H*D)
+        a = attend(kv, cache, q, *caches[cache], 1.0, window,
+                   mask=rows.mask(kv, window))                               # (n, H*D)
         return block.attn_output.mul_mat(a)
 
     def _per_layer_inputs(self, inputs, x):

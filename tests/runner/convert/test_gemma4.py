@@ -131,3 +131,48 @@ def test_a_multimodal_checkpoint_converts_its_text_model(made, tmp_path):
     direct = Header(made("gemma4")["f32"])
     assert [(t.name, t.ne) for t in ours.tensors] == [(t.name, t.ne) for t in direct.tensors]
     assert ours.metadata["gemma4.attention.shared_kv_layers"] == 2
+
+
+@pytest.mark.parametrize("flash", [False, True])
+def test_sharing_layers_compute_only_the_output_rows(made, backend, flash):
+    """The layers that share a cache write none, so there a prompt needs only the rows
+    whose logits are wanted (as transformers does): the same logits, fewer rows in the
+    products of those layers."""
+    import pyggml
+    from runner.executor import Executor
+    from runner.kvcache import CausalCache
+    from runner.loader import load_model
+
+    model = load_model(made("gemma4")["f32"], backend)
+    ids = model.tokenizer.encode(PROMPT, add_special=True)
+
+    def run(outputs):
+        kv = CausalCache(model.model.cache_layers(), 256, backend, "f16" if flash else "f32",
+                         flash)
+        executor = Executor(model.model, kv, pyggml.Scheduler([backend]))
+        batch = Batch(ids, np.arange(len(ids)), np.zeros(len(ids), int), outputs)
+        step = executor.build(batch)
+        rows = {node.shape[0] for node in step.graph.nodes() if node.op == "MUL_MAT"}
+        executor.launch(step)
+        return executor.finish(step), rows
+
+    every, rows_every = run(np.arange(len(ids)))
+    some, rows_some = run(np.array([3, len(ids) - 1]))
+    assert np.abs(some - every[[3, -1]]).max() < 1e-5
+    assert 2 in rows_some and 2 not in rows_every
+
+
+def test_per_layer_config_keys_may_be_zero_padded():
+    """transformers writes per_layer_config's keys as sorted strings, "04" from ten layers
+    on; the released configs give global_head_dim instead."""
+    from runner.convert.gemma4 import attention_shapes
+
+    kinds = ["sliding_attention"] * 4 + ["full_attention"]
+    config = dict(num_hidden_layers=10, layer_types=kinds * 2, num_attention_heads=8,
+                  num_key_value_heads=4, head_dim=64)
+    padded = dict(config, per_layer_config={"04": {"head_dim": 128, "num_key_value_heads": 2},
+                                            "09": {"head_dim": 128, "num_key_value_heads": 2}})
+    released = dict(config, global_head_dim=128, num_global_key_value_heads=2,
+                    attention_k_eq_v=True)
+    expected = ([(4, 64)] * 4 + [(2, 128)]) * 2
+    assert attention_shapes(padded) == attention_shapes(released) == expected
