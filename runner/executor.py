@@ -140,11 +140,9 @@ class Executor:
                 rotated = self.model.shift(source, shifts, layer)
                 if rotated is not None:                   # None: this layer has no rope
                     nodes.append(rotated.cpy(keys))
-            if not nodes:
-                kv.move(hit, delta)
-                return
-            graph = ctx.graph(*nodes)
-            self.scheduler.alloc(graph)
-            shifts.set(deltas)
-            self.scheduler.compute_async(graph).wait()
+            if nodes:
+                graph = ctx.graph(*nodes)
+                self.scheduler.alloc(graph)
+                shifts.set(deltas)
+                self.scheduler.compute_async(graph).wait()
         kv.move(hit, delta)

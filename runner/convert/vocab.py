@@ -18,10 +18,10 @@ import re
 import gguf
 
 from ..tokenizer.bpe import GPT2, PRE_TOKENIZERS
+from ..tokenizer.spm import SPACE
 from ..tokenizer.vocab import TokenType
 from .checkpoint import Checkpoint, CheckpointError
 
-SPACE = "\u2581"
 BYTE_TOKEN = re.compile(r"<0x[0-9A-F]{2}>")
 # the name written when several share the same expressions (llama.cpp's usual choice)
 PREFERRED = ["llama-bpe", "qwen2", "gpt-2", "smollm", "default"]

@@ -29,4 +29,5 @@ def model_class(architecture: str) -> type:
                          f"{', '.join(sorted(REGISTRY))}.") from None
 
 
-from . import bert, gemma3, gemma4, llama, llama4, qwen  # noqa: E402,F401  (modules register themselves)
+# the modules register themselves
+from . import bert, gemma3, gemma4, llama, llama4, qwen  # noqa: E402,F401

@@ -148,8 +148,7 @@ class Gemma4(Transformer):
                                                      (width, c.embd))
             self.per_layer_proj_norm = weights.take("per_layer_proj_norm.weight",
                                                     (c.per_layer_embd,))
-        for i in range(c.layers):
-            c.cache_of(i)                               # a sharing layer has its donor
+        self.cache_layer = [c.cache_of(i) for i in range(c.layers)]   # whose cache each reads
         self.blocks = [self._bind_block(weights, i) for i in range(c.layers)]
 
     def _bind_block(self, weights: Weights, i: int) -> Layer:
@@ -220,10 +219,11 @@ class Gemma4(Transformer):
         c, n, eps = self.config, rows.n, self.config.norm_eps
         a = self._attention(i, block, x.rms_norm(eps).mul(block.attn_norm), rows, kv, caches)
         x = x.add(a.rms_norm(eps).mul(block.post_attention_norm))
-        h = x.rms_norm(eps).mul(block.ffn_norm)
+        normed = x.rms_norm(eps)                  # the FFN's, the router's and the experts'
+        h = normed.mul(block.ffn_norm)
         f = block.ffn_down.mul_mat(block.ffn_gate.mul_mat(h).geglu(block.ffn_up.mul_mat(h)))
         if block.moe:
-            experts = self._experts(block, x, n).rms_norm(eps).mul(block.post_ffw_norm_2)
+            experts = self._experts(block, normed, n).rms_norm(eps).mul(block.post_ffw_norm_2)
             f = f.rms_norm(eps).mul(block.post_ffw_norm_1).add(experts)
         x = x.add(f.rms_norm(eps).mul(block.post_ffw_norm))
         if per_layer is not None:
@@ -240,7 +240,7 @@ class Gemma4(Transformer):
         d, kv_heads = c.head_dim_of(i), c.layer_kv_heads[i]
         q = block.attn_q.mul_mat(h).reshape(n, c.heads, d)                   # (n, H, D)
         q = self._rope(q.rms_norm(eps).mul(block.attn_q_norm), rows.positions, i)
-        cache = c.cache_of(i)
+        cache = self.cache_layer[i]
         if cache == i:
             k = block.attn_k.mul_mat(h).reshape(n, kv_heads, d)              # (n, KVH, D)
             v = k if block.attn_v is None else block.attn_v.mul_mat(h).reshape(n, kv_heads, d)
@@ -262,16 +262,17 @@ class Gemma4(Transformer):
             .reshape(n, c.layers, p).rms_norm(c.norm_eps).mul(self.per_layer_proj_norm)
         return projected.add(own).scale(2 ** -0.5).permute(1, 0, 2).cont()   # (L, T, P)
 
-    def _experts(self, block, x, n: int):
-        """x (T, E), the FFN's residual input -> the experts' weighted sum (T, E)."""
+    def _experts(self, block, normed, n: int):
+        """normed (T, E), the FFN's RMS-normed residual input -> the experts' weighted sum
+        (T, E)."""
         c = self.config
-        routed = x.rms_norm(c.norm_eps).mul(block.router_scale).scale(c.embd ** -0.5)
+        routed = normed.mul(block.router_scale).scale(c.embd ** -0.5)
         probs = block.ffn_gate_inp.mul_mat(routed).soft_max()                # (T, X)
         chosen = probs.top_k(c.experts_used)                                 # (T, K) int32
         picked = probs.reshape(n, c.experts, 1).get_rows(chosen)             # (T, K, 1)
         scaled = probs.mul(block.expert_scale).reshape(n, c.experts, 1).get_rows(chosen)
         weights = scaled.div(picked.reshape(n, -1).sum_rows().reshape(n, 1, 1))
-        h = x.rms_norm(c.norm_eps).mul(block.pre_ffw_norm_2).reshape(n, 1, c.embd)
+        h = normed.mul(block.pre_ffw_norm_2).reshape(n, 1, c.embd)
         gate_up = block.ffn_gate_up_exps.mul_mat_id(h, chosen)              # (T, K, 2F)
         out = block.ffn_down_exps.mul_mat_id(gate_up.geglu_halves(), chosen)  # (T, K, E)
         return out.mul(weights).permute(0, 2, 1).cont().sum_rows().reshape(n, c.embd)
