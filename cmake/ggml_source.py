@@ -53,7 +53,10 @@ def fetch_archive(pin: dict, cache_dir: Path) -> Path:
     cache_dir.mkdir(parents=True, exist_ok=True)
     requirement = f"{pin['package']}=={pin['version']}"
     print(f"-- pyggml: downloading {requirement} (source archive) into {cache_dir}", flush=True)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+    # --no-binary names the package alone: pip must still prepare the sdist's metadata (it
+    # cannot skip that), but its build requirements then come as wheels in seconds instead of
+    # being compiled from their own sdists for minutes (--no-binary :all:)
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", pin["package"],
                "-d", str(cache_dir), requirement]
     result = subprocess.run(command, capture_output=True, text=True)
     if not archive.exists():
