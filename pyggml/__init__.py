@@ -13,8 +13,10 @@ Shapes are numpy's (outermost first) everywhere; see pyggml.tensor for the conve
 """
 
 from . import log as _log
-from .backend import (Backend, Buffer, Device, backend_features, cpu_backend, device, devices,
-                      log_system_info, system_info)
+from . import rpc
+from .backend import (Backend, Buffer, BufferType, Device, allocate, backend_features,
+                      cpu_backend, cpu_device, device, devices, log_system_info,
+                      system_info)
 from .context import Context
 from .dtypes import BF16, F16, F32, I32, I64, GGMLType
 from .errors import GGMLError
@@ -25,10 +27,10 @@ from .quants import quantize
 from .tensor import Tensor
 
 __all__ = [
-    "Backend", "Buffer", "Computation", "Context", "Device", "GGMLError", "GGMLType", "GGUFFile",
-    "Graph", "Scheduler", "Tensor", "BF16", "F16", "F32", "I32", "I64", "backend_features",
-    "cpu_backend", "dequantize", "device", "devices", "log_system_info", "quantize",
-    "system_info",
+    "Backend", "Buffer", "BufferType", "Computation", "Context", "Device", "GGMLError",
+    "GGMLType", "GGUFFile", "Graph", "Scheduler", "Tensor", "BF16", "F16", "F32", "I32", "I64",
+    "allocate", "backend_features", "cpu_backend", "cpu_device", "dequantize", "device", "devices",
+    "log_system_info", "quantize", "rpc", "system_info",
 ]
 
 _log.install()

@@ -42,20 +42,83 @@ class Device:
         """A backend computing on this device (threads applies to the CPU)."""
         return Backend(self, threads)
 
+    @property
+    def ptr(self):
+        return lib.ggml_backend_dev_get(self.index)
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.type == "cpu"
+
+    @property
+    def endpoint(self) -> str | None:
+        """host:port of the RPC server this device lives on (None for a local device)."""
+        return self.description if self.backend == "RPC" else None
+
+    def buffer_type(self) -> "BufferType":
+        """The device's own memory (what its backend allocates by default)."""
+        raw = lib.ggml_backend_dev_buffer_type(self.ptr)
+        if raw == ffi.NULL:
+            raise GGMLError(f"The device {self.name} ({self.description}) gave no buffer type; "
+                            "if it is an RPC server, it is unreachable.")
+        return BufferType(raw, self)
+
+    def extra_buffer_types(self) -> list["BufferType"]:
+        """Buffer types this device offers besides its default (the CPU's repacked weight
+        layouts, for instance), best first."""
+        reg = lib.ggml_backend_dev_backend_reg(self.ptr)
+        getter = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_dev_get_extra_bufts")
+        if getter == ffi.NULL:
+            return []
+        bufts = ffi.cast("ggml_backend_dev_get_extra_bufts_t", getter)(self.ptr)
+        found = []
+        while bufts != ffi.NULL and bufts[0] != ffi.NULL:
+            found.append(BufferType(bufts[0], self))
+            bufts += 1
+        return found
+
+    def supports(self, op) -> bool:
+        """Whether this device computes op (a graph node) with its operands as they are."""
+        return bool(lib.ggml_backend_dev_supports_op(self.ptr, op.ptr))
+
+    def supports_with(self, op, tensor, buffer_type: "BufferType") -> bool:
+        """Whether this device computes op when tensor (one of op's sources) lives in a
+        buffer of buffer_type (the probe llama.cpp uses to place weights)."""
+        raw = tensor.ptr
+        saved = raw.buffer
+        dummy = buffer_type.dummy()
+        raw.buffer = dummy
+        try:
+            return bool(lib.ggml_backend_dev_supports_op(self.ptr, op.ptr))
+        finally:
+            raw.buffer = saved
+            lib.ggml_backend_buffer_free(dummy)
+
 
 def devices() -> list[Device]:
-    found = []
+    """Every device, with its memory now (an RPC server's is asked over the network)."""
+    return [device_at(index) for index in range(lib.ggml_backend_dev_count())]
+
+
+def device_at(index: int) -> Device:
+    dev = lib.ggml_backend_dev_get(index)
+    free, total = ffi.new("size_t *"), ffi.new("size_t *")
+    lib.ggml_backend_dev_memory(dev, free, total)
+    return Device(
+        index=index, name=_text(lib.ggml_backend_dev_name(dev)),
+        description=_text(lib.ggml_backend_dev_description(dev)),
+        type=DEVICE_TYPES.get(lib.ggml_backend_dev_type(dev), "other"),
+        backend=_text(lib.ggml_backend_reg_name(lib.ggml_backend_dev_backend_reg(dev))),
+        memory_free=free[0], memory_total=total[0])
+
+
+def cpu_device() -> Device:
+    """The CPU (found without asking every device for its memory)."""
     for index in range(lib.ggml_backend_dev_count()):
-        dev = lib.ggml_backend_dev_get(index)
-        free, total = ffi.new("size_t *"), ffi.new("size_t *")
-        lib.ggml_backend_dev_memory(dev, free, total)
-        found.append(Device(
-            index=index, name=_text(lib.ggml_backend_dev_name(dev)),
-            description=_text(lib.ggml_backend_dev_description(dev)),
-            type=DEVICE_TYPES.get(lib.ggml_backend_dev_type(dev), "other"),
-            backend=_text(lib.ggml_backend_reg_name(lib.ggml_backend_dev_backend_reg(dev))),
-            memory_free=free[0], memory_total=total[0]))
-    return found
+        if lib.ggml_backend_dev_type(lib.ggml_backend_dev_get(index)) == \
+                lib.GGML_BACKEND_DEVICE_TYPE_CPU:
+            return device_at(index)
+    raise GGMLError("This build of ggml has no CPU device.")
 
 
 def device(name_or_type: str) -> Device:
@@ -87,7 +150,7 @@ def backend_features() -> dict[str, dict[str, str]]:
 def system_info() -> str:
     """One line per backend with its features, then one per device, like llama.cpp's."""
     lines = [f"{name} : " + " | ".join(f"{k} = {v}" for k, v in feats.items())
-             for name, feats in backend_features().items()]
+             for name, feats in backend_features().items() if feats]
     lines += [f"device {d.index}: {d.name} ({d.type}, {d.backend}) {d.description}, "
               f"{d.memory_free / 2**30:.1f} of {d.memory_total / 2**30:.1f} GiB free"
               for d in devices()]
@@ -108,7 +171,7 @@ class Backend:
     """A device opened for compute."""
 
     def __init__(self, dev: Device | None = None, threads: int | None = None):
-        dev = dev or device("cpu")
+        dev = dev or cpu_device()
         raw = lib.ggml_backend_dev_init(lib.ggml_backend_dev_get(dev.index), ffi.NULL)
         if raw == ffi.NULL:
             raise GGMLError(f"Could not open the device {dev.name} ({dev.description}).")
@@ -137,37 +200,15 @@ class Backend:
         self.threads = threads
         lib.ggml_backend_cpu_set_n_threads(self.ptr, threads)
 
-    def extra_buffer_types(self) -> list:
-        """Buffer types this device offers besides its default (the CPU's repacked weight
-        layouts, for instance), as ggml handles with .name."""
-        dev = lib.ggml_backend_get_device(self.ptr)
-        reg = lib.ggml_backend_dev_backend_reg(dev)
-        getter = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_dev_get_extra_bufts")
-        if getter == ffi.NULL:
-            return []
-        bufts = ffi.cast("ggml_backend_dev_get_extra_bufts_t", getter)(dev)
-        found = []
-        while bufts != ffi.NULL and bufts[0] != ffi.NULL:
-            found.append(BufferType(bufts[0]))
-            bufts += 1
-        return found
-
-    def supports_with(self, op, tensor, buffer_type: "BufferType") -> bool:
-        """Whether this device computes op when tensor (one of op's sources) lives in a
-        buffer of buffer_type (the probe llama.cpp uses to place weights)."""
-        dummy = lib.ggml_backend_buft_alloc_buffer(buffer_type.ptr, 0)
-        raw = tensor.ptr
-        raw.buffer = dummy
-        try:
-            return bool(lib.ggml_backend_dev_supports_op(lib.ggml_backend_get_device(self.ptr),
-                                                         op.ptr))
-        finally:
-            raw.buffer = ffi.NULL
-            lib.ggml_backend_buffer_free(dummy)
-
     def supports(self, tensor) -> bool:
         """Whether this backend can compute tensor's operation with its operand types."""
         return bool(lib.ggml_backend_supports_op(self.ptr, tensor.ptr))
+
+    def failure(self) -> str | None:
+        """Why this backend can no longer compute (an RPC server that went away), or None."""
+        from . import rpc
+
+        return rpc.failure(self.device)
 
     def close(self) -> None:
         if self._ptr is not None:
@@ -185,18 +226,54 @@ class Backend:
 
 
 class BufferType:
-    """A kind of device memory (ggml_backend_buffer_type); owned by its backend."""
+    """A kind of memory of a device (ggml_backend_buffer_type); owned by the device. Get it
+    from Device.buffer_type() or Device.extra_buffer_types()."""
 
-    def __init__(self, ptr):
+    def __init__(self, ptr, device: Device):
         self.ptr = ptr
+        self.device = device
         self.name = _text(lib.ggml_backend_buft_name(ptr))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, BufferType) and self.ptr == other.ptr
+
+    def __hash__(self) -> int:
+        return hash(int(ffi.cast("uintptr_t", self.ptr)))
+
+    @property
+    def is_host(self) -> bool:
+        return bool(lib.ggml_backend_buft_is_host(self.ptr))
+
+    @property
+    def device_name(self) -> str:
+        """The name of the device this memory belongs to ('CPU', 'CUDA0', 'RPC0', ...)."""
+        return self.device.name
+
+    @property
+    def alignment(self) -> int:
+        return lib.ggml_backend_buft_get_alignment(self.ptr)
+
+    @property
+    def max_size(self) -> int:
+        """The largest single buffer this memory allocates."""
+        return lib.ggml_backend_buft_get_max_size(self.ptr)
+
+    def alloc_size(self, tensor) -> int:
+        """Bytes tensor takes in this memory (devices may pad rows), aligned."""
+        size = lib.ggml_backend_buft_get_alloc_size(self.ptr, tensor.ptr)
+        align = self.alignment
+        return -(-size // align) * align
+
+    def dummy(self):
+        """A raw buffer of size 0 (free it with ggml_backend_buffer_free); see Buffer.dummy."""
+        return lib.ggml_backend_buft_alloc_buffer(self.ptr, 0)
 
     def __repr__(self) -> str:
         return f"<BufferType {self.name}>"
 
 
 def cpu_backend(threads: int | None = None) -> Backend:
-    return Backend(device("cpu"), threads)
+    return Backend(cpu_device(), threads)
 
 
 def default_threads() -> int:
@@ -212,6 +289,19 @@ class Buffer:
         self._contexts = list(contexts)
         self._tensors = list(tensors)
         self._keep = keep           # e.g. the memory map a CPU buffer points into
+
+    @classmethod
+    def dummy(cls, buffer_type: BufferType, tensors) -> "Buffer":
+        """A buffer of size 0 that tensors point at: they count as placed in buffer_type's
+        memory (for measuring a graph without allocating: ggml's scheduler then assigns their
+        operations to its device) but hold no data. Closing it detaches them again."""
+        raw = buffer_type.dummy()
+        if raw == ffi.NULL:
+            raise GGMLError(f"Could not make a placeholder buffer of {buffer_type.name}.")
+        tensors = list(tensors)
+        for tensor in tensors:
+            tensor.ptr.buffer = raw
+        return cls(raw, tensors=tensors)
 
     @property
     def ptr(self):
@@ -258,3 +348,32 @@ class Buffer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def allocate(buffer_type: BufferType, tensors) -> list[Buffer]:
+    """Give tensors memory of buffer_type: one buffer, or several where they exceed the
+    largest buffer that memory allocates. The tensors keep the buffers alive."""
+    tensors = list(tensors)
+    sizes = [buffer_type.alloc_size(t) for t in tensors]
+    limit = buffer_type.max_size
+    buffers, start = [], 0
+    while start < len(tensors):
+        end, total = start, 0
+        while end < len(tensors) and (end == start or total + sizes[end] <= limit):
+            total += sizes[end]
+            end += 1
+        raw = lib.ggml_backend_buft_alloc_buffer(buffer_type.ptr, total + buffer_type.alignment)
+        if raw == ffi.NULL:
+            raise GGMLError(f"Could not allocate {total / 2**20:.1f} MiB of {buffer_type.name} "
+                            f"memory for {end - start} tensors (out of memory).")
+        buffer = Buffer(raw, tensors=tensors[start:end])
+        allocator = lib.ggml_tallocr_new(raw)
+        for tensor in tensors[start:end]:
+            if lib.ggml_tallocr_alloc(ffi.addressof(allocator), tensor.ptr) != \
+                    lib.GGML_STATUS_SUCCESS:
+                raise GGMLError(f"Could not place {tensor.name} in {buffer_type.name} memory.")
+        for context in {id(t.context): t.context for t in tensors[start:end]}.values():
+            context.keepalive.append(buffer)
+        buffers.append(buffer)
+        start = end
+    return buffers

@@ -44,6 +44,7 @@ class Context:
         self.index_limits: dict = {}
         # index inputs given fresh (garbage) memory by a scheduler and not set since
         self.unfilled: dict = {}
+        self.placements: dict = {}  # node -> the Backend a scheduler must run it on
 
     @property
     def ptr(self):
@@ -62,6 +63,7 @@ class Context:
             self.keepalive.clear()
             self.index_limits.clear()
             self.unfilled.clear()
+            self.placements.clear()
 
     def __enter__(self) -> "Context":
         return self

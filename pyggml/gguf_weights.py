@@ -1,25 +1,28 @@
 """GGUF files: metadata and tensors (gguf_reader.Header), tensor data into backend buffers.
 
-Tensors placed on the CPU point straight into the memory-mapped file (no copy, no load time);
-tensors placed on another device are copied in chunks. A progress callback sees bytes done.
+Loading is two steps, so that a caller can decide where each tensor goes from how it is used:
+tensors() describes every tensor in one storage context, without memory; place() gives each
+one memory of the buffer type chosen for it and fills it. Tensors in the CPU's own memory
+point straight into the memory-mapped file (no copy, no load time); tensors elsewhere (a GPU,
+an RPC server, the CPU's repacked layouts) are copied, in chunks, and a progress callback sees
+the bytes done. load() does both for one backend.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Callable, Union
+from typing import Callable
 
 import numpy as np
 
 from ._ggml import ffi, lib
-from .backend import Backend, Buffer, cpu_backend
+from .backend import Backend, Buffer, BufferType, allocate, cpu_backend, cpu_device
 from .context import Context
 from .dtypes import GGMLType
 from .errors import GGMLError
 from .gguf_reader import Header
 
-Placement = Union[Backend, Callable[[str], Backend], None]
 Progress = Callable[[int, int], None]
 CHUNK_BYTES = 64 << 20
 
@@ -36,7 +39,7 @@ class GGUFFile:
         self.tensors_info = {t.name: t for t in self.header.tensors}
         self.data = np.frombuffer(self.header.map, dtype=np.uint8)
         self._buffers: list[Buffer] = []
-        self._layouts: dict = {}
+        self._infos: dict[str, object] = {}
 
     def tensor_type(self, name: str) -> GGMLType:
         return GGMLType.parse(self.tensors_info[name].type)
@@ -45,32 +48,29 @@ class GGUFFile:
         """numpy-order shape."""
         return tuple(reversed(self.tensors_info[name].ne))
 
-    def load(self, placement: Placement = None, progress: Progress | None = None,
-             use_mmap: bool = True, repack: Callable[[str], bool] | None = None,
-             aliases: dict[str, str] | None = None) -> dict[str, "Tensor"]:  # noqa: F821
-        """Create every tensor on the backend placement gives it (a Backend, or a function of
-        the tensor name; the CPU by default) and fill it. Returns {name: Tensor}.
-
-        CPU tensors point into the memory-mapped file unless use_mmap is False, or unless
-        repack(name) says the tensor feeds matrix products and the CPU has a repacked layout
-        for it (then it is copied into that layout, as llama.cpp does by default). aliases
-        {new: existing} adds tensors that read another's data (a tied output matrix)."""
-        if placement is None:
-            placement = cpu_backend()
-        where = placement if callable(placement) else (lambda name, backend=placement: backend)
+    def tensors(self, aliases: dict[str, str] | None = None) -> dict[str, "Tensor"]:  # noqa: F821
+        """Every tensor of the file, described in one storage context but without memory.
+        aliases {new: existing} adds tensors that read another's data (a tied output matrix,
+        which may then live on another device or in another layout than the original)."""
         infos = list(self.header.tensors)
         for new, existing in (aliases or {}).items():
             if new not in self.tensors_info and existing in self.tensors_info:
                 infos.append(dataclasses.replace(self.tensors_info[existing], name=new))
-        groups: dict[tuple, tuple] = {}
+        ctx = Context(max_tensors=len(infos), graphs=0)
+        found = {}
         for info in infos:
-            backend = where(info.name)
-            layout = None
-            if backend.is_cpu and use_mmap and repack is not None and repack(info.name):
-                layout = self._repacked_layout(backend, info)
-            key = (id(backend), layout.name if layout else None)
-            groups.setdefault(key, (backend, layout, []))[2].append(info)
-        total = sum(info.n_bytes for info in infos)
+            found[info.name] = ctx.new_tensor(info.type, tuple(reversed(info.ne)), name=info.name)
+            self._infos[info.name] = info
+        return found
+
+    def place(self, tensors: dict, buffer_type: Callable[[str], BufferType],
+              progress: Progress | None = None, use_mmap: bool = True) -> None:
+        """Give each tensor memory of buffer_type(name) and fill it from the file. The CPU's
+        own memory maps the file unless use_mmap is False."""
+        groups: dict[BufferType, list] = {}
+        for name in tensors:
+            groups.setdefault(buffer_type(name), []).append(name)
+        total = sum(self._infos[name].n_bytes for name in tensors)
         done = [0]
 
         def advance(n: int) -> None:
@@ -78,70 +78,62 @@ class GGUFFile:
             if progress is not None:
                 progress(done[0], total)
 
-        loaded = {}
-        for backend, layout, group in groups.values():
-            ctx = Context(max_tensors=len(group), graphs=0)
-            tensors = {info.name: ctx.new_tensor(info.type, tuple(reversed(info.ne)),
-                                                 name=info.name) for info in group}
-            if layout is not None:
-                self._copy(ctx, Buffer(_alloc(ctx, layout), contexts=[ctx]), tensors, group,
-                           advance, whole=True)
-            elif backend.is_cpu and use_mmap:
-                self._map(ctx, tensors, group, advance)
+        cpu_memory = cpu_device().buffer_type()
+        for layout, names in groups.items():
+            group = [tensors[name] for name in names]
+            if use_mmap and layout == cpu_memory:
+                buffers = [self._map(group)]
+                advance(sum(self._infos[t.name].n_bytes for t in group))
             else:
-                self._copy(ctx, ctx.allocate(backend), tensors, group, advance)
-            loaded.update(tensors)
-        return loaded
+                buffers = allocate(layout, group)
+                for buffer in buffers:
+                    buffer.mark_weights()
+                # CPU memory (a repacked layout converts whole tensors) takes each tensor at
+                # once from the map; other devices take chunks, to keep host memory low
+                self._copy(group, advance, whole=layout.device.is_cpu)
+            self._buffers += buffers
 
-    def _repacked_layout(self, backend: Backend, info):
-        """The extra CPU buffer type that multiplies with this weight, if any (2-D only)."""
-        if len(info.ne) != 2:
-            return None
-        key = (info.type, info.ne)
-        if key not in self._layouts:
-            self._layouts[key] = None
-            for layout in backend.extra_buffer_types():
-                with Context(max_tensors=4) as ctx:
-                    weight = ctx.new_tensor(info.type, (info.ne[1], info.ne[0]))
-                    product = weight.mul_mat(ctx.new_tensor("F32", (1, info.ne[0])))
-                    if backend.supports_with(product, weight, layout):
-                        self._layouts[key] = layout
-                        break
-        return self._layouts[key]
+    def load(self, placement: Backend | None = None, progress: Progress | None = None,
+             use_mmap: bool = True, repack: Callable[[str], bool] | None = None,
+             aliases: dict[str, str] | None = None) -> dict[str, "Tensor"]:  # noqa: F821
+        """Every tensor on one backend's device (the CPU by default), filled. repack(name):
+        the tensor feeds matrix products, so take the CPU's repacked layout for it where the
+        CPU has one (as llama.cpp does by default). Returns {name: Tensor}."""
+        device = (placement or cpu_backend()).device
+        tensors = self.tensors(aliases)
+        memory = device.buffer_type()
+        layouts = {name: repacked_layout(device, tensor) if repack and repack(name) else None
+                   for name, tensor in tensors.items()}
+        self.place(tensors, lambda name: layouts[name] or memory, progress, use_mmap)
+        return tensors
 
-    def _map(self, ctx: Context, tensors: dict, infos: list, advance) -> None:
+    def _map(self, tensors: list) -> Buffer:
         data = self.data
         base = ffi.cast("char *", data.ctypes.data)
         raw = lib.ggml_backend_cpu_buffer_from_ptr(base, data.nbytes)
         if raw == ffi.NULL:
             raise GGMLError(f"Could not map {self.path} into a CPU buffer.")
-        buffer = Buffer(raw, contexts=[ctx], keep=self.header)
+        buffer = Buffer(raw, tensors=tensors, keep=self.header)
         buffer.mark_weights()
-        for info in infos:
-            status = lib.ggml_backend_tensor_alloc(raw, tensors[info.name].ptr, base + info.offset)
+        tensors[0].context.keepalive.append(buffer)      # the tensors keep the map alive
+        for tensor in tensors:
+            info = self._infos[tensor.name]
+            status = lib.ggml_backend_tensor_alloc(raw, tensor.ptr, base + info.offset)
             if status != lib.GGML_STATUS_SUCCESS:
                 raise GGMLError(f"Could not place tensor {info.name} in the mapped file.")
-            advance(info.n_bytes)
-        ctx.keepalive.append(buffer)
-        self._buffers.append(buffer)
+        return buffer
 
-    def _copy(self, ctx: Context, buffer: Buffer, tensors: dict, infos: list, advance,
-              whole: bool = False) -> None:
-        """Copy tensor data into buffer, in chunks unless whole (repacking needs the
-        whole tensor at once)."""
-        buffer.mark_weights()
-        if buffer not in ctx.keepalive:
-            ctx.keepalive.append(buffer)
+    def _copy(self, tensors: list, advance, whole: bool) -> None:
         data = self.data
-        for info in infos:
+        for tensor in tensors:
+            info = self._infos[tensor.name]
             start, size = info.offset, info.n_bytes
             step = max(size, 1) if whole else CHUNK_BYTES
             for offset in range(0, size, step):
                 chunk = np.asarray(data[start + offset:start + min(size, offset + step)])
-                lib.ggml_backend_tensor_set(tensors[info.name].ptr, ffi.from_buffer(chunk),
-                                            offset, chunk.nbytes)
+                lib.ggml_backend_tensor_set(tensor.ptr, ffi.from_buffer(chunk), offset,
+                                            chunk.nbytes)
                 advance(chunk.nbytes)
-        self._buffers.append(buffer)
 
     def close(self) -> None:
         for buffer in self._buffers:
@@ -155,9 +147,16 @@ class GGUFFile:
         self.close()
 
 
-def _alloc(ctx: Context, layout):
-    raw = lib.ggml_backend_alloc_ctx_tensors_from_buft(ctx.ptr, layout.ptr)
-    if raw == ffi.NULL:
-        raise GGMLError(f"Could not allocate {layout.name} memory for {len(list(ctx.tensors()))}"
-                        " repacked weights.")
-    return raw
+def repacked_layout(device, tensor) -> BufferType | None:
+    """The device's extra buffer type (the CPU's repacked layouts) that multiplies with this
+    2-D weight, if any."""
+    if len(tensor.shape) != 2:
+        return None
+    rows, columns = tensor.shape
+    for layout in device.extra_buffer_types():
+        with Context(max_tensors=4) as ctx:
+            weight = ctx.new_tensor(tensor.dtype, (rows, columns))
+            product = weight.mul_mat(ctx.new_tensor("F32", (1, columns)))
+            if device.supports_with(product, weight, layout):
+                return layout
+    return None

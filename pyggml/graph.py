@@ -66,8 +66,9 @@ class Graph:
 class Computation:
     """A compute in flight; wait() returns when it is done and raises if it failed."""
 
-    def __init__(self, future: Future):
+    def __init__(self, future: Future, scheduler: "Scheduler"):
         self._future = future
+        self._scheduler = scheduler
 
     def done(self) -> bool:
         return self._future.done()
@@ -75,8 +76,9 @@ class Computation:
     def wait(self) -> None:
         status = self._future.result()
         if status != lib.GGML_STATUS_SUCCESS:
-            raise GGMLError(f"Computing the graph failed: "
-                            f"{STATUS_TEXT.get(status, f'status {status}')}.")
+            reason = self._scheduler.failure() or STATUS_TEXT.get(status, f"status {status}")
+            raise GGMLError(f"Computing the graph failed: {reason}.")
+        self._scheduler.check()
 
 
 class Scheduler:
@@ -108,15 +110,49 @@ class Scheduler:
         return self._ptr
 
     def place(self, tensor, backend: Backend) -> None:
-        """Run tensor's operation on backend (otherwise the scheduler decides)."""
-        lib.ggml_backend_sched_set_tensor_backend(self.ptr, tensor.ptr, backend.ptr)
+        """Run tensor's operation on backend (otherwise the scheduler decides), in every
+        graph of tensor's context this scheduler allocates."""
+        tensor.context.placements[tensor.ptr] = backend
+
+    def _apply_placements(self, graph: Graph) -> None:
+        # ggml_backend_sched_reset forgets them: given again before each split of the graph
+        for ptr, backend in graph.context.placements.items():
+            lib.ggml_backend_sched_set_tensor_backend(self.ptr, ptr, backend.ptr)
+
+    def backend_of(self, tensor) -> Backend | None:
+        """The backend that computes tensor in the graph allocated last (None: not in it)."""
+        raw = lib.ggml_backend_sched_get_tensor_backend(self.ptr, tensor.ptr)
+        return next((b for b in self.backends if b.ptr == raw), None)
 
     def reserve(self, graph: Graph) -> None:
         """Size the compute buffers for graph (the largest graph you will run) up front."""
         self.wait()
         self._current = None
+        self._apply_placements(graph)
         if not lib.ggml_backend_sched_reserve(self.ptr, graph.ptr):
-            raise GGMLError("Could not reserve compute memory for the graph (out of memory).")
+            raise GGMLError("Could not reserve compute memory for the graph (out of memory"
+                            f"{'; ' + self.failure() if self.failure() else ''}).")
+
+    def reserve_size(self, graph: Graph) -> dict[Backend, int]:
+        """The compute memory graph needs on each backend, measured without allocating (its
+        weights and caches may sit in dummy buffers: see BufferType.dummy)."""
+        self.wait()
+        self._current = None
+        self._apply_placements(graph)
+        sizes = ffi.new("size_t[]", len(self.backends))
+        lib.ggml_backend_sched_reserve_size(self.ptr, graph.ptr, sizes)
+        return {backend: sizes[i] for i, backend in enumerate(self.backends)}
+
+    def failure(self) -> str | None:
+        """Why one of the backends can no longer compute (an RPC server went away), or None."""
+        return next((f for f in (b.failure() for b in self.backends) if f), None)
+
+    def check(self) -> None:
+        """Raise if a backend failed since: a read of its memory gave zeros, not data. Call
+        it after reading outputs that live on another machine."""
+        failure = self.failure()
+        if failure:
+            raise GGMLError(f"Computing the graph failed: {failure}.")
 
     def alloc(self, graph: Graph) -> None:
         """Give graph's tensors compute memory; fill the inputs after this, before compute.
@@ -128,9 +164,11 @@ class Scheduler:
         if self._current != shape:
             self._current = None
             lib.ggml_backend_sched_reset(self.ptr)
+            self._apply_placements(graph)
             if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
+                failure = self.failure()
                 raise GGMLError("Could not allocate compute memory for the graph (out of "
-                                "memory).")
+                                f"memory{'; ' + failure if failure else ''}).")
             self._current = shape
         if graph.context not in self._allocated:
             self._allocated.add(graph.context)
@@ -153,7 +191,7 @@ class Scheduler:
             if self._in_flight is not None and not self._in_flight.done():
                 raise GGMLError("A compute is already in flight on this scheduler; wait() first.")
             sched, cgraph = self.ptr, graph.ptr
-            self._in_flight = Computation(self._worker.submit(_compute, sched, cgraph))
+            self._in_flight = Computation(self._worker.submit(_compute, sched, cgraph), self)
             return self._in_flight
 
     def wait(self) -> None:
@@ -167,8 +205,8 @@ class Scheduler:
         self.alloc(graph)
         for tensor, array in (inputs or {}).items():
             tensor.set(array)
-        self.compute_async(graph).wait()
-        self._in_flight = None
+        self.compute_async(graph)
+        self.wait()
 
     @property
     def n_splits(self) -> int:

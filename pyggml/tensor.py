@@ -71,6 +71,13 @@ class Tensor(TensorOps):
     def op(self) -> str:
         return ffi.string(lib.ggml_op_desc(self.ptr)).decode()
 
+    def sources(self) -> list["Tensor"]:
+        """The operands of this node (for inspecting a graph; they are read through this
+        node's context, whatever context made them)."""
+        raw = self.ptr
+        return [Tensor(src, self._ctx, max(1, lib.ggml_n_dims(src)))
+                for src in (raw.src[i] for i in range(lib.GGML_MAX_SRC)) if src != ffi.NULL]
+
     @property
     def name(self) -> str:
         return ffi.string(self.ptr.name).decode(errors="replace")

@@ -28,31 +28,47 @@ def sched(request):
         yield scheduler
 
 
+NOT_COMPUTED = {"NONE", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"}
+
+
 @pytest.fixture
-def compute(sched):
+def compute(sched, request):
     """compute(build, *inputs) -> numpy copies of build(*input_tensors)'s outputs.
 
     Inputs are numpy arrays (exact dtype) or Raw; build returns a Tensor or a tuple of them.
+    On another device than the CPU the inputs live in its memory, so the ops run there; an op
+    the device declines runs on the CPU and is counted for the session's summary.
     """
+    device = sched.backends[0]
+    declined = request.config.declined_ops
 
     def run(build, *inputs):
-        with pyggml.Context() as ctx:
-            tensors, feeds = [], {}
-            for value in inputs:
-                if isinstance(value, Raw):
-                    tensor = ctx.new_tensor(value.ggml_type, value.shape).set_input()
-                    feeds[tensor] = value.data
-                else:
-                    tensor = ctx.new_tensor(pyggml.dtypes.ggml_type_of(value.dtype),
-                                            value.shape).set_input()
-                    feeds[tensor] = value
-                tensors.append(tensor)
+        with pyggml.Context() as ctx, pyggml.Context(max_tensors=64, graphs=0) as storage:
+            specs = [(value.ggml_type, value.shape, value.data) if isinstance(value, Raw) else
+                     (pyggml.dtypes.ggml_type_of(value.dtype), value.shape, value)
+                     for value in inputs]
+            if device.is_cpu:
+                tensors = [ctx.new_tensor(kind, shape).set_input() for kind, shape, _ in specs]
+                feeds = {t: data for t, (_, _, data) in zip(tensors, specs)}
+            else:
+                held = [storage.new_tensor(kind, shape) for kind, shape, _ in specs]
+                if held:
+                    storage.allocate(device)
+                for tensor, (_, _, data) in zip(held, specs):
+                    tensor.set(data)
+                tensors, feeds = [ctx.bind(t) for t in held], {}
             outputs = build(*tensors)
             single = isinstance(outputs, pyggml.Tensor)
             outputs = (outputs,) if single else tuple(outputs)
             for out in outputs:
                 out.set_output()
-            sched.compute(ctx.graph(*outputs), feeds)
+            graph = ctx.graph(*outputs)
+            sched.compute(graph, feeds)
+            if not device.is_cpu:
+                for node in graph.nodes():
+                    if node.op not in NOT_COMPUTED and sched.backend_of(node) is not device:
+                        key = f"{node.op} ({node.dtype.name})"
+                        declined[key] = declined.get(key, 0) + 1
             results = [out.numpy(copy=True) for out in outputs]
         return results[0] if single else results
 

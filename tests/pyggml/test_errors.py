@@ -225,14 +225,14 @@ def test_f32_helper_is_used(rng):
 
 def test_allocation_failure_raises():
     with pyggml.Context() as ctx:
-        ctx.new_tensor("F32", (1 << 18, 1 << 20))          # 1 TiB
+        ctx.new_tensor("F32", (1 << 30, 1 << 30))          # 4 EiB: beyond any address space
         with pytest.raises(GGMLError, match=r"Could not allocate \d+ bytes on CPU"):
             ctx.allocate(pyggml.cpu_backend(threads=1))
 
 
 def test_compute_memory_failure_raises(sched):
     with pyggml.Context() as ctx:
-        x = ctx.new_tensor("F32", (1 << 18, 1 << 20)).set_input()
+        x = ctx.new_tensor("F32", (1 << 30, 1 << 30)).set_input()   # 4 EiB
         with pytest.raises(GGMLError, match="Could not allocate compute memory"):
             sched.alloc(ctx.graph(x.exp()))
         small = ctx.new_tensor("F32", (4,)).set_input()

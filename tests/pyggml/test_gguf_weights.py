@@ -78,14 +78,26 @@ def test_loaded_weights_compute(model_file, sched):
         np.testing.assert_allclose(y.numpy(), reference, rtol=2e-3, atol=2e-2)
 
 
-def test_placement_by_name(model_file):
-    path, _ = model_file
-    cpu_a, cpu_b = pyggml.cpu_backend(threads=1), pyggml.cpu_backend(threads=1)
+def test_tensors_are_described_first_then_placed_by_buffer_type(model_file):
+    path, expected = model_file
+    cpu = pyggml.cpu_backend(threads=1).device
     with pyggml.GGUFFile(path) as f:
-        tensors = f.load(lambda name: cpu_a if name.startswith("blk.") else cpu_b)
-        blk = {tensors[n].context for n in tensors if n.startswith("blk.")}
-        other = {tensors[n].context for n in tensors if not n.startswith("blk.")}
-        assert len(blk) == len(other) == 1 and blk != other
+        tensors = f.tensors(aliases={"output.weight": "token_embd.weight"})
+        assert all(t.ptr.data == pyggml._ggml.ffi.NULL for t in tensors.values())
+        assert tensors["output.weight"].shape == (10, 64)
+        chosen = []
+        # blk.* copied into an allocated buffer (mmap off for them), the rest mapped
+        f.place({n: t for n, t in tensors.items() if n.startswith("blk.")},
+                lambda name: chosen.append(name) or cpu.buffer_type(), use_mmap=False)
+        f.place({n: t for n, t in tensors.items() if not n.startswith("blk.")},
+                lambda name: cpu.buffer_type())
+        assert sorted(chosen) == sorted(n for n in tensors if n.startswith("blk."))
+        start, size = f.data.ctypes.data, f.data.nbytes
+        for name, tensor in tensors.items():
+            address = int(pyggml._ggml.ffi.cast("uintptr_t", tensor.ptr.data))
+            assert (start <= address < start + size) != name.startswith("blk."), name
+            np.testing.assert_allclose(tensor.numpy(), expected.get(name, expected[
+                "token_embd.weight"]), rtol=1e-6)
 
 
 def test_not_a_gguf(tmp_path):
@@ -128,7 +140,7 @@ def test_repacked_weights_multiply_like_the_plain_ones(tmp_path, sched, rng, mon
     # chunks smaller than the tensor: repacking must still get the whole tensor at once
     monkeypatch.setattr(pyggml.gguf_weights, "CHUNK_BYTES", 1024)
     cpu = pyggml.cpu_backend(threads=1)
-    if "CPU_REPACK" not in [b.name for b in cpu.extra_buffer_types()]:
+    if not cpu.device.extra_buffer_types():
         pytest.skip("this CPU has no repacked layouts")
     weights = rng.standard_normal((64, 256)).astype(np.float32)
     raw = pyggml.quantize(weights, "Q4_0")

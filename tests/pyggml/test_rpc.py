@@ -1,0 +1,121 @@
+"""ggml's RPC backend through pyggml: a real `python -m pyggml rpc-server` on loopback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import pyggml
+from pyggml import GGMLError
+
+from ..rpc_servers import free_port, rpc_server
+
+
+@pytest.fixture(scope="module")
+def server():
+    with rpc_server() as running:
+        yield running
+
+
+def test_connect_adds_the_servers_device(server):
+    devices = pyggml.rpc.connect(server.endpoint)
+    assert len(devices) == 1
+    device = devices[0]
+    assert device.name.startswith("RPC") and device.type == "gpu"
+    assert device.endpoint == server.endpoint and device.memory_total > 0
+    assert device.name in [d.name for d in pyggml.devices()]
+    assert pyggml.rpc.connect(server.endpoint) == devices            # once per endpoint
+
+
+def test_weights_and_ops_live_on_the_remote_device(server):
+    device = pyggml.rpc.connect(server.endpoint)[0]
+    remote = device.open()
+    assert not remote.is_cpu and remote.failure() is None
+    rng = np.random.default_rng(0)
+    w, x = rng.standard_normal((5, 8), np.float32), rng.standard_normal((3, 8), np.float32)
+    with pyggml.Context(graphs=0) as storage, pyggml.Context() as ctx, \
+            pyggml.Scheduler([remote]) as sched:
+        weight = storage.new_tensor("F32", (5, 8))
+        buffer = storage.allocate(remote)
+        buffer.mark_weights()              # the scheduler runs an op where its weights are
+        assert not buffer.is_host and buffer.name.startswith("RPC")
+        weight.set(w)
+        inp = ctx.new_tensor("F32", (3, 8)).set_input()
+        product = weight.mul_mat(inp)
+        out = product.silu().set_output()
+        sched.place(out, sched.backends[-1])        # the CPU, though its operand is remote
+        graph = ctx.graph(out)
+        sched.compute(graph, {inp: x})
+        assert sched.backend_of(product) is remote
+        assert sched.backend_of(out) is sched.backends[-1] and sched.n_splits == 2
+        expected = x @ w.T
+        np.testing.assert_allclose(out.numpy(), expected / (1 + np.exp(-expected)), rtol=1e-5)
+        np.testing.assert_array_equal(weight.numpy(), w)           # read back over the wire
+
+
+def test_an_unreachable_server_is_an_error_within_seconds():
+    start = time.monotonic()
+    with pytest.raises(GGMLError, match="cannot be reached"):
+        pyggml.rpc.connect(f"127.0.0.1:{free_port()}")
+    with pytest.raises(GGMLError, match="cannot be reached"):
+        pyggml.rpc.connect("10.255.255.1:50052")       # routes nowhere: the connect times out
+    assert time.monotonic() - start < 15
+
+
+@pytest.mark.parametrize("endpoint", ["localhost", "host:port", ":50052", "h:0", "h:70000"])
+def test_a_malformed_endpoint_is_refused(endpoint):
+    with pytest.raises(ValueError, match="host:port"):
+        pyggml.rpc.connect(endpoint)
+
+
+def test_a_server_that_goes_away_fails_the_compute_not_the_process():
+    with rpc_server() as doomed:
+        remote = pyggml.rpc.connect(doomed.endpoint)[0].open()
+        with pyggml.Context(graphs=0) as storage, pyggml.Context() as ctx, \
+                pyggml.Scheduler([remote]) as sched:
+            weight = storage.new_tensor("F32", (4, 4))
+            storage.allocate(remote)
+            weight.set(np.eye(4, dtype=np.float32))
+            inp = ctx.new_tensor("F32", (1, 4)).set_input()
+            out = weight.mul_mat(inp).set_output()
+            graph = ctx.graph(out)
+            sched.compute(graph, {inp: np.ones((1, 4), np.float32)})
+            np.testing.assert_array_equal(out.numpy(), np.ones((1, 4)))
+            doomed.kill()
+            with pytest.raises(GGMLError, match="stopped answering"):
+                sched.compute(graph, {inp: np.ones((1, 4), np.float32)})
+                out.numpy()
+                sched.check()
+            assert "stopped answering" in remote.failure()
+    with pyggml.Context() as ctx, pyggml.Scheduler() as local:     # the process goes on
+        x = ctx.new_tensor("F32", (2,)).set_input()
+        y = x.exp()
+        local.compute(ctx.graph(y), {x: np.zeros(2, np.float32)})
+        np.testing.assert_array_equal(y.numpy(), np.ones(2))
+
+
+def test_serving_beyond_loopback_warns_that_there_is_no_authentication():
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "pyggml", "rpc-server", "--host", "0.0.0.0",
+                             "--port", str(port), "--threads", "1"], cwd="/",
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        warning = proc.stderr.readline()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "WARNING" in warning and "no authentication" in warning
+
+
+def test_rpc_server_refuses_an_unknown_device_and_a_taken_port(server):
+    run = [sys.executable, "-m", "pyggml", "rpc-server", "--threads", "1"]
+    unknown = subprocess.run(run + ["--device", "NOPE0"], cwd="/", capture_output=True,
+                             text=True, timeout=60)
+    assert unknown.returncode == 1 and "No device named 'NOPE0'" in unknown.stderr
+    taken = subprocess.run(run + ["--port", str(server.port)], cwd="/", capture_output=True,
+                           text=True, timeout=60)
+    assert taken.returncode == 1 and "Cannot listen" in taken.stderr
