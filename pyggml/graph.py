@@ -101,6 +101,7 @@ class Scheduler:
         self._in_flight: Computation | None = None
         self._allocated: weakref.WeakSet[Context] = weakref.WeakSet()
         self._current: tuple | None = None       # (graph, its node count) allocated last
+        self._split: weakref.WeakSet[Graph] = weakref.WeakSet()   # split over several backends
         self._lock = threading.Lock()
 
     @property
@@ -157,12 +158,22 @@ class Scheduler:
     def alloc(self, graph: Graph) -> None:
         """Give graph's tensors compute memory; fill the inputs after this, before compute.
         Allocating again the graph allocated last (unchanged since) keeps its memory, as
-        llama.cpp does when it reuses a graph."""
+        llama.cpp does when it reuses a graph. A graph split over several backends cannot be
+        allocated again once another graph was: ggml's scheduler rewrote its operands to the
+        copies it made between backends (build it anew)."""
         self._check_size(graph)
         self.wait()
         shape = (graph, graph.n_nodes)
         if self._current != shape:
+            if graph in self._split:
+                raise GGMLError("This graph was split over several backends for an earlier "
+                                "allocation, and another graph was allocated since; build it "
+                                "again instead of reusing it.")
             self._current = None
+            if graph.context in self._allocated:
+                # its tensors still point into compute memory that another graph's allocation
+                # may have freed since; ggml would take them for pre-allocated
+                _detach_compute_memory(graph.context)
             lib.ggml_backend_sched_reset(self.ptr)
             self._apply_placements(graph)
             if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
@@ -170,6 +181,8 @@ class Scheduler:
                 raise GGMLError("Could not allocate compute memory for the graph (out of "
                                 f"memory{'; ' + failure if failure else ''}).")
             self._current = shape
+            if len(self.backends) > 1:
+                self._split.add(graph)
         if graph.context not in self._allocated:
             self._allocated.add(graph.context)
             graph.context.keepalive.append(self)
@@ -228,18 +241,9 @@ class Scheduler:
             self.wait()
         finally:
             self._worker.shutdown(wait=True)
-            own = []
             for ctx in list(self._allocated):
-                if ctx.closed:
-                    continue
-                fixed = {_address(b.ptr) for b in ctx.keepalive
-                         if isinstance(b, Buffer) and b._ptr is not None}
-                for tensor in ctx.tensors():
-                    raw = tensor.ptr
-                    if raw.buffer != ffi.NULL and _address(raw.buffer) not in fixed:
-                        own.append(raw)
-            for raw in own:
-                raw.buffer, raw.data = ffi.NULL, ffi.NULL
+                if not ctx.closed:
+                    _detach_compute_memory(ctx)
             ptr, self._ptr = self._ptr, None
             ffi.release(ptr)
 
@@ -254,6 +258,15 @@ def _compute(sched, cgraph) -> int:
     status = lib.ggml_backend_sched_graph_compute_async(sched, cgraph)
     lib.ggml_backend_sched_synchronize(sched)
     return status
+
+
+def _detach_compute_memory(ctx: Context) -> None:
+    """Forget where ctx's tensors live in compute memory (everything but its own buffers)."""
+    fixed = {_address(b.ptr) for b in ctx.keepalive if isinstance(b, Buffer) and b._ptr is not None}
+    for tensor in ctx.tensors():
+        raw = tensor.ptr
+        if raw.buffer != ffi.NULL and _address(raw.buffer) not in fixed:
+            raw.buffer, raw.data = ffi.NULL, ffi.NULL
 
 
 def _address(ptr) -> int:

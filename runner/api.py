@@ -12,19 +12,24 @@ N generations from different threads advance together.
 
 from __future__ import annotations
 
+import logging
 import queue
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import pyggml
 
 from .chat import render, template_for
+from .devices import DeviceOptions
 from .engine import Engine, Request
-from .engine.pooling import pooling_of
 from .executor import Executor
 from .generate import GenerateOptions
 from .kvcache import CausalCache
-from .loader import load_model
+from .kvcache.causal import check_cache_type
+from .loader import Loaded, open_model
+from .placement import Backends, Footprint, Placer, Workload, choose_layers
 from .sample import SamplingOptions
+
+log = logging.getLogger("runner")
 
 
 @dataclass
@@ -32,18 +37,21 @@ class LoadOptions:
     num_ctx: int = 4096          # tokens one sequence holds
     parallel: int = 1            # sequences sharing the KV cache (its cells: num_ctx * parallel)
     batch_size: int = 512
-    threads: int | None = None
+    threads: int | None = None   # the CPU's
     flash_attn: bool = False
     kv_cache_type: str = "f16"
     repack: bool = True          # repacked CPU weight layouts, as llama.cpp by default
     multiuser_cache: bool = False   # fork the best cached prefix into the LRU slot
     overlap: bool = True         # build the next batch's graph while one computes
+    use_mmap: bool = True        # CPU weights point into the file
+    devices: DeviceOptions = field(default_factory=DeviceOptions)   # GPUs and RPC servers
 
     def __post_init__(self):
         for name in ("num_ctx", "batch_size", "parallel"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}.")
+        check_cache_type(self.kv_cache_type, self.flash_attn)
 
 
 def split_options(options: dict, ignored=frozenset()) -> tuple[SamplingOptions,
@@ -72,27 +80,44 @@ class Result:
 
 
 class Model:
-    """A loaded model and its batch loop (parallel slots, prompt cache)."""
+    """A loaded model and its batch loop (parallel slots, prompt cache), its layers on the
+    devices the options choose (placement.py)."""
 
-    def __init__(self, name_or_path, options: LoadOptions, progress=None):
+    def __init__(self, loaded: Loaded, options: LoadOptions, progress=None):
         self.options = options
-        self.backend = pyggml.cpu_backend(options.threads)
-        self.loaded = load_model(name_or_path, self.backend, progress, options.repack)
+        self.loaded = loaded
         self.tokenizer = self.loaded.tokenizer
-        context = min(options.num_ctx, getattr(self.loaded.model.config, "context",
-                                               options.num_ctx))
-        self.kv = CausalCache(self.loaded.model.cache_layers(), context * options.parallel,
-                              self.backend,
-                              options.kv_cache_type, options.flash_attn)
-        self.scheduler = pyggml.Scheduler([self.backend])
-        self.executor = Executor(self.loaded.model, self.kv, self.scheduler)
-        self.engine = Engine(self.executor, self.tokenizer, options.parallel,
-                             options.batch_size, options.multiuser_cache, options.overlap,
-                             pooling_of(self.loaded.metadata))
-        self.engine.reserve()
+        model = self.loaded.model
+        self.workload = workload_of(model, options, self.loaded.pooling)
+        self.backends = Backends(options.threads)
+        with Placer(model, self.loaded.tensors, self.workload.embeddings) as placer:
+            layers = choose_layers(model, placer, options.devices, self.workload, self.backends,
+                                   options.repack)
+            self.placement = placer.place(layers, options.repack)
+        log.info("placement", extra={"layers": [d.name for d in layers]})
+        try:
+            self.loaded.load(self.placement, progress, options.use_mmap)
+            shapes = model.cache_layers()
+            self.kv = CausalCache(shapes, self.workload.cells,
+                                  [self.backends[d] for d in layers[:len(shapes)]],
+                                  options.kv_cache_type, options.flash_attn)
+            self.scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices))
+            self.executor = Executor(model, self.kv, self.scheduler)
+            self.engine = Engine(self.executor, self.tokenizer, options.parallel,
+                                 options.batch_size, options.multiuser_cache, options.overlap,
+                                 self.loaded.pooling)
+            self.engine.reserve()
+        except Exception:
+            self._free()
+            raise
         self.engine.start()
         self.template = template_for(self.loaded.metadata)
         self.last: Result | None = None
+
+    @property
+    def backend(self) -> pyggml.Backend:
+        """The CPU backend (its thread count)."""
+        return self.backends[pyggml.cpu_device()]
 
     @property
     def architecture(self) -> str:
@@ -120,6 +145,31 @@ class Model:
         pieces = self._pieces(tokens, sampling, generation)
         return pieces if stream else "".join(pieces)
 
+    def generate_batch(self, prompts: list[str], **options) -> list[str]:
+        """Continue several prompts together: they start in the same batch and advance side
+        by side (parallel at a time; the others wait for a slot). Returns their texts."""
+        sampling, generation = split_options(options)
+        events = queue.Queue()
+        requests = [Request(self.tokenize(prompt, add_special=True),
+                            lambda event, index=index: events.put((index, event)),
+                            sampling, generation) for index, prompt in enumerate(prompts)]
+        texts, running = [""] * len(prompts), len(prompts)
+        self._check_generative()
+        self.engine.submit(*requests)
+        try:
+            while running:
+                index, event = events.get()
+                if "error" in event:
+                    raise RuntimeError(event["error"])
+                if "content" in event:
+                    texts[index] += event["content"]
+                else:
+                    running -= 1
+        finally:
+            for request in requests:
+                request.cancel()
+        return texts
+
     def chat(self, messages: list[dict], stream: bool = True, **options):
         return self.generate(self.apply_template(messages), stream, **options)
 
@@ -135,10 +185,13 @@ class Model:
             raise RuntimeError(event["error"])
         return event["embedding"]
 
-    def _pieces(self, tokens, sampling, generation):
+    def _check_generative(self) -> None:
         if self.engine.pooling is not None:
             raise ValueError(f"This model makes embeddings ({self.engine.pooling} pooling); "
                              "it cannot generate text.")
+
+    def _pieces(self, tokens, sampling, generation):
+        self._check_generative()
         events = queue.Queue()
         request = Request(tokens, events.put, sampling, generation)
         self.engine.submit(request)
@@ -153,10 +206,39 @@ class Model:
 
     def close(self, message: str = "The model was closed.") -> None:
         self.engine.stop(message)
-        self.scheduler.close()
-        self.kv.buffer.close()
+        self._free()
+
+    def _free(self) -> None:
+        for part in ("scheduler", "kv"):
+            if hasattr(self, part):
+                getattr(self, part).close()
         self.loaded.file.close()
+        self.backends.close()      # an RPC server's connection ends with its last user
+
+    def footprint(self) -> Footprint:
+        """The memory this model holds, per device and layer, read off its allocations."""
+        graph = {b.device.name: self.scheduler.buffer_size(b) for b in self.scheduler.backends}
+        return Footprint.of(self.loaded.tensors, self.placement, self.kv, graph)
+
+    def failure(self) -> str | None:
+        """Why the model can no longer compute (a device on another machine went away)."""
+        return self.scheduler.failure()
+
+
+def workload_of(model, options: LoadOptions, pooling: str | None) -> Workload:
+    """The cache and batch a model loaded with options holds: num_ctx per sequence (at most
+    the trained context) for each parallel sequence."""
+    context = min(options.num_ctx, getattr(model.config, "context", options.num_ctx))
+    return Workload(context, options.parallel, options.kv_cache_type, options.flash_attn,
+                    options.batch_size, embeddings=pooling is not None)
+
+
+DEVICE_OPTIONS = {f.name for f in fields(DeviceOptions)}
 
 
 def load(name_or_path, progress=None, **options) -> Model:
-    return Model(name_or_path, LoadOptions(**options), progress)
+    """Options of LoadOptions, and of DeviceOptions (num_gpu, main_gpu, tensor_split, rpc)."""
+    devices = {k: options.pop(k) for k in list(options) if k in DEVICE_OPTIONS}
+    if devices:
+        options["devices"] = DeviceOptions(**devices)
+    return Model(open_model(name_or_path), LoadOptions(**options), progress)

@@ -10,7 +10,10 @@ import math
 import sys
 from collections import Counter
 
+from pyggml import GGMLError
+
 from . import store
+from .devices import add_device_flags, device_options
 
 # general.file_type values as llama.cpp's converter writes them (llama_ftype)
 FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
@@ -32,7 +35,8 @@ def sampling_options(args) -> dict:
 def cmd_run(args) -> int:
     from .api import load
 
-    model = load(args.model, num_ctx=args.ctx_size, threads=args.threads)
+    model = load(args.model, num_ctx=args.ctx_size, threads=args.threads,
+                 **vars(device_options(args)))
     options = sampling_options(args)
     if args.prompt is not None:
         if args.raw:
@@ -147,6 +151,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--top-p", dest="top_p", type=float)
     run.add_argument("--ctx-size", dest="ctx_size", type=int, default=4096)
     run.add_argument("--threads", type=int)
+    add_device_flags(run)
     run.set_defaults(run=cmd_run)
     tokenize = sub.add_parser("tokenize", help="print the token ids of stdin as JSON")
     tokenize.add_argument("model")
@@ -180,7 +185,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
-    except (store.StoreError, ValueError, FileNotFoundError) as error:
+    except (store.StoreError, ValueError, FileNotFoundError, GGMLError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -62,6 +62,14 @@ class Executor:
         self._kept = step
         return step
 
+    def worst_case(self, n: int, embeddings: bool = False) -> Step:
+        """The graph of n tokens that sees every cache cell: no step needs more compute
+        memory (reserve or measure with it). It is not kept; close step.ctx, and remove the
+        cells it took (sequence 0), when done."""
+        batch = Batch(np.zeros(n), np.arange(n), np.zeros(n))
+        self.kv.start(batch, all_cells=True)
+        return self._build(batch, (n, 1, self.kv.size, embeddings))
+
     def _retire(self, step: Step) -> None:
         """Close a replaced graph now, or when its compute in flight finishes."""
         if step.computation is None:
@@ -96,7 +104,9 @@ class Executor:
         """Wait; float32 (len(batch.outputs), vocab), or (..., embd) for embeddings."""
         try:
             step.computation.wait()
-            return step.logits.numpy(copy=True)
+            logits = step.logits.numpy(copy=True)
+            self.scheduler.check()        # a device on another machine may be gone: not data
+            return logits
         except Exception:
             self.forget()
             raise
@@ -128,6 +138,7 @@ class Executor:
         hit = kv.cells(seq, p0, p1)
         if not hit.any():
             return
+        self.forget()           # a graph split over devices is not allocated again after another
         deltas = np.where(hit, delta, 0).astype(np.int32)
         with pyggml.Context(max_tensors=8 * len(kv.layers) + 8,
                             graph_size=8 * len(kv.layers) + 8) as ctx:

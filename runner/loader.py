@@ -1,4 +1,8 @@
-"""Open a GGUF model: metadata, architecture, weights on a backend, tokenizer."""
+"""Open a GGUF model: metadata, architecture, tokenizer, and the model bound to its weights.
+
+open_model binds the model to tensors that have no memory yet, so that placement.py can
+decide from the model's own use of each weight where it goes; load() places and fills them.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,16 @@ from dataclasses import dataclass
 import pyggml
 
 from . import store
+from .engine.pooling import pooling_of
 from .models import model_class
 from .models.base import Weights
+from .placement import Placement, Placer
 from .tokenizer import Tokenizer, from_metadata
+
+# a model without its own output matrix multiplies by the embeddings: give it an alias, so
+# that (as in llama.cpp) the product can use a repacked copy, or the output layer's device,
+# while lookups read the original on the CPU
+TIED = {"output.weight": "token_embd.weight"}
 
 
 @dataclass
@@ -20,19 +31,18 @@ class Loaded:
     model: object
     tokenizer: Tokenizer
     file: pyggml.GGUFFile
+    tensors: dict[str, pyggml.Tensor]
+
+    @property
+    def pooling(self) -> str | None:
+        return pooling_of(self.metadata)
+
+    def load(self, placement: Placement, progress=None, use_mmap: bool = True) -> None:
+        """Give every weight the memory placement chose for it, and fill it."""
+        self.file.place(self.tensors, placement.memory.__getitem__, progress, use_mmap)
 
 
-# tensors read by lookup (get_rows) rather than matrix products: never repacked
-LOOKUPS = {"token_embd.weight"}
-# a model without its own output matrix multiplies by the embeddings: give it an alias, so
-# that (as in llama.cpp) the product can use a repacked copy while lookups read the original
-TIED = {"output.weight": "token_embd.weight"}
-
-
-def load_model(name_or_path, backend: pyggml.Backend, progress=None,
-               repack: bool = True) -> Loaded:
-    """repack: give weights that feed matrix products the CPU's repacked layouts where it
-    has them (llama.cpp's default; its results differ slightly from the plain layout)."""
+def open_model(name_or_path) -> Loaded:
     path = store.resolve(name_or_path)
     gguf_file = pyggml.GGUFFile(path)
     meta = gguf_file.metadata
@@ -41,8 +51,20 @@ def load_model(name_or_path, backend: pyggml.Backend, progress=None,
         raise ValueError(f"{path} does not name its architecture (general.architecture).")
     cls = model_class(architecture)                      # unknown: lists the known ones
     tokenizer = from_metadata(meta)
-    weights = Weights(gguf_file.load(
-        backend, progress=progress, repack=(lambda name: name not in LOOKUPS) if repack else None,
-        aliases=TIED if repack else None))
+    weights = Weights(gguf_file.tensors(aliases=TIED))
     model = cls.from_metadata(meta, weights)
-    return Loaded(str(path), meta, architecture, model, tokenizer, gguf_file)
+    bound = {name: t for name, t in weights.tensors.items() if name in weights.taken}
+    return Loaded(str(path), meta, architecture, model, tokenizer, gguf_file, bound)
+
+
+def load_model(name_or_path, backend: pyggml.Backend | None = None, progress=None,
+               repack: bool = True) -> Loaded:
+    """The whole model on one device (the CPU by default). repack: weights that feed matrix
+    products take the CPU's repacked layouts where it has them (llama.cpp's default; its
+    results differ slightly from the plain layout)."""
+    loaded = open_model(name_or_path)
+    device = (backend or pyggml.cpu_backend()).device
+    with Placer(loaded.model, loaded.tensors, loaded.pooling is not None) as placer:
+        placement = placer.place([device] * (loaded.model.config.layers + 1), repack)
+    loaded.load(placement, progress)
+    return loaded

@@ -18,13 +18,13 @@ def free_port() -> int:
 
 class RPCServer:
     def __init__(self, threads: int = 1, *flags: str):
-        self.port = free_port()
+        self.port = int(flags[flags.index("--port") + 1]) if "--port" in flags else free_port()
         self.endpoint = f"127.0.0.1:{self.port}"
         self.log = tempfile.NamedTemporaryFile("w+", prefix="rpc-server-", suffix=".log")
         # started outside the source tree, so that the installed package runs
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pyggml", "rpc-server", "--port", str(self.port),
-             "--threads", str(threads), *flags],
+            [sys.executable, "-m", "pyggml", "rpc-server", "--threads", str(threads),
+             *(flags if "--port" in flags else ("--port", str(self.port), *flags))],
             cwd=tempfile.gettempdir(), stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while not self._listening():

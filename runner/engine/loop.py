@@ -76,35 +76,36 @@ class Engine:
 
     # -- outside the loop thread ------------------------------------------------------------
 
-    def submit(self, request: Request) -> None:
-        """Queue a request; it waits for a free slot. Raises ValueError for a prompt that is
-        empty or longer than the context."""
-        n = len(request.tokens)
-        if n == 0:
-            raise ValueError("The prompt is empty: there is nothing to continue from.")
-        if n > self.context:
-            raise ValueError(f"The prompt has {n} tokens but a sequence holds at most "
-                             f"{self.context}; shorten it or allow truncation.")
-        if not self.causal and n > self.batch_size:
-            raise ValueError(f"The prompt has {n} tokens but this encoder reads a prompt in "
-                             f"one batch of at most {self.batch_size}.")
+    def submit(self, *requests: Request) -> None:
+        """Queue requests; they wait for free slots. Several given at once are admitted
+        together (as far as slots allow), so they start in the same batch. Raises ValueError
+        for a prompt that is empty or longer than the context."""
+        for request in requests:
+            n = len(request.tokens)
+            if n == 0:
+                raise ValueError("The prompt is empty: there is nothing to continue from.")
+            if n > self.context:
+                raise ValueError(f"The prompt has {n} tokens but a sequence holds at most "
+                                 f"{self.context}; shorten it or allow truncation.")
+            if not self.causal and n > self.batch_size:
+                raise ValueError(f"The prompt has {n} tokens but this encoder reads a prompt "
+                                 f"in one batch of at most {self.batch_size}.")
         with self._cond:
             if not self._accepting:
                 raise RuntimeError("The runner is shutting down and takes no new requests.")
-            self.waiting.append(request)
+            self.waiting.extend(requests)
             self._cond.notify()
 
     def reserve(self) -> None:
         """Size the compute memory for a full batch now (before the loop starts), so a long
         prompt later cannot run out of it mid-request."""
-        n = min(self.batch_size, self.context)
-        step = self.executor.build(Batch(np.zeros(n), np.arange(n), np.zeros(n)),
-                                   self.pooling is not None)
+        step = self.executor.worst_case(min(self.batch_size, self.context),
+                                        self.pooling is not None)
         try:
             self.executor.scheduler.reserve(step.graph)
         finally:
             self.kv.remove(0)
-            self.executor.forget()
+            step.ctx.close()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="batch-loop", daemon=True)

@@ -29,6 +29,10 @@ class CacheFullError(RuntimeError):
     pass
 
 
+class CacheAllocationError(MemoryError):
+    pass
+
+
 def check_cache_type(cache_type: str, flash: bool) -> None:
     if cache_type not in CACHE_TYPES:
         raise ValueError(f"Unknown KV cache type {cache_type!r}; choose one of "
@@ -48,8 +52,12 @@ class LayerShape:
 
 
 class CausalCache:
-    def __init__(self, layers: list[LayerShape], cells: int, backend: pyggml.Backend,
-                 cache_type: str = "f16", flash: bool = False):
+    """backends: where each layer's K and V live (one Backend for all layers, or one per
+    layer: a layer's cache sits on the device that computes the layer). allocate=False
+    describes the tensors without memory (to probe or measure a model)."""
+
+    def __init__(self, layers: list[LayerShape], cells: int, backends, cache_type: str = "f16",
+                 flash: bool = False, allocate: bool = True):
         check_cache_type(cache_type, flash)
         if cells < 1:
             raise ValueError(f"A KV cache needs at least one cell, not {cells}.")
@@ -57,7 +65,7 @@ class CausalCache:
         self.cache_type = cache_type
         self.pos = np.full(cells, -1, dtype=np.int64)
         self.seq = np.zeros(cells, dtype=np.int64)          # bit s set: cell belongs to seq s
-        self.storage = pyggml.Context(max_tensors=2 * len(layers), graphs=0)
+        self.storage = pyggml.Context(max_tensors=2 * len(layers) + 1, graphs=0)
         ggml_type = CACHE_TYPES[cache_type]
         self.k, self.v = [], []
         for i, shape in enumerate(layers):
@@ -66,10 +74,31 @@ class CausalCache:
             v_dims = shape.kv_heads * shape.v_dim
             self.v.append(self.storage.new_tensor(
                 ggml_type, (cells, v_dims) if flash else (v_dims, cells), name=f"cache_v_l{i}"))
-        self.buffer = self.storage.allocate(backend)
-        self.buffer.clear(0)
+        self.buffers = self._allocate(backends) if allocate else []
         self._placement = None
         self.region = 0                 # cells per sequence's home region (partition())
+
+    def _allocate(self, backends) -> list[pyggml.Buffer]:
+        """One buffer per device, holding the layers it computes; zeroed."""
+        if isinstance(backends, pyggml.Backend):
+            backends = [backends] * len(self.layers)
+        groups: dict[int, tuple] = {}
+        for layer, backend in enumerate(backends):
+            groups.setdefault(id(backend), (backend, []))[1].extend((self.k[layer], self.v[layer]))
+        buffers = []
+        for backend, tensors in groups.values():
+            try:
+                buffers += pyggml.allocate(backend.device.buffer_type(), tensors)
+            except pyggml.GGMLError as error:
+                raise CacheAllocationError(f"The KV cache does not fit on {backend.device.name}:"
+                                           f" {error}") from None
+        for buffer in buffers:
+            buffer.clear(0)
+        return buffers
+
+    def close(self) -> None:
+        for buffer in self.buffers:
+            buffer.close()
 
     def partition(self, sequences: int) -> None:
         """Give each of sequences a home region of cells, aligned to 256, that start() fills
@@ -89,8 +118,9 @@ class CausalCache:
     def used(self, seq: int) -> int:
         return int(np.count_nonzero(self.cells(seq)))
 
-    def start(self, batch) -> None:
-        """Place the batch in free cells and prepare slot indices and masks for its graph."""
+    def start(self, batch, all_cells: bool = False) -> None:
+        """Place the batch in free cells and prepare slot indices and masks for its graph.
+        all_cells: its graph sees every cell (the largest graph a batch of its size makes)."""
         if batch.seqs.min() < 0 or batch.seqs.max() >= MAX_SEQS:
             raise ValueError(f"Sequence ids must lie in [0, {MAX_SEQS}), not "
                              f"{sorted(set(batch.seqs.tolist()))}.")
@@ -105,7 +135,7 @@ class CausalCache:
         used = np.flatnonzero(self.seq != NO_SEQ)
         pad = PAD_FLASH if self.flash else PAD_PLAIN
         n_kv = min(self.size, -(-(int(used.max()) + 1) // pad) * pad)
-        self._placement = Placement(batch, slots, n_kv)
+        self._placement = Placement(batch, slots, self.size if all_cells else n_kv)
 
     def _home_cells(self, batch, free: np.ndarray) -> np.ndarray:
         """Free cells for the batch, each sequence's from its home region first."""

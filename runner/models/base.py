@@ -36,15 +36,18 @@ LLM, ATTENTION, ROPE = gguf.Keys.LLM, gguf.Keys.Attention, gguf.Keys.Rope
 
 
 class Weights:
-    """The loaded tensors, taken by GGUF name with a shape check."""
+    """The file's tensors, taken by GGUF name with a shape check; `taken` names the ones a
+    model bound (the others need no memory)."""
 
     def __init__(self, tensors: dict[str, pyggml.Tensor]):
         self.tensors = tensors
+        self.taken: set[str] = set()
 
     def take(self, name: str, shape=None) -> pyggml.Tensor:
         tensor = self.tensors.get(name)
         if tensor is None:
             raise ModelError(f"The model file has no tensor {name}.")
+        self.taken.add(name)
         if shape is not None and tensor.shape != tuple(shape):
             raise ModelError(f"The tensor {name} has shape {tensor.shape}, but the model's "
                              f"hyper-parameters need {tuple(shape)}.")

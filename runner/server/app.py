@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import time
+from dataclasses import replace
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -24,7 +25,7 @@ from ..engine import Request as EngineRequest
 from ..engine.request import truncate_prompt
 from .schemas import (OPERATIONS, CompletionRequest, DetokenizeRequest, EmbeddingRequest,
                       LoadRequest, TokenizeRequest)
-from .state import RunnerState, Status
+from .state import OutOfMemory, RunnerState, Status
 
 log = logging.getLogger("runner.server")
 DONE_REASONS = {"stop": 0, "length": 1, "closed": 2}
@@ -102,7 +103,7 @@ def create_app(state: RunnerState) -> FastAPI:
             return state.model, state.engine
         messages = {Status.LOADING: "The model is still loading; retry when /health is ready.",
                     Status.LAUNCHED: "No model is loaded; POST /load to commit one.",
-                    Status.ERROR: f"The model failed to load: {state.error}"}
+                    Status.ERROR: state.error}
         raise Refused(503, messages.get(status, "The runner is not ready."))
 
     @app.get("/health")
@@ -121,25 +122,27 @@ def create_app(state: RunnerState) -> FastAPI:
 
     @app.post("/load")
     async def load(body: LoadRequest):
-        if body.gpu_layers and any(g.layers for g in body.gpu_layers):
-            raise Refused(400, "This runner places every layer on the CPU; GPULayers must be "
-                          "empty.")
         flash = body.flash_attention
         flash = "auto" if flash is None else ("on" if flash else "off") \
             if isinstance(flash, bool) else flash
         try:
-            layout = state.with_defaults(
-                parallel=body.parallel, batch_size=body.batch_size, ctx_size=body.kv_size,
-                threads=body.num_threads, flash_attn=flash,
-                kv_cache_type=body.kv_cache_type or "f16",
-                multiuser_cache=body.multiuser_cache)
+            changes = dict(parallel=body.parallel, batch_size=body.batch_size,
+                           ctx_size=body.kv_size, threads=body.num_threads, flash_attn=flash,
+                           kv_cache_type=body.kv_cache_type or "f16",
+                           multiuser_cache=body.multiuser_cache)
+            if body.gpu_layers is not None:
+                listed = {g.id: tuple(g.layers) for g in body.gpu_layers if g.layers}
+                changes["devices"] = replace(state.with_defaults().devices, gpu_layers=listed)
+            layout = state.with_defaults(**changes)
             operation = OPERATIONS[body.operation]
             if operation == "close":
                 await asyncio.to_thread(state.close)
                 return {"Success": True, "Memory": None}
             act = {"fit": state.fit, "alloc": state.alloc, "commit": state.commit}[operation]
             memory = await asyncio.to_thread(act, layout)
-        except ValueError as error:
+        except OutOfMemory as error:
+            return {"Success": False, "Memory": error.memory, "error": str(error)}
+        except (ValueError, pyggml.GGMLError) as error:
             raise Refused(400, str(error)) from error
         return {"Success": True, "Memory": memory}
 

@@ -17,7 +17,10 @@ import threading
 
 import uvicorn
 
+import pyggml
+
 from .. import store
+from ..devices import accelerators, add_device_flags, device_options
 from ..kvcache.causal import CACHE_TYPES
 from .app import create_app
 from .state import Layout, RunnerState
@@ -43,6 +46,7 @@ def parser() -> argparse.ArgumentParser:
                    help="a full context ends the generation (reason length) by default")
     p.add_argument("--no-overlap", action="store_true",
                    help="do not build the next batch's graph while one computes")
+    add_device_flags(p)
     p.add_argument("--no-load", action="store_true", help="wait for POST /load")
     p.add_argument("--grace", type=float, default=10.0,
                    help="seconds in-flight streams get to finish after SIGTERM")
@@ -81,14 +85,16 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    layout = Layout(parallel=args.parallel, batch_size=args.batch_size,
-                    ctx_size=args.ctx_size or 4096 * args.parallel, threads=args.threads,
-                    flash_attn=args.flash_attn, kv_cache_type=args.kv_cache_type,
-                    multiuser_cache=args.multiuser_cache, overlap=not args.no_overlap)
     try:
+        layout = Layout(parallel=args.parallel, batch_size=args.batch_size,
+                        ctx_size=args.ctx_size or 4096 * args.parallel, threads=args.threads,
+                        flash_attn=args.flash_attn, kv_cache_type=args.kv_cache_type,
+                        multiuser_cache=args.multiuser_cache, overlap=not args.no_overlap,
+                        devices=device_options(args))
         layout.check()
         state = RunnerState(args.model)
-    except (ValueError, FileNotFoundError, store.StoreError) as error:
+        accelerators(layout.devices)          # the RPC servers' devices join /info now
+    except (ValueError, FileNotFoundError, store.StoreError, pyggml.GGMLError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     state.layout, state.shift_default = layout, not args.no_shift

@@ -72,7 +72,9 @@ class LoadRequest(Body):
     kv_size: int = Field(4096, alias="KvSize", ge=1)
     kv_cache_type: str = Field("", alias="KvCacheType")
     num_threads: int | None = Field(None, alias="NumThreads", ge=1)
-    gpu_layers: list[DeviceLayers] = Field(default_factory=list, alias="GPULayers")
+    # absent: the runner's own placement (--num-gpu, ...); present (even empty): these layers
+    # on these devices, the rest on the CPU
+    gpu_layers: list[DeviceLayers] | None = Field(None, alias="GPULayers")
     multiuser_cache: bool = Field(False, alias="MultiUserCache")
 
 

@@ -1,10 +1,12 @@
 """What the runner process holds: one model file, and once loaded the model and its engine.
 
-Life cycle (the protocol's /load operations): launched -> fit (a memory report, nothing
-allocated) -> alloc (the layout is checked and kept) -> commit (weights mapped or copied,
-KV cache and compute memory allocated, the batch loop started; /health shows progress) ->
-close (everything freed, back to launched). Started with --model alone, the runner commits
-a default layout at once.
+Life cycle (the protocol's /load operations): launched -> fit (a memory report of the real
+placement, nothing allocated) -> alloc (the layout is checked against each device's free
+memory and kept) -> commit (weights mapped or copied to their devices, KV cache and compute
+memory allocated, the batch loop started; /health shows progress) -> close (everything freed,
+back to launched). Started with --model alone, the runner commits a default layout at once.
+A layout that does not fit answers Success false with its sizes; a device lost later (an RPC
+server gone) turns health to error until the model is loaded again.
 """
 
 from __future__ import annotations
@@ -12,15 +14,18 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import pyggml
 
 from .. import store
-from ..api import LoadOptions, Model
+from ..api import LoadOptions, Model, workload_of
+from ..devices import DeviceOptions
 from ..engine import Engine
 from ..kvcache.causal import check_cache_type
-from .memory import memory_report
+from ..loader import Loaded, open_model
+from ..placement import Backends, Footprint, Placer, choose_layers, measure
+from .memory import memory_report, shortfalls
 
 log = logging.getLogger("runner.server")
 
@@ -45,6 +50,7 @@ class Layout:
     kv_cache_type: str = "f16"
     multiuser_cache: bool = False
     overlap: bool = True            # build the next batch's graph while one computes
+    devices: DeviceOptions = field(default_factory=DeviceOptions)
 
     def check(self) -> None:
         if self.flash_attn not in ("auto", "on", "off"):
@@ -68,7 +74,16 @@ class Layout:
         return LoadOptions(num_ctx=self.ctx_size // self.parallel, parallel=self.parallel,
                            batch_size=self.batch_size, threads=self.threads,
                            flash_attn=self.flash, kv_cache_type=self.kv_cache_type,
-                           multiuser_cache=self.multiuser_cache, overlap=self.overlap)
+                           multiuser_cache=self.multiuser_cache, overlap=self.overlap,
+                           devices=self.devices)
+
+
+class OutOfMemory(Exception):
+    """A layout that does not fit: the protocol answers Success false with its sizes."""
+
+    def __init__(self, message: str, memory: dict):
+        super().__init__(message)
+        self.memory = memory
 
 
 class RunnerState:
@@ -80,19 +95,52 @@ class RunnerState:
         self.shift_default = True           # for requests that do not say (--no-shift)
         self.model: Model | None = None
         self.engine: Engine | None = None
+        self._opened: Loaded | None = None
         self._lock = threading.Lock()
 
-    def fit(self, layout: Layout) -> dict:
+    @property
+    def opened(self) -> Loaded:
+        """The model bound to its tensors (no memory until commit), opened once."""
+        if self._opened is None:
+            self._opened = open_model(self.path)
+        return self._opened
+
+    def measure(self, layout: Layout) -> Footprint:
+        """What layout takes on each device, measured without allocating."""
         layout.check()
-        return memory_report(self.header, layout, self.model)
+        options, opened = layout.load_options(), self.opened
+        workload = workload_of(opened.model, options, opened.pooling)
+        backends = Backends(options.threads)
+        try:
+            with Placer(opened.model, opened.tensors, workload.embeddings) as placer:
+                layers = choose_layers(opened.model, placer, options.devices, workload,
+                                       backends, options.repack)
+                return measure(opened.model, opened.tensors, placer.place(layers, options.repack),
+                               workload, backends)
+        finally:
+            backends.close()
+
+    def fit(self, layout: Layout) -> dict:
+        if self.model is not None and layout == self.layout:
+            return memory_report(self.model.footprint())
+        return memory_report(self.measure(layout))
+
+    def check_fit(self, layout: Layout) -> Footprint:
+        """The layout's footprint, or OutOfMemory when a device's free memory cannot hold it."""
+        footprint = self.measure(layout)
+        problems = shortfalls(footprint)
+        if problems:
+            raise OutOfMemory(f"The layout does not fit: {'; '.join(problems)}.",
+                              memory_report(footprint))
+        return footprint
 
     def alloc(self, layout: Layout) -> dict:
-        layout.check()
+        footprint = self.check_fit(layout)
         with self._lock:
             if self.model is not None:
                 raise ValueError("A model is loaded; close it before allocating another layout.")
             self.layout = layout
-        return memory_report(self.header, layout, None)
+        return memory_report(footprint)
 
     def commit(self, layout: Layout | None = None) -> dict:
         """Load with the allocated layout (or layout); blocks until done."""
@@ -100,18 +148,28 @@ class RunnerState:
             if self.model is not None:
                 raise ValueError("The model is already loaded; close it first.")
             layout = layout or self.layout or Layout()
-            layout.check()
+        self.check_fit(layout)
+        with self._lock:
             self.layout, self.status, self.progress, self.error = \
                 layout, Status.LOADING, 0.0, None
         try:
-            model = Model(self.path, layout.load_options(), self._advance)
+            model = Model(self.opened, layout.load_options(), self._advance)
+        except (pyggml.GGMLError, MemoryError) as error:
+            if "out of memory" not in str(error) and not isinstance(error, MemoryError):
+                self._failed(error)
+                raise
+            self.status, self.progress = Status.LAUNCHED, 0.0     # another layout may fit
+            raise OutOfMemory(str(error), memory_report(self.measure(layout))) from error
         except Exception as error:
-            self.status, self.error = Status.ERROR, str(error)
-            log.exception("Loading failed.")
+            self._failed(error)
             raise
         self.model, self.engine = model, model.engine
         self.status, self.progress = Status.READY, 1.0
-        return memory_report(self.header, layout, model)
+        return memory_report(model.footprint())
+
+    def _failed(self, error: Exception) -> None:
+        self.status, self.error = Status.ERROR, f"The model failed to load: {error}"
+        log.exception("Loading failed.")
 
     def _advance(self, done: int, total: int) -> None:
         self.progress = done / total if total else 1.0
@@ -120,7 +178,7 @@ class RunnerState:
         with self._lock:
             engine, model = self.engine, self.model
             self.engine = self.model = None
-            self.status = Status.LAUNCHED
+            self.status, self.error = Status.LAUNCHED, None
         if engine is not None:
             engine.drain()
         if model is not None:
@@ -128,8 +186,13 @@ class RunnerState:
         self.progress = 0.0
 
     def health(self) -> tuple[Status, float]:
-        if self.status == Status.READY and self.engine is not None and self.engine.busy:
-            return Status.NO_SLOT, self.progress
+        model = self.model
+        if self.status == Status.READY and model is not None:
+            failure = model.failure()
+            if failure:
+                self.status, self.error = Status.ERROR, f"The model cannot compute: {failure}."
+            elif self.engine.busy:
+                return Status.NO_SLOT, self.progress
         return self.status, self.progress
 
     def with_defaults(self, **changes) -> Layout:
