@@ -3,6 +3,10 @@ llama.cpp (llama-cpp-python 0.3.36, `pip install '.[llamacpp]'`) side by side wh
 installed. Same prompt tokens, same thread count, one process after the other.
 
     python bench/generate.py [--prompt 500] [--generate 128] [--threads 2] [--repeat 3]
+        [--model NAME_OR_PATH ...] [--num-gpu N] [--rpc HOST:PORT] [--tensor-split 3,1]
+
+Layers go where the device flags say (as `run` takes them; llama.cpp gets n_gpu_layers and
+its rpc_servers from the same flags): `--num-gpu 99` offloads everything to a GPU.
 
 Each figure is the best of --repeat runs, ours and llama.cpp alternating: the machines
 here are shared and single runs drift by 20%.
@@ -19,12 +23,13 @@ import numpy as np
 import runner
 from runner import store
 from runner.api import split_options
+from runner.devices import add_device_flags, device_options
 from runner.engine import Request
 
 
-def ours(path, prompt, n_gen, threads, flash) -> tuple[float, float]:
+def ours(path, prompt, n_gen, threads, flash, devices) -> tuple[float, float]:
     """Through the batch loop, as every request runs (greedy; cold cache)."""
-    model = runner.load(path, num_ctx=1024, threads=threads, flash_attn=flash)
+    model = runner.load(path, num_ctx=1024, threads=threads, flash_attn=flash, **vars(devices))
     sampling, _ = split_options({"temperature": 0})
     for tokens, n in (([1] + prompt[:7], 8), (prompt, n_gen)):          # warm up, measure
         events = queue.Queue()
@@ -37,14 +42,19 @@ def ours(path, prompt, n_gen, threads, flash) -> tuple[float, float]:
             done["eval_count"] / done["eval_duration"] * 1e9)
 
 
-def llama_cpp(path, prompt, n_gen, threads, flash) -> tuple[float, float] | None:
+def llama_cpp(path, prompt, n_gen, threads, flash, devices) -> tuple[float, float] | None:
     try:
         import llama_cpp
         from llama_cpp import Llama
     except ImportError:
         return None
+    offload = {"n_gpu_layers": 999 if devices.num_gpu < 0 else devices.num_gpu}
+    if devices.rpc:
+        offload["rpc_servers"] = ",".join(devices.rpc)
+    if devices.tensor_split:
+        offload["tensor_split"] = list(devices.tensor_split)
     llm = Llama(model_path=str(path), n_ctx=1024, n_threads=threads, n_batch=512,
-                flash_attn=flash, verbose=False)
+                flash_attn=flash, verbose=False, **offload)
     llm.eval(prompt[:8])
     llm.reset()
     start = time.perf_counter()
@@ -68,23 +78,28 @@ def main() -> None:
     parser.add_argument("--generate", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--model", action="append", help="a model name or GGUF path "
+                        "(default: every catalog model)")
+    add_device_flags(parser)
     args = parser.parse_args()
+    devices = device_options(args)
     prompt = np.random.default_rng(0).integers(100, 10000, args.prompt).tolist()
     print(f"{'model':<14}{'flash':<7}{'ours pp':>9}{'llama pp':>10}{'ratio':>7}"
           f"{'ours tg':>9}{'llama tg':>10}{'ratio':>7}   (tokens/s)")
-    for name in store.CATALOG:
-        path = store.pull(name, progress=False)
+    for name in args.model or store.CATALOG:
+        path = store.resolve(name) if args.model else store.pull(name, progress=False)
         for flash in (False, True):
             runs_ours, runs_ref = [], []
             for _ in range(args.repeat):
-                runs_ours.append(ours(path, prompt, args.generate, args.threads, flash))
-                runs_ref.append(llama_cpp(path, prompt, args.generate, args.threads, flash))
+                runs_ours.append(ours(path, prompt, args.generate, args.threads, flash, devices))
+                runs_ref.append(llama_cpp(path, prompt, args.generate, args.threads, flash,
+                                          devices))
             o = tuple(max(run[i] for run in runs_ours) for i in (0, 1))
             r = None if runs_ref[0] is None else \
                 tuple(max(run[i] for run in runs_ref) for i in (0, 1))
             ref = (f"{r[0]:>10.0f}{o[0] / r[0]:>7.2f}" if r else f"{'-':>10}{'-':>7}",
                    f"{r[1]:>10.1f}{o[1] / r[1]:>7.2f}" if r else f"{'-':>10}{'-':>7}")
-            print(f"{name:<14}{'on' if flash else 'off':<7}{o[0]:>9.0f}{ref[0]}"
+            print(f"{str(name)[-14:]:<14}{'on' if flash else 'off':<7}{o[0]:>9.0f}{ref[0]}"
                   f"{o[1]:>9.1f}{ref[1]}")
 
 
