@@ -7,9 +7,11 @@ Each owns its C object and frees it on close() or when collected.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from ._ggml import ffi, lib
 from .errors import GGMLError
@@ -178,9 +180,9 @@ class Backend:
         self._ptr = ffi.gc(raw, lib.ggml_backend_free)
         self.device = dev
         self.name = _text(lib.ggml_backend_name(raw))
+        self._pool = None
         if self.is_cpu:
-            self.threads = threads or default_threads()
-            lib.ggml_backend_cpu_set_n_threads(raw, self.threads)
+            self.set_threads(threads or default_threads())
 
     @property
     def ptr(self):
@@ -193,12 +195,22 @@ class Backend:
         return bool(lib.ggml_backend_is_cpu(self.ptr))
 
     def set_threads(self, threads: int) -> None:
+        """The CPU's thread count. Without OpenMP the backend keeps a pool of that many
+        threads, made here once (as llama.cpp's tools do) rather than for every graph."""
         if not self.is_cpu:
             raise GGMLError(f"Only the CPU backend takes a thread count, not {self.name}.")
-        if threads < 1:
-            raise ValueError(f"A thread count must be at least 1, not {threads}.")
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"A thread count must be a positive integer, not {threads!r}.")
         self.threads = threads
         lib.ggml_backend_cpu_set_n_threads(self.ptr, threads)
+        if not uses_openmp():
+            params = lib.ggml_threadpool_params_default(threads)
+            pool = lib.ggml_threadpool_new(ffi.addressof(params))
+            if pool == ffi.NULL:
+                raise GGMLError(f"Could not start a pool of {threads} CPU threads.")
+            lib.ggml_backend_cpu_set_threadpool(self.ptr, pool)
+            self._free_pool()
+            self._pool = pool
 
     def supports(self, tensor) -> bool:
         """Whether this backend can compute tensor's operation with its operand types."""
@@ -214,6 +226,15 @@ class Backend:
         if self._ptr is not None:
             ptr, self._ptr = self._ptr, None
             ffi.release(ptr)
+            self._free_pool()
+
+    def _free_pool(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            lib.ggml_threadpool_free(pool)
+
+    def __del__(self) -> None:
+        self._free_pool()       # after the backend itself: attributes go in order, ptr first
 
     def __enter__(self) -> "Backend":
         return self
@@ -277,7 +298,25 @@ def cpu_backend(threads: int | None = None) -> Backend:
 
 
 def default_threads() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    """The physical cores this process may run on, as llama.cpp counts them: a second
+    hyperthread of a core adds little to ggml's compute-bound kernels and slows the others."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if not cpus:
+        return os.cpu_count() or 1
+    cores = set()
+    for cpu in cpus:
+        siblings = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")
+        try:
+            cores.add(siblings.read_text().strip())
+        except OSError:
+            cores.add(str(cpu))
+    return len(cores)
+
+
+@functools.cache
+def uses_openmp() -> bool:
+    """Whether this build's CPU backend runs its threads through OpenMP."""
+    return backend_features().get("CPU", {}).get("OPENMP") == "1"
 
 
 class Buffer:

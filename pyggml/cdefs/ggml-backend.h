@@ -93,3 +93,6 @@ size_t ggml_backend_sched_get_buffer_size(struct ggml_backend_sched * sched, str
 typedef struct ggml_backend_reg * (*ggml_backend_rpc_add_server_t)(const char * endpoint);
 typedef void (*ggml_backend_rpc_start_server_t)(const char * endpoint, const char * cache_dir, size_t n_threads, size_t n_devices, struct ggml_backend_device ** devices);
 typedef bool (*ggml_backend_rpc_connection_lost_t)(const char * endpoint);
+
+typedef bool (*ggml_backend_sched_eval_callback)(struct ggml_tensor * t, bool ask, void * user_data);
+void ggml_backend_sched_set_eval_callback(struct ggml_backend_sched * sched, ggml_backend_sched_eval_callback callback, void * user_data);

@@ -5,3 +5,6 @@ void pyggml_install_abort_hook(void);
 
 /* ggml's log lines, delivered to Python's logging (pyggml/log.py) */
 extern "Python" void pyggml_on_log(enum ggml_log_level level, const char * text, void * user);
+
+/* the scheduler's per-node callback, for timing each node (pyggml/profile.py) */
+extern "Python" bool pyggml_on_eval(struct ggml_tensor * t, bool ask, void * user_data);

@@ -2,6 +2,7 @@
 
 import json
 import logging
+import os
 from importlib import resources
 
 import pytest
@@ -22,7 +23,7 @@ def test_devices_include_the_cpu_with_memory():
 def test_system_info_lists_backends_devices_and_cpu_features():
     info = pyggml.system_info()
     assert any(line.startswith("CPU : ") for line in info.splitlines())
-    assert "OPENMP = 1" in info and "LLAMAFILE = 1" in info and "REPACK = 1" in info
+    assert "LLAMAFILE = 1" in info and "REPACK = 1" in info
     assert "device 0:" in info
     features = pyggml.backend_features()["CPU"]
     assert any(name in features for name in ("AVX2", "NEON", "SSE3"))
@@ -34,7 +35,7 @@ def test_system_info_is_logged_as_structured_records(caplog):
     devices = [r for r in caplog.records if r.getMessage() == "device"]
     backends = [r for r in caplog.records if r.getMessage() == "backend"]
     assert any(r.type == "cpu" and r.memory_total > 0 for r in devices)
-    assert any(r.backend == "CPU" and "OPENMP" in r.features for r in backends)
+    assert any(r.backend == "CPU" and "LLAMAFILE" in r.features for r in backends)
 
 
 def test_cpu_backend_threads_and_support_queries():
@@ -110,3 +111,17 @@ def test_a_graph_is_measured_without_memory_as_it_is_allocated_with_it():
         assert len(buffers) == 1 and buffers[0].size >= memory.alloc_size(weight) == 64 * 32 * 4
         sched.reserve(graph)
         assert measured == sched.buffer_size(cpu) > 0
+
+
+def test_the_cpu_keeps_one_thread_pool_and_counts_physical_cores():
+    backend = pyggml.cpu_backend(threads=2)
+    if pyggml.backend.uses_openmp():
+        assert backend._pool is None                  # OpenMP brings its own threads
+    else:
+        first = backend._pool
+        assert first is not None
+        backend.set_threads(1)
+        assert backend.threads == 1 and backend._pool is not None and backend._pool != first
+    backend.close()
+    assert backend._pool is None
+    assert 1 <= pyggml.backend.default_threads() <= os.cpu_count()

@@ -116,3 +116,24 @@ def test_lookups_stay_on_the_cpu_in_plain_memory(model_paths):
             assert all(placer.uses[n] and {u.op for u in placer.uses[n]} == {"MUL_MAT"}
                        for n in repacked)
     loaded.file.close()
+
+
+def test_an_f16_berts_tables_stay_in_plain_memory(tmp_path):
+    """The abort seen on an AMX machine: BERT's position and token-type tables in a repacked
+    layout, which get_rows and views cannot read. Placement follows their use, not names."""
+    from runner.convert import convert
+
+    from .convert.hf_tiny import bert_checkpoint
+
+    path = convert(bert_checkpoint(tmp_path / "bert", "mean"), tmp_path / "b.gguf", "f16",
+                   progress=False)
+    loaded = runner.api.open_model(path)
+    cpu = pyggml.cpu_device()
+    with Placer(loaded.model, loaded.tensors, embeddings=True) as placer:
+        placement = placer.place([cpu] * (loaded.model.config.layers + 1), repack=True)
+        for name in ("token_embd.weight", "position_embd.weight", "token_types.weight"):
+            assert placement.memory[name] == cpu.buffer_type(), name
+            assert placement.kind[name] == ("output" if name in placer.viewed else "input")
+        assert "token_types.weight" in placer.viewed
+        assert "output.weight" not in loaded.tensors          # the tie BERT never reads
+    loaded.file.close()

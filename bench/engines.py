@@ -1,0 +1,124 @@
+"""Ours and llama.cpp on the CPU behind one small interface, for the benchmarks that time
+single graph computes (profile.py, threads.py): decode(tokens, start) evaluates tokens at
+positions start... of sequence 0 and computes the last one's logits; forget(start) drops the
+cache from start on. llama.cpp comes from llama-cpp-python (`pip install '.[llamacpp]'`), the
+same ggml version, so its graph nodes read with pyggml's cffi."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+
+import pyggml
+from pyggml.profile import NodeClock, Profiler
+from runner import store
+from runner.batch import Batch
+from runner.executor import Executor
+from runner.kvcache import CausalCache
+from runner.loader import open_model
+from runner.placement import Placer
+
+
+def model_path(name: str):
+    return store.pull(name, progress=False) if name in store.CATALOG else store.resolve(name)
+
+
+class Ours:
+    name = "ours"
+
+    def __init__(self, path, threads: int, flash: bool, repack: bool, cells: int):
+        self.loaded = open_model(path)
+        self.backend = pyggml.cpu_backend(threads)
+        layers = [self.backend.device] * (self.loaded.model.config.layers + 1)
+        with Placer(self.loaded.model, self.loaded.tensors, embeddings=False) as placer:
+            self.loaded.load(placer.place(layers, repack))
+        self.kv = CausalCache(self.loaded.model.cache_layers(), cells, self.backend, flash=flash)
+        self.scheduler = pyggml.Scheduler([self.backend])
+        self.executor = Executor(self.loaded.model, self.kv, self.scheduler)
+
+    def decode(self, tokens, start: int) -> None:
+        self.executor.logits(Batch.of_sequence(tokens, start))
+
+    def forget(self, start: int) -> None:
+        self.kv.remove(0, start)
+
+    def profiler(self):
+        return Profiler(self.scheduler)
+
+    def close(self) -> None:
+        self.scheduler.close()
+        self.kv.close()
+        self.loaded.file.close()
+        self.backend.close()
+
+
+class LlamaCpp:
+    name = "llama.cpp"
+
+    @staticmethod
+    def available() -> bool:
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    def __init__(self, path, threads: int, flash: bool, repack: bool, cells: int):
+        import llama_cpp as L
+
+        self.L = L
+        L.llama_backend_init()
+        self._quiet = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)(
+            lambda level, text, user: None)
+        L.llama_log_set(self._quiet, None)
+        model_params = L.llama_model_default_params()
+        model_params.n_gpu_layers = 0
+        model_params.use_extra_bufts = repack
+        self.model = L.llama_model_load_from_file(str(path).encode(), model_params)
+        self.clock, self.watching = NodeClock(), False
+
+        @L.ggml_backend_sched_eval_callback
+        def on_eval(tensor, ask, _):
+            if not self.watching:
+                return False                             # the whole graph at once
+            return self.clock.on_eval(pyggml._ggml.ffi.cast("struct ggml_tensor *", tensor), ask)
+
+        self._on_eval = on_eval
+        params = L.llama_context_default_params()
+        params.n_ctx, params.n_batch, params.n_ubatch = cells, 512, 512
+        params.n_threads = params.n_threads_batch = threads
+        params.cb_eval, params.cb_eval_user_data = on_eval, None
+        params.flash_attn_type = 1 if flash else 0
+        self.ctx = L.llama_init_from_model(self.model, params)
+        self.memory = L.llama_get_memory(self.ctx)
+
+    def decode(self, tokens, start: int) -> None:
+        L = self.L
+        batch = L.llama_batch_init(len(tokens), 0, 1)
+        for i, token in enumerate(tokens):
+            batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, start + i, 1
+            batch.seq_id[i][0], batch.logits[i] = 0, i == len(tokens) - 1
+        batch.n_tokens = len(tokens)
+        status = L.llama_decode(self.ctx, batch)
+        L.llama_batch_free(batch)
+        if status != 0:
+            raise RuntimeError(f"llama_decode failed ({status})")
+
+    def forget(self, start: int) -> None:
+        self.L.llama_memory_seq_rm(self.memory, 0, start, -1)
+
+    @contextlib.contextmanager
+    def profiler(self):
+        self.watching = True
+        try:
+            yield self.clock
+        finally:
+            self.watching = False
+
+    def close(self) -> None:
+        self.L.llama_free(self.ctx)
+        self.L.llama_model_free(self.model)
+
+
+def engines() -> list[type]:
+    return [Ours] + ([LlamaCpp] if LlamaCpp.available() else [])

@@ -1,0 +1,81 @@
+"""Decode and prompt speed at every thread count, repacked weights on and off, ours beside
+llama.cpp on the same file: where the many-core gap shows, and whether more threads help.
+
+    python bench/threads.py [--model smollm2:135m] [--threads 1,2,4,8,16] [--prompt 512]
+        [--generate 64] [--repeat 3] [--flash]
+
+As llama-bench's pp512 and tg64: a prompt of --prompt tokens in one batch, then --generate
+single-token steps, each from an empty cache, on the CPU; tokens/s, best of --repeat. The
+thread counts default to 1, 2, 4, ... up to this machine's physical cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import pyggml
+from engines import engines, model_path
+
+
+def speeds(cls, path, threads: int, repack: bool, args) -> tuple[float, float]:
+    """(prompt tokens/s, generated tokens/s), the best of args.repeat."""
+    engine = cls(path, threads, args.flash, repack, args.prompt + args.generate + 256)
+    rng = np.random.default_rng(0)
+    prompt = rng.integers(100, 10000, args.prompt).tolist()
+    best = [0.0, 0.0]
+    try:
+        engine.decode(prompt[:8], 0)                          # warm up
+        engine.forget(0)
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            engine.decode(prompt, 0)
+            best[0] = max(best[0], args.prompt / (time.perf_counter() - start))
+            engine.forget(0)
+            start = time.perf_counter()
+            for position, token in enumerate(prompt[:args.generate]):
+                engine.decode([token], position)
+            best[1] = max(best[1], args.generate / (time.perf_counter() - start))
+            engine.forget(0)
+    finally:
+        engine.close()
+    return best[0], best[1]
+
+
+def main() -> None:
+    cores = pyggml.backend.default_threads()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2:135m", help="a model name or GGUF path")
+    parser.add_argument("--threads", help="comma-separated thread counts (default: powers of "
+                        f"two up to {cores})")
+    parser.add_argument("--prompt", type=int, default=512)
+    parser.add_argument("--generate", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--flash", action="store_true")
+    args = parser.parse_args()
+    counts = [int(t) for t in args.threads.split(",")] if args.threads else \
+        sorted({min(1 << i, cores) for i in range(cores.bit_length() + 1)})
+    path = model_path(args.model)
+    columns = [(cls, repack) for repack in (True, False) for cls in engines()]
+    print(f"{args.model}, pp{args.prompt} / tg{args.generate} tokens/s, flash "
+          f"{'on' if args.flash else 'off'}, best of {args.repeat}")
+    print(f"{'threads':<9}" + "".join(f"{cls.name + (' repack' if repack else ' plain'):>22}"
+                                      for cls, repack in columns)
+          + ("".join(f"{'tg ratio ' + ('repack' if r else 'plain'):>18}" for r in (True, False))
+             if len(engines()) == 2 else ""))
+    for threads in counts:
+        found = {(cls.name, repack): speeds(cls, path, threads, repack, args)
+                 for cls, repack in columns}
+        row = f"{threads:<9}" + "".join(f"{found[cls.name, repack][0]:>12.0f} / "
+                                        f"{found[cls.name, repack][1]:>6.1f}"
+                                        for cls, repack in columns)
+        if len(engines()) == 2:
+            row += "".join(f"{found['ours', r][1] / found['llama.cpp', r][1]:>18.2f}"
+                           for r in (True, False))
+        print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()
