@@ -236,9 +236,11 @@ def workload_of(model, options: LoadOptions, pooling: str | None) -> Workload:
 DEVICE_OPTIONS = {f.name for f in fields(DeviceOptions)}
 
 
-def load(name_or_path, progress=None, **options) -> Model:
-    """Options of LoadOptions, and of DeviceOptions (num_gpu, main_gpu, tensor_split, rpc)."""
+def load(name_or_path, progress=None, pull: bool = True, **options) -> Model:
+    """A model by catalog name (pulled first if missing, unless pull=False) or GGUF path.
+    Options of LoadOptions, and of DeviceOptions (num_gpu, main_gpu, tensor_split, rpc)."""
     devices = {k: options.pop(k) for k in list(options) if k in DEVICE_OPTIONS}
     if devices:
         options["devices"] = DeviceOptions(**devices)
-    return Model(open_model(name_or_path), LoadOptions(**options), progress)
+    load_options = LoadOptions(**options)
+    return Model(open_model(name_or_path, pull), load_options, progress)

@@ -36,7 +36,7 @@ def cmd_run(args) -> int:
     from .api import load
 
     model = load(args.model, num_ctx=args.ctx_size, threads=args.threads,
-                 **vars(device_options(args)))
+                 pull=not args.no_pull, **vars(device_options(args)))
     options = sampling_options(args)
     if args.prompt is not None:
         if args.raw:
@@ -151,6 +151,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--top-p", dest="top_p", type=float)
     run.add_argument("--ctx-size", dest="ctx_size", type=int, default=4096)
     run.add_argument("--threads", type=int)
+    run.add_argument("--no-pull", action="store_true",
+                     help="do not pull a missing model (default: pull it, as ollama run does)")
     add_device_flags(run)
     run.set_defaults(run=cmd_run)
     tokenize = sub.add_parser("tokenize", help="print the token ids of stdin as JSON")
@@ -177,11 +179,25 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def commands(top: argparse.ArgumentParser) -> str:
+    """One line per command, for `python -m runner` alone."""
+    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    lines = [f"usage: {top.prog} COMMAND [options]    ({top.description})", ""]
+    lines += [f"  {action.dest:<10}{action.help}" for action in sub._choices_actions]
+    lines += [f"  {'--model':<10}serve one model over the runner protocol (the subprocess a "
+              "server drives; --model NAME --help)", "",
+              f"`{top.prog} COMMAND --help` gives a command's options."]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0].startswith("--") and argv[0] != "--help":
         from .server.main import main as serve        # the runner subprocess
         return serve(argv)
+    if not argv:
+        print(commands(parser()))
+        return 0
     args = parser().parse_args(argv)
     try:
         return args.run(args)

