@@ -102,6 +102,7 @@ class Scheduler:
         self._allocated: weakref.WeakSet[Context] = weakref.WeakSet()
         self._current: tuple | None = None       # (graph, its node count) allocated last
         self._split: weakref.WeakSet[Graph] = weakref.WeakSet()   # split over several backends
+        self._index_inputs: dict = {}          # of the graph allocated last
         self._lock = threading.Lock()
 
     @property
@@ -183,14 +184,16 @@ class Scheduler:
             self._current = shape
             if len(self.backends) > 1:
                 self._split.add(graph)
+            ctx = graph.context
+            self._index_inputs = {ptr: what for ptr, (_, what) in ctx.index_limits.items()
+                                  if ptr.buffer != ffi.NULL and ptr.flags & INPUT_FLAG}
         if graph.context not in self._allocated:
             self._allocated.add(graph.context)
             graph.context.keepalive.append(self)
-        # index inputs now hold whatever the compute memory held: they must be set before
-        # the compute, or ggml's kernels may abort on an out-of-range index
-        ctx = graph.context
-        ctx.unfilled = {ptr: what for ptr, (_, what) in ctx.index_limits.items()
-                        if ptr.buffer != ffi.NULL and ptr.flags & INPUT_FLAG}
+        # index inputs hold whatever the compute memory holds (the last compute may have
+        # reused it): they must be set before the compute, or ggml's kernels may abort on an
+        # out-of-range index
+        graph.context.unfilled = dict(self._index_inputs)
 
     def compute_async(self, graph: Graph) -> Computation:
         """Start computing an allocated graph on the worker thread."""
