@@ -28,6 +28,7 @@ from .kvcache.causal import check_cache_type
 from .loader import Loaded, open_model
 from .placement import Backends, Footprint, Placer, Workload, choose_layers
 from .sample import SamplingOptions
+from .sample.grammar import Constraint, compile_grammar
 
 log = logging.getLogger("runner")
 
@@ -136,14 +137,22 @@ class Model:
         name = (lambda i: vocab.tokens[i] if i is not None else "")
         return render(self.template, messages, bos=name(vocab.bos), eos=name(vocab.eos))
 
-    def generate(self, prompt: str, stream: bool = True, **options):
+    def generate(self, prompt: str, stream: bool = True, format=None, grammar: str = "",
+                 **options):
         """Continue prompt (tokenized with BOS as the model asks). Streams text pieces, or
         returns the whole text with stream=False. Options: sampling (temperature, top_k,
-        top_p, min_p, seed, penalties) and num_predict, stop, num_keep, shift."""
+        top_p, min_p, seed, penalties) and num_predict, stop, num_keep, shift. format: "json"
+        or a JSON Schema the output must follow; grammar: a GBNF grammar instead."""
         sampling, generation = split_options(options)
         tokens = self.tokenize(prompt, add_special=True)
-        pieces = self._pieces(tokens, sampling, generation)
+        pieces = self._pieces(tokens, sampling, generation, self.constraint(format, grammar))
         return pieces if stream else "".join(pieces)
+
+    def constraint(self, format=None, grammar: str = "") -> Constraint | None:
+        """The grammar a request's format or GBNF grammar imposes (GrammarError if bad)."""
+        vocab_size = self.loaded.model.config.vocab
+        text = compile_grammar(self.tokenizer, vocab_size, format, grammar)
+        return None if text is None else Constraint(self.tokenizer, vocab_size, text)
 
     def generate_batch(self, prompts: list[str], **options) -> list[str]:
         """Continue several prompts together: they start in the same batch and advance side
@@ -190,10 +199,10 @@ class Model:
             raise ValueError(f"This model makes embeddings ({self.engine.pooling} pooling); "
                              "it cannot generate text.")
 
-    def _pieces(self, tokens, sampling, generation):
+    def _pieces(self, tokens, sampling, generation, constraint=None):
         self._check_generative()
         events = queue.Queue()
-        request = Request(tokens, events.put, sampling, generation)
+        request = Request(tokens, events.put, sampling, generation, constraint=constraint)
         self.engine.submit(request)
         try:
             while "content" in (event := events.get()):

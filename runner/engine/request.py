@@ -18,6 +18,7 @@ import numpy as np
 
 from ..generate import GenerateOptions, StopScanner
 from ..sample import Sampler, SamplingOptions, logprobs
+from ..sample.grammar import Constraint
 from ..tokenizer import TextStream, Tokenizer
 from .slots import Slot
 
@@ -31,6 +32,7 @@ class Request:
     logprobs: bool = False
     top_logprobs: int = 0
     arrived: int = field(default_factory=time.perf_counter_ns)   # before tokenization
+    constraint: Constraint | None = None   # a grammar the output obeys (sample/grammar.py)
     cancelled: threading.Event = field(default_factory=threading.Event)
     abort_message: str | None = None
 
@@ -74,9 +76,13 @@ class Active:
         limit = request.options.num_predict
         if 0 <= limit <= self.generated:
             return "length"
+        constraint = request.constraint
+        if constraint is not None:
+            logits = constraint.apply(logits)
         token = self.sampler.sample(logits, self.history)
         if self.tokenizer.is_eog(token):
             return "stop"
+        complete = constraint is not None and not constraint.accept(token)
         self.generated += 1
         self.history.append(token)
         if request.logprobs:
@@ -86,7 +92,7 @@ class Active:
                               if not hit else -1)
         if text:
             self._send(text)
-        if hit:
+        if hit or complete:
             return "stop"
         self.pending = [token]
         return None

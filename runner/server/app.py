@@ -197,11 +197,9 @@ def create_app(state: RunnerState) -> FastAPI:
         if body.images:
             raise Refused(400, f"This model ({model.architecture}) reads text only; it cannot "
                           "take images.")
-        if body.format not in (None, "", "null") or body.grammar:
-            raise Refused(400, "Structured output (Format or Grammar) is not supported by "
-                          "this runner yet.")
         try:
             sampling, options = split_options(body.options or {}, IGNORED_OPTIONS)
+            constraint = await asyncio.to_thread(model.constraint, body.format, body.grammar)
         except (TypeError, ValueError) as error:
             raise Refused(400, str(error)) from error
         options.shift = state.shift_default if body.shift is None else body.shift
@@ -215,7 +213,7 @@ def create_app(state: RunnerState) -> FastAPI:
             tokens = truncate_prompt(tokens, engine.context, options.num_keep)
         request = EngineRequest(tokens, None, sampling, options,
                                 body.logprobs or body.top_logprobs > 0, body.top_logprobs,
-                                arrived)
+                                arrived, constraint=constraint)
         events = submit(engine, request)
         return StreamingResponse(_lines(request, events), media_type="application/x-ndjson")
 

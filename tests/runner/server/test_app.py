@@ -72,7 +72,9 @@ BAD = [
     ({"Prompt": "hi", "TopLogprobs": 1000}, 400, "TopLogprobs"),
     ({"Prompt": ""}, 400, "empty"),
     ({"Prompt": "hi", "Images": [{"data": "aGk=", "id": 0}]}, 400, "cannot take images"),
-    ({"Prompt": "hi", "Format": "json"}, 400, "not supported"),
+    ({"Prompt": "hi", "Format": {"type": "nonsense"}}, 400, "cannot be enforced"),
+    ({"Prompt": "hi", "Format": "yaml"}, 400, 'format is "json"'),
+    ({"Prompt": "hi", "Grammar": 'root ::= "a'}, 400, "not valid GBNF"),
     ({"Prompt": "word " * 400, "Truncate": False}, 400, "truncation is off"),
 ]
 
@@ -191,3 +193,13 @@ def test_a_request_as_ollamas_server_sends_it(served):
         assert response.status_code == 200
         lines = [json.loads(line) for line in response.iter_lines() if line]
     assert lines[-1]["done"] and lines[-1]["eval_count"] <= 6
+
+
+def test_format_holds_the_stream_to_a_schema(served):
+    schema = {"type": "object", "required": ["answer"], "additionalProperties": False,
+              "properties": {"answer": {"type": "string", "maxLength": 12}}}
+    lines = served.complete("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
+                            "<|im_start|>assistant\n", Format=schema,
+                            Options={**GREEDY, "num_predict": 60})
+    text = "".join(line.get("content", "") for line in lines)
+    assert set(json.loads(text)) == {"answer"} and lines[-1]["done_reason"] == 0

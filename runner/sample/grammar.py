@@ -1,0 +1,154 @@
+"""Output held to a grammar: any JSON object ("json"), a JSON Schema, or a GBNF grammar,
+enforced token by token with llguidance (the grammar engine llama.cpp integrates).
+
+compile_grammar() turns a request's format or grammar into llguidance's grammar text, with a
+full-sentence error for a bad one. A Constraint follows one sequence: before each sampling it
+gives the mask of the tokens the grammar allows next; after it, it consumes the chosen token
+and starts computing the next mask on a helper thread (llguidance releases the GIL), so the
+mask is ready when the next logits are, instead of stalling the batch loop.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+
+from ..tokenizer import Tokenizer, TokenType
+
+ANY_JSON_OBJECT = {"type": "object"}       # format "json", as Ollama's json grammar
+# whitespace between JSON tokens as llama.cpp's schema grammars allow it: none, a space, or a
+# newline and some indentation; never unbounded (a small model could pad for ever)
+JSON_OPTIONS = {"whitespace_flexible": True, "whitespace_pattern": r"(?: |\n[ \t]{0,20})?"}
+_masks = ThreadPoolExecutor(max_workers=2, thread_name_prefix="grammar")
+_vocabularies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class GrammarError(ValueError):
+    """The format or grammar of a request cannot be compiled."""
+
+
+def compile_grammar(tokenizer: Tokenizer, vocab_size: int, format=None,
+                    grammar: str = "") -> str | None:
+    """llguidance grammar text for a request's format ("json", a JSON Schema object, or its
+    JSON text) or GBNF grammar; None when neither constrains the output."""
+    import llguidance
+
+    if grammar:
+        if format not in (None, "", "null"):
+            raise GrammarError("A request takes a format or a grammar, not both.")
+        from llguidance.gbnf_to_lark import gbnf_to_lark
+
+        try:
+            text = llguidance.LLMatcher.grammar_from_lark(gbnf_to_lark(grammar))
+        except Exception as error:               # noqa: BLE001 - its parser's message
+            raise GrammarError(f"The grammar is not valid GBNF: {str(error).rstrip('.')}.") \
+                from None
+    else:
+        schema = schema_of(format)
+        if schema is None:
+            return None
+        text = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema),
+                                                             overrides=JSON_OPTIONS)
+    failed, messages = llguidance.LLMatcher.validate_grammar_with_warnings(
+        text, vocabulary(tokenizer, vocab_size))
+    if failed:
+        raise GrammarError(f"The {'grammar' if grammar else 'JSON schema'} cannot be "
+                           f"enforced: {'; '.join(messages) or 'it is invalid'}.")
+    return text
+
+
+def schema_of(format) -> dict | None:
+    """The JSON Schema a format asks for: "json" any object; a schema, as an object or its
+    JSON text; nothing for None, "" and "null"."""
+    if format in (None, "", "null"):
+        return None
+    if format == "json":
+        return ANY_JSON_OBJECT
+    if isinstance(format, str):
+        try:
+            format = json.loads(format)
+        except json.JSONDecodeError:
+            raise GrammarError(f'A format is "json" or a JSON Schema object, not {format!r}.') \
+                from None
+    if not isinstance(format, dict):
+        raise GrammarError(f'A format is "json" or a JSON Schema object, not {format!r}.')
+    return format
+
+
+def vocabulary(tokenizer: Tokenizer, vocab_size: int):
+    """llguidance's view of the vocabulary (built once per tokenizer: about a second for a
+    large one): each token's bytes, control tokens marked so text never matches them."""
+    import llguidance
+
+    key = _vocabularies.get(tokenizer)
+    if key is None or key[0] != vocab_size:
+        key = (vocab_size, llguidance.LLTokenizer(
+            llguidance.TokenizerWrapper(_Words(tokenizer, vocab_size)),
+            n_vocab=vocab_size, eos_token=sorted(tokenizer.vocab.eog)))
+        _vocabularies[tokenizer] = key
+    return key[1]
+
+
+class _Words:
+    """What llguidance.TokenizerWrapper reads of a tokenizer."""
+
+    def __init__(self, tokenizer: Tokenizer, vocab_size: int):
+        vocab = tokenizer.vocab
+        special = {i for i, kind in enumerate(vocab.types) if kind == TokenType.CONTROL} | \
+            {i for i, kind in enumerate(vocab.types) if kind == TokenType.USER_DEFINED
+             and vocab.tokens[i].startswith("<") and vocab.tokens[i].endswith(">")}
+        self.tokens = [b"\xff" + piece if i in special else piece
+                       for i, piece in enumerate(tokenizer.token_bytes)]
+        self.tokens += [b""] * (vocab_size - len(self.tokens))
+        self.special_token_ids = sorted(special)
+        self.eos_token_id = vocab.eos
+        self.bos_token_id = vocab.bos
+        self._tokenizer = tokenizer
+
+    def __call__(self, text):
+        if not isinstance(text, str):
+            raise TypeError("text, not bytes")   # tells the wrapper to pass str
+        return self._tokenizer.encode(text, add_special=False, parse_special=False)
+
+
+class Constraint:
+    """One sequence's grammar state: the mask of allowed tokens, then the token taken."""
+
+    def __init__(self, tokenizer: Tokenizer, vocab_size: int, grammar: str):
+        import llguidance
+
+        self.matcher = llguidance.LLMatcher(vocabulary(tokenizer, vocab_size), grammar,
+                                            log_level=0)
+        self.size = vocab_size
+        self._bits = np.zeros((vocab_size + 31) // 32, dtype=np.int32)
+        self._next: Future | None = None
+        self._prepare()
+
+    def _prepare(self) -> None:
+        self._next = _masks.submit(self._compute)
+
+    def _compute(self) -> np.ndarray:
+        self.matcher.unsafe_compute_mask_ptr(self._bits.ctypes.data, self._bits.nbytes)
+        return np.unpackbits(self._bits.view(np.uint8), bitorder="little")[:self.size] \
+            .astype(bool)
+
+    def allowed(self) -> np.ndarray:
+        """bool (vocab,): the tokens the grammar allows next."""
+        return self._next.result()
+
+    def apply(self, logits: np.ndarray) -> np.ndarray:
+        """logits with every disallowed token at -inf."""
+        return np.where(self.allowed(), logits, -np.inf).astype(np.float32)
+
+    def accept(self, token: int) -> bool:
+        """Take the sampled token; False when the grammar is complete (nothing may follow)."""
+        if not self.matcher.consume_token(token):
+            raise GrammarError(f"The grammar refused token {token}: "
+                               f"{self.matcher.get_error() or 'not allowed'}.")
+        if self.matcher.is_stopped():
+            return False
+        self._prepare()
+        return True

@@ -1,0 +1,77 @@
+"""Structured output: JSON, JSON Schemas and GBNF grammars enforced while sampling (llguidance),
+on the real SmolLM2: what it returns parses and validates, every time."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import numpy as np
+import pytest
+
+import runner
+from runner.sample.grammar import Constraint, GrammarError, compile_grammar, schema_of
+
+PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "age", "city"],
+          "properties": {"name": {"type": "string", "maxLength": 20},
+                         "age": {"type": "integer", "minimum": 0, "maximum": 150},
+                         "city": {"type": "string", "maxLength": 30}}}
+
+
+@pytest.fixture(scope="module")
+def model(model_paths):
+    handle = runner.load(model_paths["smollm2"], num_ctx=512, threads=2)
+    yield handle
+    handle.close()
+
+
+def test_a_schema_is_followed_every_time(model):
+    prompt = model.apply_template([{"role": "user", "content": "Describe a person as JSON."}])
+    for seed in range(6):
+        text = model.generate(prompt, stream=False, format=PERSON, temperature=1.0, seed=seed,
+                              num_predict=120)
+        jsonschema.validate(json.loads(text), PERSON)
+        assert model.last.done_reason == "stop"
+
+
+def test_format_json_gives_an_object_and_a_grammar_its_language(model):
+    prompt = model.apply_template([{"role": "user",
+                                    "content": "What is the capital of France? Reply in JSON."}])
+    text = model.generate(prompt, stream=False, format="json", temperature=0, num_predict=200)
+    assert isinstance(json.loads(text), dict) and model.last.done_reason == "stop"
+    answer = model.generate("Is the sky blue? Answer:", stream=False, temperature=0.9, seed=3,
+                            grammar='root ::= " yes" | " no"')
+    assert answer in (" yes", " no") and model.last.eval_count == 1
+
+
+def test_the_mask_allows_what_the_grammar_allows(model):
+    vocab = model.loaded.model.config.vocab
+    constraint = model.constraint(grammar='root ::= "yes" | "no"')
+    allowed = constraint.allowed()
+    assert allowed.shape == (vocab,) and 0 < allowed.sum() < 50
+    pieces = {model.tokenizer.piece(int(t)) for t in np.flatnonzero(allowed)}
+    assert all(b"yes".startswith(p) or b"no".startswith(p) for p in pieces), pieces
+    token = model.tokenize("yes")[0]
+    assert allowed[token] and constraint.accept(token) is False     # complete after it
+    logits = constraint.apply(np.zeros(vocab, np.float32))
+    assert np.isneginf(logits[~allowed]).all() and (logits[allowed] == 0).all()
+
+
+@pytest.mark.parametrize("format, grammar, message", [
+    ({"type": "nonsense"}, "", "cannot be enforced"),
+    ("yaml", "", 'is "json" or a JSON Schema'),
+    (["a"], "", 'is "json" or a JSON Schema'),
+    (None, 'root ::= "yes" | "no', "not valid GBNF"),
+    (None, "root ::= undefined_rule", "Rule 'undefined_rule' not found"),
+    ("json", 'root ::= "x"', "not both"),
+])
+def test_bad_formats_and_grammars_are_refused_with_a_sentence(model, format, grammar, message):
+    with pytest.raises(GrammarError, match=message):
+        compile_grammar(model.tokenizer, model.loaded.model.config.vocab, format, grammar)
+
+
+def test_no_format_means_no_constraint(model):
+    for nothing in (None, "", "null"):
+        assert schema_of(nothing) is None and model.constraint(nothing) is None
+    assert schema_of('{"type": "string"}') == {"type": "string"}
+    assert isinstance(model.constraint("json"), Constraint)
