@@ -3,6 +3,9 @@ well-known turn format for gemma models whose file carries none."""
 
 from __future__ import annotations
 
+import datetime
+import json
+
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -24,23 +27,39 @@ def _raise(message: str):
     raise TemplateError(message)
 
 
+def _tojson(value, indent=None, ensure_ascii=False, sort_keys=False, separators=None):
+    return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, sort_keys=sort_keys,
+                      separators=separators)
+
+
 def template_for(metadata: dict) -> str | None:
     return metadata.get("tokenizer.chat_template") or \
         FALLBACKS.get(metadata.get("general.architecture"))
 
 
+ROLES = ("system", "user", "assistant", "tool", "developer")
+
+
 def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
-           add_generation_prompt: bool = True) -> str:
+           add_generation_prompt: bool = True, tools: list | None = None, **extra) -> str:
+    """The prompt of messages in template, as Hugging Face renders chat templates: a jinja2
+    sandbox with trim_blocks, lstrip_blocks and loop controls, tojson without ASCII escapes,
+    raise_exception and strftime_now; tools and extra keyword arguments (enable_thinking, ...)
+    passed through. Tool call arguments stay objects."""
     for message in messages:
-        if not isinstance(message, dict) or not isinstance(message.get("content"), str) \
-                or message.get("role") not in ("system", "user", "assistant", "tool"):
+        if not isinstance(message, dict) or message.get("role") not in ROLES or not (
+                isinstance(message.get("content"), str) or
+                (message.get("content") is None and message.get("tool_calls"))):
             raise ValueError("Each message needs a role (system, user, assistant, tool) and a "
                              f"string content, not {message!r}.")
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=["jinja2.ext.loopcontrols"])
     env.globals["raise_exception"] = _raise
+    env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
+    env.filters["tojson"] = _tojson
     try:
         return env.from_string(template).render(
             messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos,
-            eos_token=eos)
+            eos_token=eos, tools=tools or None, **extra)
     except TemplateError as error:
         raise ValueError(f"The chat template failed: {error}") from error

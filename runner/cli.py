@@ -119,6 +119,13 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    from .serve.main import main as serve
+
+    return serve([*(["--host", args.host] if args.host else []),
+                  *(["--port", str(args.port)] if args.port is not None else [])])
+
+
 def cmd_convert(args) -> int:
     from .convert import convert
 
@@ -137,6 +144,10 @@ def cmd_quantize(args) -> int:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m runner", description="A local LLM runner.")
     sub = top.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve Ollama's API and OpenAI's (port 11434)")
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1, or RUNNER_HOST)")
+    serve.add_argument("--port", type=int, help="port (default 11434, or RUNNER_HOST's)")
+    serve.set_defaults(run=cmd_serve)
     pull = sub.add_parser("pull", help="download a model into the store")
     pull.add_argument("model", help=f"one of {', '.join(store.CATALOG)}")
     pull.set_defaults(run=cmd_pull)

@@ -1,4 +1,5 @@
-"""Output held to a grammar: any JSON object ("json"), a JSON Schema, or a GBNF grammar,
+"""Output held to a grammar: any JSON object ("json"), a JSON Schema, or a GBNF grammar (or
+llguidance's own Lark, when it starts with %llguidance),
 enforced token by token with llguidance (the grammar engine llama.cpp integrates).
 
 compile_grammar() turns a request's format or grammar into llguidance's grammar text, with a
@@ -19,6 +20,7 @@ import numpy as np
 from ..tokenizer import Tokenizer, TokenType
 
 ANY_JSON_OBJECT = {"type": "object"}       # format "json", as Ollama's json grammar
+LARK = "%llguidance"          # a grammar that starts so is llguidance's Lark, not GBNF
 # whitespace between JSON tokens as llama.cpp's schema grammars allow it: none, a space, or a
 # newline and some indentation; never unbounded (a small model could pad for ever)
 JSON_OPTIONS = {"whitespace_flexible": True, "whitespace_pattern": r"(?: |\n[ \t]{0,20})?"}
@@ -42,7 +44,8 @@ def compile_grammar(tokenizer: Tokenizer, vocab_size: int, format=None,
         from llguidance.gbnf_to_lark import gbnf_to_lark
 
         try:
-            text = llguidance.LLMatcher.grammar_from_lark(gbnf_to_lark(grammar))
+            lark = grammar if grammar.startswith(LARK) else gbnf_to_lark(grammar)
+            text = llguidance.LLMatcher.grammar_from_lark(lark)
         except Exception as error:               # noqa: BLE001 - its parser's message
             raise GrammarError(f"The grammar is not valid GBNF: {str(error).rstrip('.')}.") \
                 from None

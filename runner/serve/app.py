@@ -1,0 +1,62 @@
+"""The server's HTTP application: Ollama's native routes and OpenAI's, one error path.
+
+Errors are {"error": "<message>"} with Ollama's statuses (400 bad request, 404 unknown model,
+499 client gone, 503 queue full, 500 otherwise), or OpenAI's {"error": {...}} shape under
+/v1. The OpenAPI schema is at /openapi.json."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from . import manage, native, openai_api
+from .library import Library
+from .options import Settings
+from .scheduler import Scheduler
+from .service import ServeError, Service
+
+log = logging.getLogger("runner.serve")
+
+
+def error(request: Request, status: int, message: str) -> JSONResponse:
+    body = openai_api.error_body(status, message) if request.url.path.startswith("/v1/") \
+        else {"error": message}
+    return JSONResponse(body, status_code=status)
+
+
+def create_app(settings: Settings | None = None, library: Library | None = None) -> FastAPI:
+    settings = settings or Settings.from_environment()
+    scheduler = Scheduler(settings)
+    service = Service(library or Library(), scheduler, settings)
+    app = FastAPI(title="runner serve", version=manage.VERSION,
+                  description="Ollama's API and OpenAI's, over runner subprocesses.")
+    app.state.service = service
+
+    @app.exception_handler(ServeError)
+    async def refused(request: Request, failure: ServeError):
+        return error(request, failure.status, str(failure))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, failure: RequestValidationError):
+        return error(request, 400, "; ".join(e.get("msg", "") for e in failure.errors()))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, failure: StarletteHTTPException):
+        return error(request, failure.status_code, str(failure.detail))
+
+    @app.exception_handler(Exception)
+    async def fault(request: Request, failure: Exception):
+        log.exception("A request failed.")
+        return error(request, 500, f"the server failed: {failure}")
+
+    @app.on_event("shutdown")
+    async def stop_runners():
+        await scheduler.stop()
+
+    for module in (manage, native, openai_api):
+        app.include_router(module.router(service))
+    return app

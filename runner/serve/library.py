@@ -1,0 +1,259 @@
+"""The models a server offers: what `pull` put in the store, models made with /api/create or
+/api/copy (a manifest naming a GGUF blob or file, with an optional template, system prompt
+and parameters), and GGUF paths given as names.
+
+Store layout under $RUNNER_MODELS: the catalog's files as `pull` writes them, `blobs/
+sha256-<hex>` (uploaded GGUF files), `manifests/<name>/<tag>.json`. Files are written to a
+temporary name and renamed, so a reader never sees half of one.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+import os
+import re
+import tempfile
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyggml
+
+from .. import store
+from ..chat import template_for
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?(:[A-Za-z0-9._-]+)?$")
+DIGEST = re.compile(r"^sha256[:-]([0-9a-f]{64})$")
+# general.file_type as llama.cpp's converter writes it (llama_ftype)
+FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
+              10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S",
+              15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
+THINK_MARKERS = ("<think>", "enable_thinking", "<|channel>", "reasoning_content")
+
+
+class ModelNotFound(LookupError):
+    pass
+
+
+def normalize(name: str) -> str:
+    """'foo' -> 'foo:latest'; names are matched without regard to case."""
+    name = str(name).strip()
+    if not NAME.match(name):
+        raise ValueError(f"{name!r} is not a model name ([namespace/]model[:tag], letters, "
+                         "digits, '.', '_' and '-').")
+    return (name if ":" in name else name + ":latest").lower()
+
+
+@dataclass
+class Entry:
+    """One model: its file, and what its manifest adds."""
+    name: str
+    path: Path
+    digest: str                       # sha256 hex of the GGUF file
+    template: str | None = None       # overrides the file's chat template
+    system: str | None = None
+    parameters: dict = field(default_factory=dict)
+    _metadata: dict | None = field(default=None, repr=False)
+
+    @property
+    def size(self) -> int:
+        return self.path.stat().st_size
+
+    @property
+    def modified_at(self) -> str:
+        return rfc3339(self.path.stat().st_mtime)
+
+    @property
+    def metadata(self) -> dict:
+        if self._metadata is None:
+            self._metadata = pyggml.GGUFFile(self.path).metadata
+        return self._metadata
+
+    @property
+    def architecture(self) -> str:
+        return self.metadata.get("general.architecture", "unknown")
+
+    @property
+    def chat_template(self) -> str | None:
+        return self.template or template_for(self.metadata)
+
+    @property
+    def context_length(self) -> int:
+        return int(self.metadata.get(f"{self.architecture}.context_length") or 2048)
+
+    def capabilities(self) -> list[str]:
+        meta, arch, template = self.metadata, self.architecture, self.chat_template or ""
+        found = ["embedding" if meta.get(f"{arch}.pooling_type") else "completion"]
+        if "tools" in template:
+            found.append("tools")
+        if any(marker in template for marker in THINK_MARKERS):
+            found.append("thinking")
+        if "suffix" in template:
+            found.append("insert")
+        if any(key.endswith("vision.block_count") for key in meta):
+            found.append("vision")
+        if any(key.endswith("audio.block_count") for key in meta):
+            found.append("audio")
+        return found
+
+    def details(self) -> dict:
+        meta = self.metadata
+        header = pyggml.GGUFFile(self.path).header
+        parameters = sum(math.prod(t.ne) for t in header.tensors)
+        file_type = meta.get("general.file_type")
+        if file_type is None:
+            counts = Counter(pyggml.dtypes.type_name(t.type).upper() for t in header.tensors)
+            quantization = counts.most_common(1)[0][0] if counts else "unknown"
+        else:
+            quantization = FILE_TYPES.get(file_type, f"file type {file_type}")
+        return {"parent_model": "", "format": "gguf", "family": self.architecture,
+                "families": [self.architecture], "parameter_size": human(parameters),
+                "quantization_level": quantization}
+
+
+def human(count: int) -> str:
+    """135M, 1.5B: parameter counts as Ollama prints them."""
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if count >= size:
+            value = count / size
+            return f"{value:.1f}{unit}" if value < 10 else f"{value:.0f}{unit}"
+    return str(count)
+
+
+def rfc3339(timestamp: float) -> str:
+    return datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc) \
+        .isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+class Library:
+    def __init__(self, root: Path | None = None):
+        self.root = Path(root or store.store_dir())
+        self.blobs, self.manifests = self.root / "blobs", self.root / "manifests"
+        self._lock = threading.Lock()
+        self._digests: dict[Path, tuple[float, str]] = {}
+
+    # -- reading ------------------------------------------------------------------------
+
+    def get(self, name: str) -> Entry:
+        """The model a request names: a catalog or created model, or a GGUF path."""
+        text = str(name).strip()
+        if text in store.CATALOG or text.lower() in store.CATALOG:
+            key = text.lower()
+            path = store.path_of(key)
+            if path.exists():
+                return Entry(key, path, store.CATALOG[key].sha256)
+            raise ModelNotFound(f'model "{text}" not found, try pulling it first')
+        path = Path(text).expanduser()
+        if text.endswith(".gguf") and path.is_file():
+            return Entry(text, path, self._digest(path))
+        try:
+            key = normalize(text)
+        except ValueError:
+            raise ModelNotFound(f'model "{text}" not found, try pulling it first') from None
+        manifest = self._manifest_path(key)
+        if not manifest.is_file():
+            raise ModelNotFound(f'model "{text}" not found, try pulling it first')
+        return self._entry(key, json.loads(manifest.read_text()))
+
+    def _entry(self, name: str, manifest: dict) -> Entry:
+        source = manifest["model"]
+        found = DIGEST.match(source)
+        path = self.blobs / f"sha256-{found.group(1)}" if found else Path(source)
+        if not path.is_file():
+            raise ModelNotFound(f'model "{name}" not found: its file {path} is gone')
+        digest = found.group(1) if found else manifest.get("digest") or self._digest(path)
+        return Entry(name, path, digest, manifest.get("template"), manifest.get("system"),
+                     manifest.get("parameters") or {})
+
+    def list(self) -> list[Entry]:
+        found = [Entry(name, store.path_of(name), source.sha256)
+                 for name, source in store.CATALOG.items() if store.path_of(name).exists()]
+        for manifest in sorted(self.manifests.rglob("*.json")) if self.manifests.exists() else []:
+            relative = manifest.relative_to(self.manifests)
+            name = f"{'/'.join(relative.parts[:-1])}:{relative.stem}"
+            try:
+                found.append(self._entry(name, json.loads(manifest.read_text())))
+            except (ModelNotFound, ValueError, KeyError):
+                continue
+        return found
+
+    def _digest(self, path: Path) -> str:
+        stamp = path.stat().st_mtime
+        cached = self._digests.get(path)
+        if cached is None or cached[0] != stamp:
+            cached = (stamp, store.sha256_of(path))
+            self._digests[path] = cached
+        return cached[1]
+
+    def _manifest_path(self, name: str) -> Path:
+        model, tag = name.rsplit(":", 1)
+        return self.manifests.joinpath(*model.split("/"), f"{tag}.json")
+
+    # -- writing ------------------------------------------------------------------------
+
+    def has_blob(self, digest: str) -> bool:
+        return (self.blobs / f"sha256-{digest}").is_file()
+
+    def write_blob(self, digest: str, chunks) -> None:
+        """Store an uploaded file under its sha256; a mismatch stores nothing."""
+        self.blobs.mkdir(parents=True, exist_ok=True)
+        hasher = hashlib.sha256()
+        with tempfile.NamedTemporaryFile(dir=self.blobs, prefix=".upload-", delete=False) as f:
+            try:
+                for chunk in chunks:
+                    hasher.update(chunk)
+                    f.write(chunk)
+            except BaseException:
+                os.unlink(f.name)
+                raise
+        if hasher.hexdigest() != digest:
+            os.unlink(f.name)
+            raise ValueError("digest mismatch")
+        os.replace(f.name, self.blobs / f"sha256-{digest}")
+
+    def create(self, name: str, source: str | Path, template: str | None = None,
+               system: str | None = None, parameters: dict | None = None) -> Entry:
+        """A model named name over source: a blob digest, a file, or another model's file."""
+        key = normalize(name)
+        found = DIGEST.match(str(source))
+        if found:
+            if not self.has_blob(found.group(1)):
+                raise ModelNotFound(f"blob sha256:{found.group(1)} not found; upload it first")
+            model = f"sha256:{found.group(1)}"
+            pyggml.GGUFFile(self.blobs / f"sha256-{found.group(1)}")     # a GGUF, or refused
+        else:
+            model = str(Path(source).resolve())
+        manifest = {"model": model, "template": template, "system": system,
+                    "parameters": parameters or {}}
+        self._write_manifest(key, manifest)
+        return self.get(key)
+
+    def copy(self, source: str, destination: str) -> None:
+        entry = self.get(source)
+        model = f"sha256:{entry.digest}" if entry.path.parent == self.blobs else str(entry.path)
+        self._write_manifest(normalize(destination), {
+            "model": model, "digest": entry.digest, "template": entry.template,
+            "system": entry.system, "parameters": entry.parameters})
+
+    def delete(self, name: str) -> None:
+        entry = self.get(name)
+        with self._lock:
+            if entry.name in store.CATALOG:
+                entry.path.unlink()
+                return
+            self._manifest_path(entry.name).unlink()
+            if entry.path.parent == self.blobs and \
+                    not any(e.path == entry.path for e in self.list()):
+                entry.path.unlink()
+
+    def _write_manifest(self, name: str, manifest: dict) -> None:
+        path = self._manifest_path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False,
+                                         suffix=".tmp") as f:
+            json.dump(manifest, f)
+        os.replace(f.name, path)

@@ -1,0 +1,62 @@
+"""`python -m runner serve [--host 127.0.0.1] [--port 11434]`: Ollama's API and OpenAI's.
+
+RUNNER_HOST (host:port, :port, or http://host:port) sets the address when the flags do not.
+It listens on loopback by default, Ollama's port, so that Ollama's clients work unchanged;
+binding any other address logs a warning: the API has no authentication. SIGTERM and SIGINT
+end the runners and exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+
+import uvicorn
+
+from .app import create_app
+
+DEFAULT_PORT = 11434
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+log = logging.getLogger("runner.serve")
+
+
+def address(text: str | None) -> tuple[str, int]:
+    """host and port from RUNNER_HOST's forms: host, host:port, :port, http(s)://host:port."""
+    if not text:
+        return "127.0.0.1", DEFAULT_PORT
+    text = text.split("://", 1)[-1].rstrip("/")
+    host, _, port = text.rpartition(":") if ":" in text else (text, "", "")
+    if port and not port.isdigit():
+        raise ValueError(f"RUNNER_HOST must be host:port, not {text!r}.")
+    return host or "127.0.0.1", int(port) if port else DEFAULT_PORT
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runner serve",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--host", help="address to listen on (default 127.0.0.1, or RUNNER_HOST)")
+    parser.add_argument("--port", type=int, help=f"default {DEFAULT_PORT}, or RUNNER_HOST's")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)      # a line per runner call
+    try:
+        host, port = address(os.environ.get("RUNNER_HOST"))
+        app = create_app()
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    host, port = args.host or host, args.port if args.port is not None else port
+    if host not in LOOPBACK:
+        log.warning("Listening on %s: this API has no authentication; anyone who reaches the "
+                    "port can run and delete models.", host)
+    # uvicorn shuts down gracefully on SIGTERM or SIGINT (ending the runners), then raises
+    # the signal again: let that be a no-op, so the process exits 0
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda *_: None)
+    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False,
+                timeout_graceful_shutdown=10)
+    return 0

@@ -1,0 +1,213 @@
+"""Ollama's model management routes: /, /api/version, /api/tags, /api/show, /api/ps,
+/api/pull, /api/create with /api/blobs, /api/copy, /api/delete."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import PlainTextResponse, StreamingResponse
+
+from .. import store
+from .library import DIGEST, Entry, ModelNotFound, rfc3339
+from .native import body_of
+from .service import ServeError, Service
+
+VERSION = "0.1.0"
+BIG_ARRAY = 64          # model_info arrays longer than this are emptied unless verbose
+FOREVER = "2318-01-01T00:00:00Z"   # Ollama's expires_at of a model kept for ever
+
+
+def tag_of(entry: Entry) -> dict:
+    return {"name": entry.name, "model": entry.name, "modified_at": entry.modified_at,
+            "size": entry.size, "digest": entry.digest, "details": entry.details(),
+            "capabilities": entry.capabilities()}
+
+
+def model_info(entry: Entry, verbose: bool) -> dict:
+    return {key: (value if verbose or not isinstance(value, list) or len(value) <= BIG_ARRAY
+                  else []) for key, value in entry.metadata.items()}
+
+
+def statuses(stream: bool, steps):
+    """Progress statuses as NDJSON, or the last one alone."""
+    async def lines():
+        try:
+            async for status in steps:
+                yield json.dumps(status) + "\n"
+        except (ServeError, store.StoreError, ValueError) as error:
+            yield json.dumps({"error": str(error)}) + "\n"
+
+    async def last():
+        final = {}
+        async for status in steps:
+            final = status
+        return final
+
+    if stream:
+        return StreamingResponse(lines(), media_type="application/x-ndjson")
+    return last()
+
+
+def router(service: Service) -> APIRouter:
+    api = APIRouter()
+    library, scheduler = service.library, service.scheduler
+
+    @api.api_route("/", methods=["GET", "HEAD"])
+    async def root():
+        return PlainTextResponse("Ollama is running")
+
+    @api.api_route("/api/version", methods=["GET", "HEAD"])
+    async def version():
+        return {"version": VERSION}
+
+    @api.api_route("/api/tags", methods=["GET", "HEAD"])
+    async def tags():
+        entries = await asyncio.to_thread(library.list)
+        return {"models": [tag_of(e) for e in entries]}
+
+    @api.post("/api/show")
+    async def show(request: Request):
+        body = await body_of(request)
+        entry = service.entry(body.get("model") or body.get("name"))
+        verbose = bool(body.get("verbose"))
+        parameters = "\n".join(f"{k} {json.dumps(v) if isinstance(v, str) else v}"
+                               for k, v in entry.parameters.items())
+        result = {"license": entry.metadata.get("general.license", ""),
+                  "modelfile": f"FROM {entry.path}\n", "parameters": parameters,
+                  "template": entry.chat_template or "", "details": entry.details(),
+                  "model_info": model_info(entry, verbose),
+                  "capabilities": entry.capabilities(), "modified_at": entry.modified_at}
+        if entry.system:
+            result["system"] = entry.system
+        if verbose:
+            from pyggml import GGUFFile
+
+            result["tensors"] = [{"name": t.name, "type": t.type, "shape": list(t.ne)}
+                                 for t in GGUFFile(entry.path).header.tensors]
+        return result
+
+    @api.get("/api/ps")
+    async def ps():
+        models = []
+        for loaded in sorted(scheduler.loaded.values(),
+                             key=lambda m: m.expires_at or math.inf, reverse=True):
+            size, size_vram = loaded.sizes()
+            models.append({**tag_of(loaded.entry), "size": size, "size_vram": size_vram,
+                           "expires_at": expiry(loaded), "context_length": loaded.choice.num_ctx})
+        return {"models": models}
+
+    @api.post("/api/pull")
+    async def pull(request: Request):
+        body = await body_of(request)
+        name = (body.get("model") or body.get("name") or "").lower()
+        if name not in store.CATALOG:
+            raise ServeError(404, f"pull model manifest: {name!r} is not a model this server "
+                             f"can pull (known: {', '.join(store.CATALOG)})")
+
+        async def steps():
+            source = store.CATALOG[name]
+            yield {"status": "pulling manifest"}
+            yield {"status": f"pulling {source.sha256[:12]}", "digest": f"sha256:{source.sha256}"}
+            await asyncio.to_thread(store.pull, name, False)
+            size = store.path_of(name).stat().st_size
+            yield {"status": f"pulling {source.sha256[:12]}", "digest": f"sha256:{source.sha256}",
+                   "total": size, "completed": size}
+            yield {"status": "verifying sha256 digest"}
+            yield {"status": "writing manifest"}
+            yield {"status": "success"}
+
+        return await _respond(statuses(body.get("stream", True), steps()))
+
+    @api.api_route("/api/blobs/{digest}", methods=["HEAD"])
+    async def has_blob(digest: str):
+        found = DIGEST.match(digest)
+        ok = found is not None and library.has_blob(found.group(1))
+        return Response(status_code=200 if ok else 404)
+
+    @api.post("/api/blobs/{digest}")
+    async def upload_blob(digest: str, request: Request):
+        found = DIGEST.match(digest)
+        if found is None:
+            raise ServeError(400, f"invalid digest {digest!r}: expected sha256:<64 hex digits>")
+        chunks = []
+        async for chunk in request.stream():
+            chunks.append(chunk)
+        try:
+            await asyncio.to_thread(library.write_blob, found.group(1), chunks)
+        except ValueError as error:
+            raise ServeError(400, str(error)) from None
+        return Response(status_code=201)
+
+    @api.post("/api/create")
+    async def create(request: Request):
+        body = await body_of(request)
+        name = body.get("model") or body.get("name")
+        files, source = body.get("files") or {}, body.get("from")
+        if not name:
+            raise ServeError(400, "model is required")
+        if not isinstance(files, dict) or (not files and not source):
+            raise ServeError(400, "neither 'from' nor 'files' was specified")
+
+        if files:
+            digest = next(iter(files.values()))
+            found = DIGEST.match(str(digest))
+            if found is None or not library.has_blob(found.group(1)):
+                raise ServeError(400, f"blob {digest} not found; upload it with POST "
+                                 "/api/blobs/<digest> first")
+        else:
+            digest = str(service.entry(source).path)
+
+        async def steps():
+            yield {"status": "parsing GGUF"}
+            try:
+                await asyncio.to_thread(
+                    library.create, name, digest, body.get("template"), body.get("system"),
+                    body.get("parameters"))
+            except ModelNotFound as error:
+                raise ServeError(404, str(error)) from None
+            except ValueError as error:
+                raise ServeError(400, f"the file is not a model this server reads: {error}") \
+                    from None
+            yield {"status": "writing manifest"}
+            yield {"status": "success"}
+
+        return await _respond(statuses(body.get("stream", True), steps()))
+
+    @api.post("/api/copy")
+    async def copy(request: Request):
+        body = await body_of(request)
+        try:
+            await asyncio.to_thread(library.copy, body.get("source") or "",
+                                    body.get("destination") or "")
+        except ModelNotFound as error:
+            raise ServeError(404, str(error)) from None
+        except ValueError as error:
+            raise ServeError(400, str(error)) from None
+        return Response(status_code=200)
+
+    @api.delete("/api/delete")
+    async def delete(request: Request):
+        body = await body_of(request)
+        name = body.get("model") or body.get("name") or ""
+        entry = service.entry(name)
+        await scheduler.unload(entry.name)
+        await asyncio.to_thread(library.delete, name)
+        return Response(status_code=200)
+
+    return api
+
+
+def expiry(loaded) -> str:
+    if math.isinf(loaded.keep_alive):
+        return FOREVER
+    at = loaded.expires_at if loaded.expires_at is not None else \
+        time.time() + loaded.keep_alive
+    return rfc3339(at)
+
+
+async def _respond(result):
+    return await result if asyncio.iscoroutine(result) else result

@@ -1,0 +1,67 @@
+"""The text a request sends to its runner: the chat template rendered over messages, tools
+and the thinking switch (Hugging Face's semantics: tokenized without adding BOS again), or a
+generate request's prompt with its system text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..chat import render
+from .library import Entry
+from .parsers import Format, format_for
+
+
+@dataclass
+class Prompt:
+    text: str
+    format: Format                # how the reply writes thinking and tool calls
+    start_thinking: bool = False  # the prompt opened a think block
+
+
+def bos_text(entry: Entry) -> str:
+    meta = entry.metadata
+    bos = meta.get("tokenizer.ggml.bos_token_id")
+    tokens = meta.get("tokenizer.ggml.tokens") or []
+    return tokens[bos] if bos is not None and 0 <= bos < len(tokens) else ""
+
+
+def eos_text(entry: Entry) -> str:
+    meta = entry.metadata
+    eos = meta.get("tokenizer.ggml.eos_token_id")
+    tokens = meta.get("tokenizer.ggml.tokens") or []
+    return tokens[eos] if eos is not None and 0 <= eos < len(tokens) else ""
+
+
+def without_bos(entry: Entry, text: str) -> str:
+    """The runner adds the model's BOS itself: a template that writes it would double it."""
+    bos = bos_text(entry)
+    return text[len(bos):] if bos and text.startswith(bos) else text
+
+
+def chat_prompt(entry: Entry, messages: list[dict], tools: list | None,
+                think: str | None) -> Prompt:
+    """think: None (not said), "off" or a level."""
+    template = entry.chat_template
+    if template is None:
+        raise ValueError(f'"{entry.name}" has no chat template; use /api/generate with raw')
+    extra = {}
+    if think is not None:
+        extra = {"enable_thinking": think != "off", "reasoning_effort": think,
+                 "thinking": think != "off"}
+    text = render(template, messages, bos_text(entry), eos_text(entry), tools=tools, **extra)
+    fmt = format_for(template)
+    opened = fmt.think is not None and text.rstrip().endswith(fmt.think[0])
+    return Prompt(without_bos(entry, text), fmt, opened)
+
+
+def generate_prompt(entry: Entry, prompt: str, system: str | None, template: str | None,
+                    raw: bool) -> str:
+    if raw:
+        return prompt
+    template = template or entry.chat_template
+    system = system if system is not None else entry.system
+    if template is None:
+        return prompt if not system else f"{system}\n\n{prompt}"
+    messages = ([{"role": "system", "content": system}] if system else []) + \
+        [{"role": "user", "content": prompt}]
+    return without_bos(entry, render(template, messages, bos_text(entry), eos_text(entry)))

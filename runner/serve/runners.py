@@ -1,0 +1,165 @@
+"""One runner subprocess (`python -m runner --model ... --port 0 --no-load`) and its
+protocol, from the server's side: start it, load a layout (fit, alloc, commit), stream
+completions, embed, tokenize, and notice when it dies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+
+import httpx
+
+from .options import LoadChoice, Settings
+
+log = logging.getLogger("runner.serve")
+LOAD_TIMEOUT = 600.0
+
+
+class RunnerError(RuntimeError):
+    """The runner failed, refused, or is gone; the message says which."""
+
+    def __init__(self, message: str, status: int = 500):
+        super().__init__(message)
+        self.status = status
+
+
+class OutOfMemory(RunnerError):
+    def __init__(self, message: str, memory: dict | None):
+        super().__init__(message, 500)
+        self.memory = memory
+
+
+class Runner:
+    def __init__(self, path: Path, choice: LoadChoice, settings: Settings, parallel: int):
+        self.path, self.choice, self.settings, self.parallel = path, choice, settings, parallel
+        self.process: asyncio.subprocess.Process | None = None
+        self.client: httpx.AsyncClient | None = None
+        self.memory: dict | None = None
+        self.exited = asyncio.Event()
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+    async def start(self) -> None:
+        choice = self.choice
+        flags = ["--model", str(self.path), "--port", "0", "--no-load", "--no-pull",
+                 "--parallel", str(self.parallel), "--ctx-size", str(choice.num_ctx * self.parallel),
+                 "--batch-size", str(choice.num_batch), "--flash-attn",
+                 self.settings.flash_attention, "--kv-cache-type", self.settings.kv_cache_type,
+                 "--num-gpu", str(choice.num_gpu), *self.settings.runner_flags]
+        if choice.main_gpu is not None:
+            flags += ["--main-gpu", str(choice.main_gpu)]
+        if choice.num_thread:
+            flags += ["--threads", str(choice.num_thread)]
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "runner", *flags, cwd="/", stdout=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        asyncio.get_running_loop().create_task(self._watch())
+        try:
+            line = (await asyncio.wait_for(self.process.stdout.readline(), 120)).decode()
+        except asyncio.TimeoutError:
+            line = ""
+        if "listening on" not in line:
+            await self.stop()
+            raise RunnerError(f"The runner for {self.path.name} did not start (exit code "
+                              f"{self.process.returncode}).")
+        self.client = httpx.AsyncClient(base_url="http://" + line.split()[-1],
+                                        timeout=httpx.Timeout(LOAD_TIMEOUT, connect=10))
+
+    async def _watch(self) -> None:
+        await self.process.wait()
+        self.exited.set()
+        if self.process.returncode not in (0, -15):
+            log.warning("The runner for %s exited with code %s.", self.path.name,
+                        self.process.returncode)
+
+    async def load(self) -> dict:
+        """fit, then alloc (OutOfMemory when a device cannot hold it), then commit."""
+        layout = {"Parallel": self.parallel, "BatchSize": self.choice.num_batch,
+                  "KvSize": self.choice.num_ctx * self.parallel,
+                  "FlashAttention": self.settings.flash_attention,
+                  "KvCacheType": self.settings.kv_cache_type,
+                  "NumThreads": self.choice.num_thread}
+        fit = await self._post("/load", {"Operation": 0, **layout})
+        alloc = await self._post("/load", {"Operation": 1, **layout})
+        if not alloc.get("Success"):
+            raise OutOfMemory(f"model requires more memory than is available: "
+                              f"{alloc.get('error', '')}", alloc.get("Memory") or fit["Memory"])
+        commit = await self._post("/load", {"Operation": 2, **layout})
+        if not commit.get("Success"):
+            raise OutOfMemory(commit.get("error", "loading failed"), commit.get("Memory"))
+        self.memory = commit["Memory"]
+        return self.memory
+
+    async def _post(self, path: str, body: dict) -> dict:
+        try:
+            response = await self.client.post(path, json=body)
+        except httpx.HTTPError as error:
+            raise self._gone(error) from None
+        if response.status_code != 200:
+            raise RunnerError(_message(response), response.status_code)
+        return response.json()
+
+    def _gone(self, error: Exception) -> RunnerError:
+        code = self.process.returncode if self.process else None
+        if code is not None:
+            return RunnerError(f"The model's runner stopped (exit code {code}); the next request "
+                               "starts a new one.")
+        return RunnerError(f"The model's runner did not answer: {error}.")
+
+    async def completion(self, body: dict):
+        """The runner's NDJSON events of one completion."""
+        try:
+            async with self.client.stream("POST", "/completion", json=body,
+                                          timeout=httpx.Timeout(None, connect=10)) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    raise RunnerError(_message(response), response.status_code)
+                async for line in response.aiter_lines():
+                    if line:
+                        yield json.loads(line)
+        except httpx.HTTPError as error:
+            raise self._gone(error) from None
+
+    async def embedding(self, text: str) -> dict:
+        return await self._post("/embedding", {"content": text})
+
+    async def tokenize(self, text: str, parse_special: bool = True) -> list[int]:
+        return (await self._post("/tokenize", {"content": text,
+                                               "parse_special": parse_special}))["tokens"]
+
+    async def detokenize(self, tokens: list[int]) -> str:
+        return (await self._post("/detokenize", {"tokens": tokens}))["content"]
+
+    async def stop(self) -> None:
+        """End the process: SIGTERM, then SIGKILL if it lingers."""
+        if self.client is not None:
+            await self.client.aclose()
+        if self.alive:
+            self.process.terminate()
+            try:
+                await asyncio.wait_for(self.process.wait(), 15)
+            except asyncio.TimeoutError:
+                self.process.kill()
+                await self.process.wait()
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        return response.json().get("error") or response.text
+    except ValueError:
+        return response.text or f"status {response.status_code}"
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: Linux ends it when the server dies, even by SIGKILL, so no
+    runner outlives its server."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG

@@ -1,0 +1,354 @@
+"""Generation, chat and embeddings as Ollama's API defines them, independent of the wire:
+each opens a stream of Ollama-shaped chunks (the native routes write them as NDJSON, the
+OpenAI routes translate them). Errors before the first chunk are ServeErrors with Ollama's
+status; an error after it is a last chunk {"error": ...}."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import time
+from dataclasses import dataclass, field
+
+from .library import Entry, Library, ModelNotFound
+from .options import Settings, keep_alive_seconds, layered, load_choice, think_level
+from .parsers import Extractor, forced_call_grammar, format_for
+from .prompts import Prompt, chat_prompt, generate_prompt
+from .runners import RunnerError
+from .scheduler import Busy, Loaded, Scheduler
+
+DONE_REASONS = {0: "stop", 1: "length", 2: "stop"}
+
+
+class ServeError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(
+        timespec="microseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Stream:
+    """Chunks of one reply; iterate it once (its lease ends with it)."""
+    chunks: object                       # async iterator of dicts
+    close: object                        # coroutine function
+
+    def __aiter__(self):
+        return self._run()
+
+    async def _run(self):
+        try:
+            async for chunk in self.chunks:
+                yield chunk
+        finally:
+            await self.close()
+
+
+@dataclass
+class Call:
+    """What the runner is asked for, and how its text turns into Ollama's chunks."""
+    entry: Entry
+    body: dict                           # the runner's /completion body
+    extractor: Extractor | None = None
+    chat: bool = False
+    keep_context: bool = False           # generate: the final chunk carries `context`
+    prompt_text: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+class Service:
+    def __init__(self, library: Library, scheduler: Scheduler, settings: Settings):
+        self.library, self.scheduler, self.settings = library, scheduler, settings
+
+    def entry(self, name) -> Entry:
+        if not name or not isinstance(name, str):
+            raise ServeError(400, "model is required")
+        try:
+            return self.library.get(name)
+        except ModelNotFound as error:
+            raise ServeError(404, str(error)) from None
+
+    def _options(self, entry: Entry, options, keep_alive):
+        try:
+            generation, load, _ = layered(entry.parameters, options)
+            choice = load_choice(load, self.settings, entry.context_length)
+            seconds = None if keep_alive is None else keep_alive_seconds(keep_alive)
+        except ValueError as error:
+            raise ServeError(400, str(error)) from None
+        return generation, choice, seconds
+
+    async def _lease(self, entry: Entry, choice, keep_alive) -> Loaded:
+        try:
+            return await self.scheduler.acquire(entry, choice, keep_alive)
+        except Busy as error:
+            raise ServeError(503, str(error)) from None
+        except RunnerError as error:
+            raise ServeError(error.status if error.status >= 400 else 500, str(error)) from None
+
+    async def load_only(self, request: dict, chat: bool) -> dict:
+        """An empty prompt or messages: load the model (keep_alive 0: unload it)."""
+        entry = self.entry(request.get("model"))
+        _, choice, keep_alive = self._options(entry, request.get("options"),
+                                              request.get("keep_alive"))
+        if keep_alive == 0:
+            await self.scheduler.unload(entry.name)
+            reason = "unload"
+        else:
+            await self.scheduler.release(await self._lease(entry, choice, keep_alive))
+            reason = "load"
+        done = {"model": request["model"], "created_at": now(), "done": True,
+                "done_reason": reason}
+        if chat:
+            done["message"] = {"role": "assistant", "content": ""}
+        else:
+            done["response"] = ""
+        return done
+
+    # -- generate and chat ----------------------------------------------------------------
+
+    async def generate(self, request: dict) -> Stream:
+        arrived = time.perf_counter_ns()
+        entry = self.entry(request.get("model"))
+        if "completion" not in entry.capabilities():
+            raise ServeError(400, f'"{request["model"]}" does not support generate')
+        if request.get("raw") and (request.get("template") or request.get("system") or
+                                   request.get("context")):
+            raise ServeError(400, "raw mode does not support template, system, or context")
+        if request.get("suffix") and "insert" not in entry.capabilities():
+            raise ServeError(400, f'"{request["model"]}" does not support insert')
+        self._refuse_images(entry, request.get("images"))
+        try:
+            text = generate_prompt(entry, request.get("prompt") or "", request.get("system"),
+                                   request.get("template"), bool(request.get("raw")))
+        except ValueError as error:
+            raise ServeError(400, str(error)) from None
+        think = self._think(entry, request.get("think"))
+        template = entry.chat_template or ""
+        prompt = Prompt(text, format_for(template), False)
+        extractor = Extractor(prompt.format, thinking=think != "off") if think else None
+        call = Call(entry, {"Prompt": text}, extractor, keep_context=not request.get("raw"),
+                    prompt_text=text)
+        return await self._open(call, request, arrived, context=request.get("context"))
+
+    async def chat(self, request: dict) -> Stream:
+        arrived = time.perf_counter_ns()
+        entry = self.entry(request.get("model"))
+        if "completion" not in entry.capabilities():
+            raise ServeError(400, f'"{request["model"]}" does not support chat')
+        messages = _template_messages(request.get("messages") or [])
+        tools = request.get("tools") or None
+        if tools and "tools" not in entry.capabilities():
+            raise ServeError(400, f'"{request["model"]}" does not support tools')
+        for message in messages:
+            self._refuse_images(entry, message.get("images"))
+        think = self._think(entry, request.get("think"))
+        try:
+            prompt = chat_prompt(entry, messages, tools, think)
+        except ValueError as error:
+            raise ServeError(400, str(error)) from None
+        extractor = Extractor(prompt.format, tools=bool(tools), thinking=think != "off",
+                              start_thinking=prompt.start_thinking)
+        call = Call(entry, {"Prompt": prompt.text}, extractor, chat=True,
+                    extra={"tools": tools, "tool_choice": request.get("tool_choice")})
+        return await self._open(call, request, arrived)
+
+    def _think(self, entry: Entry, think) -> str | None:
+        try:
+            level = think_level(think)
+        except ValueError as error:
+            raise ServeError(400, str(error)) from None
+        capable = "thinking" in entry.capabilities()
+        if level not in (None, "off") and not capable:
+            raise ServeError(400, f'"{entry.name}" does not support thinking')
+        if level is None and capable:
+            return "medium"
+        return level
+
+    def _refuse_images(self, entry: Entry, images) -> None:
+        if images and not {"vision", "audio"} & set(entry.capabilities()):
+            raise ServeError(400, f'"{entry.name}" does not support images')
+
+    async def _open(self, call: Call, request: dict, arrived: int, context=None) -> Stream:
+        generation, choice, keep_alive = self._options(call.entry, request.get("options"),
+                                                       request.get("keep_alive"))
+        top = request.get("top_logprobs") or 0
+        if not isinstance(top, int) or isinstance(top, bool) or not 0 <= top <= 20:
+            raise ServeError(400, "top_logprobs must be between 0 and 20")
+        loading = time.perf_counter_ns()
+        loaded = await self._lease(call.entry, choice, keep_alive)
+        load_duration = time.perf_counter_ns() - loading
+        try:
+            runner = loaded.runner
+            if context:
+                call.body["Prompt"] = await runner.detokenize(list(context)) + call.body["Prompt"]
+            call.body.update({"Options": generation, "Format": request.get("format"),
+                              "Shift": request.get("shift", True),
+                              "Truncate": request.get("truncate", True),
+                              "Logprobs": bool(request.get("logprobs")) or top > 0,
+                              "TopLogprobs": top})
+            await self._force_call(call, runner)
+            events = runner.completion(call.body)
+            first = await anext(events)                 # errors before the first chunk
+        except RunnerError as error:
+            await self.scheduler.release(loaded)
+            raise ServeError(error.status if 400 <= error.status < 600 else 500,
+                             str(error)) from None
+        except BaseException:
+            await self.scheduler.release(loaded)
+            raise
+        chunks = self._chunks(call, request["model"], _prepend(first, events), loaded,
+                              arrived, load_duration)
+        return Stream(chunks, lambda: self.scheduler.release(loaded))
+
+    async def _force_call(self, call: Call, runner) -> None:
+        """OpenAI's tool_choice "required" (or a named function): a grammar makes the reply a
+        call, written as the model's format writes calls."""
+        choice, tools = call.extra.get("tool_choice"), call.extra.get("tools")
+        if not tools or choice in (None, "auto", "none") or call.extractor is None:
+            return
+        if isinstance(choice, dict):
+            name = (choice.get("function") or {}).get("name")
+            tools = [t for t in tools if (t.get("function") or t).get("name") == name] or tools
+        tags = {}
+        fmt = call.extractor.format
+        for tag in [t for pair in (fmt.think, fmt.tool) if pair for t in pair]:
+            ids = await runner.tokenize(tag)
+            tags[tag] = ids[0] if len(ids) == 1 else None
+        grammar = forced_call_grammar(fmt, tools, tags.get)
+        if grammar is not None:
+            call.body["Grammar"] = grammar
+            call.body["Format"] = None
+
+    async def _chunks(self, call: Call, model: str, events, loaded: Loaded, arrived: int,
+                      load_duration: int):
+        extractor, pieces = call.extractor, []
+        try:
+            async for event in events:
+                if "error" in event:
+                    yield {"error": event["error"]}
+                    return
+                if event.get("done"):
+                    tail = extractor.finish() if extractor else ("", "", [])
+                    if any(tail):
+                        yield self._chunk(call, model, *tail)
+                    done = self._chunk(call, model, "", "", [])
+                    done.update(done=True, done_reason=DONE_REASONS.get(event["done_reason"],
+                                                                        "stop"),
+                                total_duration=time.perf_counter_ns() - arrived,
+                                load_duration=load_duration,
+                                prompt_eval_count=event["prompt_eval_count"],
+                                prompt_eval_duration=event["prompt_eval_duration"],
+                                eval_count=event["eval_count"],
+                                eval_duration=event["eval_duration"])
+                    if call.keep_context:
+                        done["context"] = await loaded.runner.tokenize(
+                            call.prompt_text + "".join(pieces))
+                    yield done
+                    return
+                text = event.get("content", "")
+                pieces.append(text)
+                content, thinking, calls = extractor.push(text) if extractor else (text, "", [])
+                chunk = self._chunk(call, model, content, thinking, calls)
+                if event.get("logprobs"):
+                    chunk["logprobs"] = [_with_bytes(entry) for entry in event["logprobs"]]
+                if content or thinking or calls or "logprobs" in chunk:
+                    yield chunk
+        except RunnerError as error:
+            yield {"error": str(error)}
+
+    def _chunk(self, call: Call, model: str, content: str, thinking: str, calls: list) -> dict:
+        chunk = {"model": model, "created_at": now()}
+        if call.chat:
+            message = {"role": "assistant", "content": content}
+            if thinking:
+                message["thinking"] = thinking
+            if calls:
+                message["tool_calls"] = calls
+            chunk["message"] = message
+        else:
+            chunk["response"] = content
+            if thinking:
+                chunk["thinking"] = thinking
+        chunk["done"] = False
+        return chunk
+
+    # -- embeddings ---------------------------------------------------------------------
+
+    async def embed(self, request: dict, normalize: bool = True) -> tuple[list, int, int]:
+        """(vectors, prompt tokens, load duration) of request["input"]."""
+        entry = self.entry(request.get("model"))
+        inputs = request.get("input")
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        if not isinstance(inputs, list) or not all(isinstance(t, str) for t in inputs):
+            raise ServeError(400, "invalid input type")
+        dimensions = request.get("dimensions")
+        if dimensions is not None and (not isinstance(dimensions, int) or dimensions < 1):
+            raise ServeError(400, "dimensions must be a positive integer")
+        _, choice, keep_alive = self._options(entry, request.get("options"),
+                                              request.get("keep_alive"))
+        loading = time.perf_counter_ns()
+        loaded = await self._lease(entry, choice, keep_alive)
+        load_duration = time.perf_counter_ns() - loading
+        try:
+            vectors, count = [], 0
+            for text in inputs:
+                text = await self._fit_context(loaded, text, request.get("truncate", True))
+                try:
+                    result = await loaded.runner.embedding(text)
+                except RunnerError as error:
+                    status = 400 if error.status in (400, 501) else 500
+                    raise ServeError(status, str(error)) from None
+                vector = result["embedding"][:dimensions] if dimensions else result["embedding"]
+                if normalize:
+                    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+                    vector = [v / norm for v in vector]
+                vectors.append(vector)
+                count += result["prompt_eval_count"]
+            return vectors, count, load_duration
+        finally:
+            await self.scheduler.release(loaded)
+
+    async def _fit_context(self, loaded: Loaded, text: str, truncate: bool) -> str:
+        limit = loaded.choice.num_ctx
+        tokens = await loaded.runner.tokenize(text, parse_special=False)
+        if len(tokens) + 2 <= limit:
+            return text
+        if not truncate:
+            raise ServeError(400, "the input length exceeds the context length")
+        return await loaded.runner.detokenize(tokens[:max(1, limit - 2)])
+
+
+def _template_messages(messages: list) -> list[dict]:
+    """Messages as templates read them: roles in lower case, tool call arguments objects."""
+    if not isinstance(messages, list):
+        raise ServeError(400, "messages must be a list")
+    found = []
+    for message in messages:
+        if not isinstance(message, dict):
+            raise ServeError(400, f"Each message must be an object, not {message!r}.")
+        message = dict(message)
+        message["role"] = str(message.get("role", "")).lower()
+        message.setdefault("content", "")
+        if message.get("tool_name") and "name" not in message:
+            message["name"] = message["tool_name"]
+        found.append(message)
+    return found
+
+
+def _with_bytes(entry: dict) -> dict:
+    entry = dict(entry, bytes=list(entry["token"].encode()))
+    entry["top_logprobs"] = [dict(t, bytes=list(t["token"].encode()))
+                             for t in entry.get("top_logprobs", [])]
+    return entry
+
+
+async def _prepend(first, events):
+    yield first
+    async for event in events:
+        yield event
+

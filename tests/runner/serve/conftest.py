@@ -1,0 +1,167 @@
+"""A real server (`python -m runner serve`) on a free loopback port, over a store that holds
+the pulled real models, a tiny converted BERT (embeddings) and a tiny converted Qwen 3 whose
+chat template declares tools and thinking; driven by the official ollama and openai clients."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from runner import store
+from runner.convert import convert
+from runner.serve.library import Library
+
+from ..convert.hf_tiny import bert_checkpoint, checkpoint
+from ...rpc_servers import free_port
+
+QWEN_TOOLS_TEMPLATE = """{%- if tools %}<|im_start|>system
+{% if messages[0].role == 'system' %}{{ messages[0].content }}
+
+{% endif %}# Tools
+
+You may call functions. Their signatures are within <tools></tools>:
+<tools>
+{% for tool in tools %}{{ tool | tojson }}
+{% endfor %}</tools>
+
+For each call, return a JSON object with the function name and arguments within <tool_call></tool_call> tags:
+<tool_call>
+{"name": <function-name>, "arguments": <args-json-object>}
+</tool_call><|im_end|>
+{% elif messages[0].role == 'system' %}<|im_start|>system
+{{ messages[0].content }}<|im_end|>
+{% endif %}
+{%- for message in messages %}
+{%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% elif message.role == 'assistant' %}<|im_start|>assistant
+{{ message.content }}
+{%- for call in message.tool_calls or [] %}
+<tool_call>
+{"name": "{{ call.function.name }}", "arguments": {{ call.function.arguments | tojson }}}
+</tool_call>
+{%- endfor %}<|im_end|>
+{% elif message.role == 'tool' %}<|im_start|>user
+<tool_response>
+{{ message.content }}
+</tool_response><|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% if enable_thinking is defined and enable_thinking is false %}<think>
+
+</think>
+
+{% endif %}{% endif %}"""
+
+
+class ServerProcess:
+    def __init__(self, models: Path, workdir: Path, **env):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = workdir / f"serve-{time.monotonic_ns()}.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "runner", "serve", "--port", str(self.port)],
+            cwd=workdir, stdout=self.log.open("w"), stderr=subprocess.STDOUT,
+            env={**os.environ, "RUNNER_MODELS": str(models),
+                 **{k: str(v) for k, v in env.items()}})
+        self.client = httpx.Client(base_url=self.url, timeout=300)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if self.client.get("/").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"The server did not start:\n{self.log.read_text()}")
+            time.sleep(0.1)
+
+    def runner_pids(self) -> list[int]:
+        """The server's child processes (its runners)."""
+        found = []
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                text = status.read_text()
+            except OSError:
+                continue
+            if f"\nPPid:\t{self.proc.pid}\n" in text:
+                found.append(int(status.parent.name))
+        return found
+
+    def stop(self) -> int:
+        self.client.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                return -9
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    """GGUF files of a tiny BERT and a tiny Qwen 3 with a tools-and-thinking template."""
+    work = tmp_path_factory.mktemp("tiny-serve")
+    bert = convert(bert_checkpoint(work / "bert", "mean"), work / "bert.gguf", "f32",
+                   progress=False)
+    qwen_dir = checkpoint("qwen3", work / "qwen3")
+    config = qwen_dir / "tokenizer_config.json"
+    import json
+
+    settings = json.loads(config.read_text())
+    settings["chat_template"] = QWEN_TOOLS_TEMPLATE
+    config.write_text(json.dumps(settings))
+    qwen = convert(qwen_dir, work / "qwen3.gguf", "f32", progress=False)
+    return {"bert": Path(bert), "qwen": Path(qwen)}
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory, model_paths, tiny_models):
+    """A store with the real models (linked) and the tiny ones as created models."""
+    root = tmp_path_factory.mktemp("store")
+    for name, path in (("smollm2:135m", model_paths["smollm2"]),
+                       ("gemma3:270m", model_paths["gemma3"])):
+        (root / store.CATALOG[name].filename).symlink_to(path)
+    library = Library(root)
+    library.create("tiny-bert", tiny_models["bert"])
+    library.create("tiny-qwen", tiny_models["qwen"])
+    return root
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("serve")
+
+
+@pytest.fixture(scope="module")
+def server(models_dir, workdir):
+    running = ServerProcess(models_dir, workdir, RUNNER_NUM_PARALLEL=2,
+                            RUNNER_MAX_LOADED_MODELS=3)
+    yield running
+    assert running.stop() == 0
+    assert running.runner_pids() == []
+
+
+@pytest.fixture(scope="module")
+def ollama_client(server):
+    import ollama
+
+    return ollama.Client(host=server.url)
+
+
+@pytest.fixture(scope="module")
+def openai_client(server):
+    import openai
+
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)

@@ -1,0 +1,79 @@
+"""Model management through the official ollama client and raw HTTP."""
+
+from __future__ import annotations
+
+import hashlib
+
+import ollama
+import pytest
+
+
+def test_root_version_and_wrong_methods(server):
+    assert server.client.get("/").text == "Ollama is running"
+    assert server.client.head("/").status_code == 200
+    assert server.client.get("/api/version").json()["version"]
+    wrong = server.client.get("/api/generate")
+    assert wrong.status_code == 405 and wrong.json()["error"]
+
+
+def test_tags_and_show_describe_each_model(ollama_client):
+    models = {m.model: m for m in ollama_client.list().models}
+    smol = models["smollm2:135m"]
+    assert smol.size == 98362432 and len(smol.digest) == 64 and smol.modified_at
+    assert smol.details.family == "llama" and smol.details.quantization_level == "Q4_1"
+    assert smol.details.parameter_size == "135M" and smol.details.format == "gguf"
+    shown = ollama_client.show("smollm2:135m")
+    assert shown.modelinfo["general.architecture"] == "llama" and shown.template
+    assert shown.capabilities == ["completion"] and shown.modified_at
+    assert shown.modelinfo["tokenizer.ggml.tokens"] == []                 # big arrays left out
+    assert ollama_client.show("tiny-bert").capabilities == ["embedding"]
+    assert set(ollama_client.show("tiny-qwen").capabilities) == {"completion", "tools",
+                                                                 "thinking"}
+    with pytest.raises(ollama.ResponseError) as missing:
+        ollama_client.show("nosuch")
+    assert missing.value.status_code == 404 and "try pulling it first" in missing.value.error
+
+
+def test_ps_shows_what_is_loaded(ollama_client):
+    ollama_client.generate("smollm2:135m", "Hi", options={"num_predict": 1}, keep_alive="10m")
+    (model,) = [m for m in ollama_client.ps().models if m.model == "smollm2:135m"]
+    assert model.size > 98_000_000 and model.size_vram == 0 and model.digest
+    assert model.expires_at and model.context_length == 4096
+    assert model.details.family == "llama"
+
+
+def test_pull_of_a_present_model_streams_to_success(ollama_client):
+    statuses = [p.status for p in ollama_client.pull("smollm2:135m", stream=True)]
+    assert statuses[0] == "pulling manifest" and statuses[-1] == "success"
+    assert "verifying sha256 digest" in statuses
+    with pytest.raises(ollama.ResponseError) as unknown:
+        ollama_client.pull("nosuch:1b")
+    assert unknown.value.status_code == 404
+
+
+def test_create_from_an_uploaded_blob_then_copy_and_delete(server, ollama_client, tiny_models):
+    data = tiny_models["qwen"].read_bytes()
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    assert server.client.head(f"/api/blobs/{digest}").status_code in (200, 404)
+    wrong = server.client.post("/api/blobs/sha256:" + "0" * 64, content=data)
+    assert wrong.status_code == 400 and "digest mismatch" in wrong.json()["error"]
+    assert server.client.post(f"/api/blobs/{digest}", content=data).status_code == 201
+    assert server.client.head(f"/api/blobs/{digest}").status_code == 200
+    statuses = [p.status for p in ollama_client.create(
+        "uploaded", files={"model.gguf": digest}, system="Be brief.", stream=True)]
+    assert statuses[-1] == "success"
+    assert server.client.post("/api/show", json={"model": "uploaded"}).json()["system"] == \
+        "Be brief."
+    ollama_client.copy("uploaded", "copied:v2")
+    names = {m.model for m in ollama_client.list().models}
+    assert {"uploaded:latest", "copied:v2"} <= names
+    reply = ollama_client.generate("copied:v2", "Hello", options={"num_predict": 2})
+    assert reply.done
+    ollama_client.delete("copied:v2")
+    ollama_client.delete("uploaded")
+    assert not {"uploaded:latest", "copied:v2"} & {m.model for m in ollama_client.list().models}
+    with pytest.raises(ollama.ResponseError) as gone:
+        ollama_client.delete("uploaded")
+    assert gone.value.status_code == 404
+    with pytest.raises(ollama.ResponseError):
+        ollama_client.create("bad", files={"model.gguf": "sha256:" + "1" * 64})

@@ -1,0 +1,91 @@
+"""Thinking and tool calls taken out of streamed text, per model family."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runner.serve.parsers import FORMATS, PLAIN, Extractor, forced_call_grammar, format_for
+
+QWEN, LLAMA3 = format_for("<tool_call> <think>"), format_for("<|start_header_id|> parameters")
+GEMMA4 = format_for("<|tool_call> <|channel>")
+
+
+def run(extractor, pieces):
+    content, thinking, calls = "", "", []
+    for piece in pieces:
+        c, t, k = extractor.push(piece)
+        content, thinking, calls = content + c, thinking + t, calls + k
+    c, t, k = extractor.finish()
+    return content + c, thinking + t, calls + k
+
+
+def split_everywhere(text):
+    """Every way of cutting text in two, and one character at a time."""
+    yield [text]
+    yield list(text)
+    for cut in range(1, len(text)):
+        yield [text[:cut], text[cut:]]
+
+
+QWEN_REPLY = ('<think>The user wants weather.</think>\n\nLet me check.\n<tool_call>\n'
+              '{"name": "get_weather", "arguments": {"location": "Boston"}}\n</tool_call>')
+
+
+@pytest.mark.parametrize("pieces", list(split_everywhere(QWEN_REPLY)))
+def test_qwen_thinking_and_calls_survive_any_split(pieces):
+    content, thinking, calls = run(Extractor(QWEN, tools=True), pieces)
+    assert thinking == "The user wants weather." and content == "Let me check.\n"
+    assert [c["function"]["name"] for c in calls] == ["get_weather"]
+    assert calls[0]["function"]["arguments"] == {"location": "Boston"}
+    assert calls[0]["id"].startswith("call_") and calls[0]["function"]["index"] == 0
+
+
+def test_thinking_off_drops_it_and_a_prompt_that_opened_it_starts_inside():
+    assert run(Extractor(QWEN, thinking=False), ["<think>hidden</think>shown"]) == \
+        ("shown", "", [])
+    assert run(Extractor(QWEN, start_thinking=True), ["plan</think>answer"]) == \
+        ("answer", "plan", [])
+
+
+def test_a_call_that_does_not_parse_is_content_and_tags_are_text_without_tools():
+    content, _, calls = run(Extractor(QWEN, tools=True), ["<tool_call>not json</tool_call>x"])
+    assert calls == [] and content == "<tool_call>not json</tool_call>x"
+    assert run(Extractor(QWEN, tools=False), ["a <tool_call>{}</tool_call>"])[0] == \
+        "a <tool_call>{}</tool_call>"
+
+
+@pytest.mark.parametrize("pieces", list(split_everywhere(
+    '{"name": "get_weather", "parameters": {"location": "Paris, \\"FR\\""}}')))
+def test_llama3_takes_a_reply_that_is_a_json_call(pieces):
+    content, _, calls = run(Extractor(LLAMA3, tools=True), pieces)
+    assert content == "" and calls[0]["function"]["arguments"] == {"location": 'Paris, "FR"'}
+    assert run(Extractor(LLAMA3, tools=True), ['{"a": 1} is JSON'])[0] == '{"a": 1} is JSON'
+    assert run(Extractor(LLAMA3, tools=True), ["Hello"])[0] == "Hello"
+
+
+@pytest.mark.parametrize("pieces", list(split_everywhere(
+    '<|channel>thought\nweather?<channel|>Sure.<|tool_call>call:get_weather{location:'
+    '<|"|>New York, "NY"<|"|>,days:3}<tool_call|>')))
+def test_gemma4_channel_and_call_syntax(pieces):
+    content, thinking, calls = run(Extractor(GEMMA4, tools=True), pieces)
+    assert thinking == "weather?" and content == "Sure."
+    assert calls[0]["function"]["arguments"] == {"location": 'New York, "NY"', "days": 3}
+
+
+def test_formats_are_recognised_from_templates():
+    assert format_for(None) is PLAIN and format_for("{{ messages }}") is PLAIN
+    assert [f.name for f in FORMATS] == ["gemma4", "qwen", "llama3"]
+    assert run(Extractor(PLAIN, tools=True), ["<think>x</think>"])[0] == "<think>x</think>"
+
+
+def test_a_forced_call_grammar_names_each_tool_and_its_schema():
+    tools = [{"type": "function", "function": {"name": "a", "parameters": {"type": "object"}}},
+             {"function": {"name": "b"}}]
+    grammar = forced_call_grammar(QWEN, tools, {"<tool_call>": 7}.get)
+    assert grammar.startswith("%llguidance {}\nstart: (")
+    assert "<[7]>" in grammar and '"</tool_call>"' in grammar      # not a single token
+    assert grammar.count("%json") == 2 and '\\"b\\"' in grammar
+    assert forced_call_grammar(GEMMA4, tools, lambda tag: None) is None
+    assert forced_call_grammar(QWEN, [], lambda tag: None) is None

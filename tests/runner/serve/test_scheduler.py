@@ -1,0 +1,148 @@
+"""The scheduler over real runner subprocesses: eviction, the queue limit, keep_alive,
+reloads, a runner killed mid-stream, concurrency, and no runner outliving the server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import httpx
+import pytest
+
+from .conftest import ServerProcess
+
+SHORT = {"num_predict": 2}
+
+
+@pytest.fixture
+def one_model(models_dir, workdir):
+    server = ServerProcess(models_dir, workdir, RUNNER_MAX_LOADED_MODELS=1, RUNNER_MAX_QUEUE=1,
+                           RUNNER_NUM_PARALLEL=1)
+    yield server
+    assert server.stop() == 0
+    assert server.runner_pids() == []
+
+
+def generate(server, model="smollm2:135m", client=None, **body):
+    return (client or server.client).post("/api/generate", json={
+        "model": model, "prompt": "Hello", "stream": False, "options": SHORT, **body})
+
+
+def loaded(server) -> list[str]:
+    return [m["model"] for m in server.client.get("/api/ps").json()["models"]]
+
+
+def eventually(check, timeout: float = 20) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_at_most_max_loaded_models_the_least_recent_evicted(one_model):
+    assert generate(one_model).status_code == 200 and loaded(one_model) == ["smollm2:135m"]
+    assert generate(one_model, "gemma3:270m").status_code == 200
+    assert loaded(one_model) == ["gemma3:270m"]
+    assert eventually(lambda: len(one_model.runner_pids()) == 1)
+
+
+def test_a_full_queue_answers_503_and_the_others_finish(one_model):
+    results = []
+
+    def ask():
+        with httpx.Client(base_url=one_model.url, timeout=300) as client:
+            results.append(generate(one_model, "gemma3:270m", client=client))
+
+    first = threading.Thread(target=ask)
+    first.start()
+    time.sleep(0.3)                          # the first is loading: it holds the queue's place
+    second = generate(one_model, "gemma3:270m")
+    first.join()
+    assert second.status_code == 503 and "maximum pending requests" in second.json()["error"]
+    assert results[0].status_code == 200
+
+
+def test_keep_alive_expires_and_0_unloads_when_idle(one_model):
+    generate(one_model, keep_alive="1s")
+    assert loaded(one_model) == ["smollm2:135m"]
+    time.sleep(2.5)
+    assert loaded(one_model) == [] and eventually(lambda: one_model.runner_pids() == [])
+    generate(one_model, keep_alive=-1)
+    expires = one_model.client.get("/api/ps").json()["models"][0]["expires_at"]
+    assert expires.startswith("2318")                                    # for ever
+    generate(one_model, keep_alive=0)
+    assert loaded(one_model) == []
+
+
+def test_other_load_options_reload_the_model(one_model):
+    generate(one_model)
+    first = one_model.runner_pids()
+    generate(one_model, options={**SHORT, "num_ctx": 512})
+    assert eventually(lambda: len(one_model.runner_pids()) == 1)
+    second = one_model.runner_pids()
+    assert first != second
+    assert one_model.client.get("/api/ps").json()["models"][0]["context_length"] == 512
+    generate(one_model, options={**SHORT, "num_ctx": 512, "temperature": 0.1})
+    assert one_model.runner_pids() == second                   # sampling options never reload
+
+
+def test_a_runner_killed_mid_stream_ends_the_request_and_the_next_one_starts_fresh(one_model):
+    body = {"model": "smollm2:135m", "prompt": "Count: 1, 2, 3,", "raw": True,
+            "options": {"num_predict": 2000, "temperature": 0}}
+    lines = []
+    with one_model.client.stream("POST", "/api/generate", json=body) as response:
+        for line in response.iter_lines():
+            lines.append(json.loads(line))
+            if len(lines) == 3:
+                (pid,) = one_model.runner_pids()
+                os.kill(pid, signal.SIGKILL)
+    assert "error" in lines[-1] and "runner" in lines[-1]["error"] and len(lines) < 500
+    time.sleep(0.5)
+    assert loaded(one_model) == []
+    again = generate(one_model)
+    assert again.status_code == 200 and again.json()["done"]
+
+
+def test_parallel_plus_one_streams_all_finish_and_a_gone_client_frees_its_place(models_dir,
+                                                                               workdir):
+    server = ServerProcess(models_dir, workdir, RUNNER_NUM_PARALLEL=2)
+    try:
+        done = []
+
+        def chat():
+            with httpx.Client(base_url=server.url, timeout=300) as client:
+                with client.stream("POST", "/api/chat", json={
+                        "model": "smollm2:135m", "options": {"num_predict": 8},
+                        "messages": [{"role": "user", "content": "Tell me a story."}]}) as r:
+                    lines = [json.loads(line) for line in r.iter_lines()]
+                done.append(lines[-1])
+
+        threads = [threading.Thread(target=chat) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(done) == 3 and all(d["done"] and d["eval_count"] == 8 for d in done)
+        body = {"model": "smollm2:135m", "prompt": "Count:", "options": {"num_predict": 5000}}
+        for _ in range(3):                    # each leaves after a line: its slot frees at once
+            with server.client.stream("POST", "/api/generate", json=body) as response:
+                next(response.iter_lines())
+        assert generate(server).json()["done"]
+    finally:
+        assert server.stop() == 0
+    assert server.runner_pids() == []
+
+
+def test_sigint_stops_the_server_and_its_runners(models_dir, workdir):
+    server = ServerProcess(models_dir, workdir)
+    generate(server)
+    assert len(server.runner_pids()) == 1
+    runners = server.runner_pids()
+    server.proc.send_signal(signal.SIGINT)
+    assert server.proc.wait(60) == 0
+    assert eventually(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in runners))
