@@ -1,6 +1,7 @@
-"""`python -m runner COMMAND`: pull, run, tokenize, show, convert, quantize;
-`python -m runner --model M ...`
-serves the runner protocol (server/main.py)."""
+"""`python -m runner COMMAND`: serve, run, pull, list, ps, stop, show, rm, cp, tokenize,
+convert, quantize, bench; `python -m runner --model M ...` serves the runner protocol
+(server/main.py). run, pull, list, ps, stop, show, rm and cp talk to a running server (as
+`ollama` does) and work in process without one (ps and stop need one)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,80 @@ from collections import Counter
 from pyggml import GGMLError
 
 from . import store
+from .client import ServerError
 from .devices import add_device_flags, device_options
 
-# general.file_type values as llama.cpp's converter writes them (llama_ftype)
-FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
-              10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S",
-              15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
+def server():
+    """The running server's client, or None."""
+    from .client import Client
+
+    return Client.running()
+
+
+def need_server():
+    found = server()
+    if found is None:
+        raise ValueError("No server is running at this address; start one with: python -m "
+                         "runner serve (RUNNER_HOST sets where it is looked for).")
+    return found
 
 
 def cmd_pull(args) -> int:
+    found = server()
+    if found is not None:
+        from .client import pull
+
+        return pull(found, args.model)
     path = store.pull(args.model)
     print(path)
+    return 0
+
+
+def cmd_list(args) -> int:
+    from .client import list_models, print_table, size
+    from .serve.library import Library
+
+    found = server()
+    if found is not None:
+        return list_models(found)
+    print_table([[e.name, e.digest[:12], size(e.size), e.modified_at[:19]]
+                 for e in Library().list()], ["NAME", "ID", "SIZE", "MODIFIED"])
+    return 0
+
+
+def cmd_ps(args) -> int:
+    from .client import ps
+
+    return ps(need_server())
+
+
+def cmd_stop(args) -> int:
+    from .client import stop
+
+    return stop(need_server(), args.model)
+
+
+def cmd_rm(args) -> int:
+    from .client import remove
+    from .serve.library import Library
+
+    found = server()
+    if found is not None:
+        return remove(found, args.model)
+    Library().delete(args.model)
+    print(f"deleted '{args.model}'")
+    return 0
+
+
+def cmd_cp(args) -> int:
+    from .client import copy
+    from .serve.library import Library
+
+    found = server()
+    if found is not None:
+        return copy(found, args.source, args.destination)
+    Library().copy(args.source, args.destination)
+    print(f"copied '{args.source}' to '{args.destination}'")
     return 0
 
 
@@ -33,9 +97,14 @@ def sampling_options(args) -> dict:
 
 
 def cmd_run(args) -> int:
+    found = None if args.local else server()
+    if found is not None:
+        from .client import run
+
+        return run(found, args, sampling_options(args))
     from .api import load
 
-    model = load(args.model, num_ctx=args.ctx_size, threads=args.threads,
+    model = load(args.model, num_ctx=args.ctx_size or 4096, threads=args.threads,
                  pull=not args.no_pull, **vars(device_options(args)))
     options = sampling_options(args)
     if args.prompt is not None:
@@ -88,6 +157,14 @@ def cmd_tokenize(args) -> int:
 
 def cmd_show(args) -> int:
     import pyggml
+
+    from .serve.library import FILE_TYPES
+
+    found = server()
+    if found is not None:
+        from .client import show
+
+        return show(found, args.model, args.template)
 
     from .chat import template_for
 
@@ -160,12 +237,30 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--num-predict", dest="num_predict", type=int)
     run.add_argument("--top-k", dest="top_k", type=int)
     run.add_argument("--top-p", dest="top_p", type=float)
-    run.add_argument("--ctx-size", dest="ctx_size", type=int, default=4096)
+    run.add_argument("--ctx-size", dest="ctx_size", type=int)
+    run.add_argument("--local", action="store_true",
+                     help="run in this process even when a server is running")
     run.add_argument("--threads", type=int)
     run.add_argument("--no-pull", action="store_true",
                      help="do not pull a missing model (default: pull it, as ollama run does)")
     add_device_flags(run)
     run.set_defaults(run=cmd_run)
+    for name, help_text, run_it in (("list", "the models this machine has", cmd_list),
+                                    ("ps", "the models a running server has loaded", cmd_ps)):
+        sub.add_parser(name, help=help_text).set_defaults(run=run_it)
+    stop = sub.add_parser("stop", help="unload a model from a running server")
+    stop.add_argument("model")
+    stop.set_defaults(run=cmd_stop)
+    rm = sub.add_parser("rm", help="delete a model")
+    rm.add_argument("model")
+    rm.set_defaults(run=cmd_rm)
+    cp = sub.add_parser("cp", help="copy a model under another name")
+    cp.add_argument("source")
+    cp.add_argument("destination")
+    cp.set_defaults(run=cmd_cp)
+    from .bench import add_parser as add_bench
+
+    add_bench(sub)
     tokenize = sub.add_parser("tokenize", help="print the token ids of stdin as JSON")
     tokenize.add_argument("model")
     tokenize.add_argument("--no-parse-special", action="store_true",
@@ -212,7 +307,8 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
-    except (store.StoreError, ValueError, FileNotFoundError, GGMLError) as error:
+    except (store.StoreError, ValueError, FileNotFoundError, GGMLError, LookupError,
+            ServerError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

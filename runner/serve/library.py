@@ -147,8 +147,8 @@ class Library:
             if path.exists():
                 return Entry(key, path, store.CATALOG[key].sha256)
             raise ModelNotFound(f'model "{text}" not found, try pulling it first')
-        path = Path(text).expanduser()
-        if text.endswith(".gguf") and path.is_file():
+        path = store.user_path(text)
+        if text.endswith(".gguf") and path is not None and path.is_file():
             return Entry(text, path, self._digest(path))
         try:
             key = normalize(text)

@@ -17,21 +17,10 @@ import sys
 import uvicorn
 
 from .app import create_app
+from .options import DEFAULT_PORT, address
 
-DEFAULT_PORT = 11434
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 log = logging.getLogger("runner.serve")
-
-
-def address(text: str | None) -> tuple[str, int]:
-    """host and port from RUNNER_HOST's forms: host, host:port, :port, http(s)://host:port."""
-    if not text:
-        return "127.0.0.1", DEFAULT_PORT
-    text = text.split("://", 1)[-1].rstrip("/")
-    host, _, port = text.rpartition(":") if ":" in text else (text, "", "")
-    if port and not port.isdigit():
-        raise ValueError(f"RUNNER_HOST must be host:port, not {text!r}.")
-    return host or "127.0.0.1", int(port) if port else DEFAULT_PORT
 
 
 def main(argv=None) -> int:

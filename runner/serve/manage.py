@@ -14,6 +14,7 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 from .. import store
 from .library import DIGEST, Entry, ModelNotFound, rfc3339
 from .native import body_of
+from .schemas import documented
 from .service import ServeError, Service
 
 VERSION = "0.1.0"
@@ -69,7 +70,7 @@ def router(service: Service) -> APIRouter:
         entries = await asyncio.to_thread(library.list)
         return {"models": [tag_of(e) for e in entries]}
 
-    @api.post("/api/show")
+    @api.post("/api/show", openapi_extra=documented("model"))
     async def show(request: Request):
         body = await body_of(request)
         entry = service.entry(body.get("model") or body.get("name"))
@@ -100,7 +101,7 @@ def router(service: Service) -> APIRouter:
                            "expires_at": expiry(loaded), "context_length": loaded.choice.num_ctx})
         return {"models": models}
 
-    @api.post("/api/pull")
+    @api.post("/api/pull", openapi_extra=documented("model"))
     async def pull(request: Request):
         body = await body_of(request)
         name = (body.get("model") or body.get("name") or "").lower()
@@ -142,7 +143,7 @@ def router(service: Service) -> APIRouter:
             raise ServeError(400, str(error)) from None
         return Response(status_code=201)
 
-    @api.post("/api/create")
+    @api.post("/api/create", openapi_extra=documented("create"))
     async def create(request: Request):
         body = await body_of(request)
         name = body.get("model") or body.get("name")
@@ -177,7 +178,7 @@ def router(service: Service) -> APIRouter:
 
         return await _respond(statuses(body.get("stream", True), steps()))
 
-    @api.post("/api/copy")
+    @api.post("/api/copy", openapi_extra=documented("copy"))
     async def copy(request: Request):
         body = await body_of(request)
         try:
@@ -189,7 +190,7 @@ def router(service: Service) -> APIRouter:
             raise ServeError(400, str(error)) from None
         return Response(status_code=200)
 
-    @api.delete("/api/delete")
+    @api.delete("/api/delete", openapi_extra=documented("model"))
     async def delete(request: Request):
         body = await body_of(request)
         name = body.get("model") or body.get("name") or ""

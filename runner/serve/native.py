@@ -12,6 +12,7 @@ import time
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from .schemas import documented
 from .service import Service, ServeError, Stream
 
 
@@ -76,7 +77,7 @@ TYPES = {"model": str, "prompt": str, "system": str, "template": str, "suffix": 
 def router(service: Service) -> APIRouter:
     api = APIRouter()
 
-    @api.post("/api/generate")
+    @api.post("/api/generate", openapi_extra=documented("generate"))
     async def generate(request: Request):
         body = await body_of(request)
         if not body.get("prompt") and not body.get("images"):
@@ -84,7 +85,7 @@ def router(service: Service) -> APIRouter:
         stream = await service.generate(body)
         return ndjson(stream) if body.get("stream", True) else await folded(stream)
 
-    @api.post("/api/chat")
+    @api.post("/api/chat", openapi_extra=documented("chat"))
     async def chat(request: Request):
         body = await body_of(request)
         if not body.get("messages"):
@@ -92,7 +93,7 @@ def router(service: Service) -> APIRouter:
         stream = await service.chat(body)
         return ndjson(stream) if body.get("stream", True) else await folded(stream)
 
-    @api.post("/api/embed")
+    @api.post("/api/embed", openapi_extra=documented("embed"))
     async def embed(request: Request):
         started = time.perf_counter_ns()
         body = await body_of(request)
@@ -101,7 +102,7 @@ def router(service: Service) -> APIRouter:
                 "total_duration": time.perf_counter_ns() - started, "load_duration": load,
                 "prompt_eval_count": count}
 
-    @api.post("/api/embeddings")
+    @api.post("/api/embeddings", openapi_extra=documented("embeddings"))
     async def embeddings(request: Request):
         """The legacy form: one prompt, a vector not normalised."""
         body = await body_of(request)

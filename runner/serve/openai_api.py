@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from .native import body_of, folded
+from .schemas import documented
 from .service import ServeError, Service
 
 EFFORT = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high",
@@ -164,7 +165,7 @@ def _sse(stream, convert, include_usage: bool, model: str, kind: str, ident: str
 def router(service: Service) -> APIRouter:
     api = APIRouter()
 
-    @api.post("/v1/chat/completions")
+    @api.post("/v1/chat/completions", openapi_extra=documented("openai_chat"))
     async def chat_completions(request: Request):
         body = await body_of(request)
         native = {"model": body.get("model"), "messages": _messages(body.get("messages")),
@@ -218,7 +219,7 @@ def router(service: Service) -> APIRouter:
                 "model": body["model"], "system_fingerprint": FINGERPRINT, "choices": [choice],
                 "usage": _usage(done)}
 
-    @api.post("/v1/completions")
+    @api.post("/v1/completions", openapi_extra=documented("openai_completion"))
     async def completions(request: Request):
         body = await body_of(request)
         if not isinstance(body.get("prompt"), str):
@@ -245,7 +246,7 @@ def router(service: Service) -> APIRouter:
                              "finish_reason": done.get("done_reason")}],
                 "usage": _usage(done)}
 
-    @api.post("/v1/embeddings")
+    @api.post("/v1/embeddings", openapi_extra=documented("openai_embeddings"))
     async def embeddings(request: Request):
         body = await body_of(request)
         inputs = body.get("input")

@@ -151,3 +151,17 @@ def think_level(think) -> str | None:
         return think
     raise ValueError(f'think must be true, false, "low", "medium", "high" or "max", '
                      f"not {think!r}")
+
+
+DEFAULT_PORT = 11434          # Ollama's, so that its clients find the server
+
+
+def address(text: str | None) -> tuple[str, int]:
+    """host and port from RUNNER_HOST's forms: host, host:port, :port, http(s)://host:port."""
+    if not text:
+        return "127.0.0.1", DEFAULT_PORT
+    text = text.split("://", 1)[-1].rstrip("/")
+    host, _, port = text.rpartition(":") if ":" in text else (text, "", "")
+    if port and not port.isdigit():
+        raise ValueError(f"RUNNER_HOST must be host:port, not {text!r}.")
+    return host or "127.0.0.1", int(port) if port else DEFAULT_PORT

@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from runner.serve.main import address
-from runner.serve.options import (LoadChoice, Settings, keep_alive_seconds, layered,
+from runner.serve.options import (LoadChoice, Settings, address, keep_alive_seconds, layered,
                                   load_choice, think_level)
 
 
