@@ -153,7 +153,8 @@ class Service:
         extractor = Extractor(prompt.format, tools=bool(tools), thinking=think != "off",
                               start_thinking=prompt.start_thinking)
         call = Call(entry, {"Prompt": prompt.text}, extractor, chat=True,
-                    extra={"tools": tools, "tool_choice": request.get("tool_choice")})
+                    extra={"tools": tools, "tool_choice": request.get("tool_choice"),
+                           "messages": messages, "think": think})
         return await self._open(call, request, arrived)
 
     def _think(self, entry: Entry, think) -> str | None:
@@ -185,6 +186,8 @@ class Service:
             runner = loaded.runner
             if context:
                 call.body["Prompt"] = await runner.detokenize(list(context)) + call.body["Prompt"]
+            if call.chat and request.get("truncate", True):
+                await self._fit_messages(call, loaded)
             call.body.update({"Options": generation, "Format": request.get("format"),
                               "Shift": request.get("shift", True),
                               "Truncate": request.get("truncate", True),
@@ -203,6 +206,19 @@ class Service:
         chunks = self._chunks(call, request["model"], _prepend(first, events), loaded,
                               arrived, load_duration)
         return Stream(chunks, lambda: self.scheduler.release(loaded))
+
+    async def _fit_messages(self, call: Call, loaded: Loaded) -> None:
+        """As Ollama truncates a chat: drop the oldest messages (never a system message nor
+        the last one) until the prompt fits the context."""
+        messages = list(call.extra["messages"])
+        limit = loaded.choice.num_ctx
+        while len(await loaded.runner.tokenize(call.body["Prompt"])) > limit:
+            droppable = [i for i, m in enumerate(messages[:-1]) if m["role"] != "system"]
+            if not droppable:
+                return                     # the runner truncates what is left, or refuses
+            del messages[droppable[0]]
+            call.body["Prompt"] = chat_prompt(call.entry, messages, call.extra["tools"],
+                                              call.extra["think"]).text
 
     async def _force_call(self, call: Call, runner) -> None:
         """OpenAI's tool_choice "required" (or a named function): a grammar makes the reply a

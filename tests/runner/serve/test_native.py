@@ -113,3 +113,20 @@ def test_thinking_and_tool_calls_are_taken_out_of_the_text(ollama_client):
         ollama_client.chat("smollm2:135m", [{"role": "user", "content": "x"}], tools=tools)
     with pytest.raises(ollama.ResponseError, match="does not support thinking"):
         ollama_client.chat("smollm2:135m", [{"role": "user", "content": "x"}], think=True)
+
+
+def test_a_long_chat_drops_its_oldest_messages_to_fit(server):
+    history = [{"role": "system", "content": "You are terse."}]
+    for turn in range(12):
+        history += [{"role": "user", "content": f"Question {turn}: " + "tell me more " * 12},
+                    {"role": "assistant", "content": "More. " * 20}]
+    history.append({"role": "user", "content": "Last question?"})
+    reply = server.client.post("/api/chat", json={
+        "model": "smollm2:135m", "messages": history, "stream": False,
+        "options": {"num_ctx": 256, "num_predict": 2}}).json()
+    assert reply["done"] and 100 < reply["prompt_eval_count"] <= 256
+    refused = server.client.post("/api/chat", json={
+        "model": "smollm2:135m", "messages": history[-1:] + [{"role": "user", "content":
+                                                               "word " * 600}],
+        "stream": False, "truncate": False, "options": {"num_ctx": 256, "num_predict": 2}})
+    assert refused.status_code == 400 and "context" in refused.json()["error"]
