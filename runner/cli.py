@@ -97,30 +97,43 @@ def sampling_options(args) -> dict:
 
 
 def cmd_run(args) -> int:
-    found = None if args.local else server()
-    if found is not None:
-        from .client import run
-
-        return run(found, args, sampling_options(args))
-    from .api import load
-
-    model = load(args.model, num_ctx=args.ctx_size or 4096, threads=args.threads,
-                 pull=not args.no_pull, **vars(device_options(args)))
     options = sampling_options(args)
+    found = None if args.local else server()
+    if found is not None:                     # the server loads it as it is configured
+        from .client import chat_pieces, generate_pieces
+
+        if args.ctx_size:
+            options["num_ctx"] = args.ctx_size
+
+        def chat(messages):
+            return chat_pieces(found, args.model, messages, options)
+
+        def generate(prompt):
+            return generate_pieces(found, args.model, prompt, options)
+    else:
+        from .api import load
+
+        model = load(args.model, num_ctx=args.ctx_size or 4096, threads=args.threads,
+                     pull=not args.no_pull, **vars(device_options(args)))
+
+        def chat(messages):
+            return model.chat(messages, **options)
+
+        def generate(prompt):
+            return model.generate(prompt, **options)
     if args.prompt is not None:
-        if args.raw:
-            pieces = model.generate(args.prompt, **options)
-        else:
-            pieces = model.chat([{"role": "user", "content": args.prompt}], **options)
+        pieces = generate(args.prompt) if args.raw else \
+            chat([{"role": "user", "content": args.prompt}])
         for piece in pieces:
             sys.stdout.write(piece)
             sys.stdout.flush()
         sys.stdout.write("\n")
         return 0
-    return chat_loop(model, options)
+    return chat_loop(chat)
 
 
-def chat_loop(model, options: dict) -> int:
+def chat_loop(chat) -> int:
+    """A conversation on stdin: chat(history) streams each reply."""
     history = []
     interactive = sys.stdin.isatty()
     while True:
@@ -134,7 +147,7 @@ def chat_loop(model, options: dict) -> int:
             continue
         history.append({"role": "user", "content": line})
         reply = []
-        for piece in model.chat(history, **options):
+        for piece in chat(history):
             reply.append(piece)
             sys.stdout.write(piece)
             sys.stdout.flush()

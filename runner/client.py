@@ -78,48 +78,21 @@ def size(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
-def chat(client: Client, model: str, messages: list[dict], options: dict) -> str:
-    """Stream one reply to stdout; returns its text."""
-    reply = []
+def chat_pieces(client: Client, model: str, messages: list[dict], options: dict):
+    """The text of a chat reply, as it streams."""
     for chunk in client.stream("/api/chat", {"model": model, "messages": messages,
                                              "options": options}):
-        piece = chunk.get("message", {}).get("content", "")
-        reply.append(piece)
-        sys.stdout.write(piece)
-        sys.stdout.flush()
-    return "".join(reply)
+        yield chunk.get("message", {}).get("content", "")
+
+
+def generate_pieces(client: Client, model: str, prompt: str, options: dict):
+    """The text of a raw continuation, as it streams."""
+    for chunk in client.stream("/api/generate", {"model": model, "raw": True, "prompt": prompt,
+                                                 "options": options}):
+        yield chunk.get("response", "")
 
 
 # -- the commands, against a server ------------------------------------------------------
-
-def run(client: Client, args, options: dict) -> int:
-    if args.ctx_size:
-        options["num_ctx"] = args.ctx_size
-    if args.prompt is not None:
-        if args.raw:
-            for chunk in client.stream("/api/generate", {"model": args.model, "raw": True,
-                                                         "prompt": args.prompt,
-                                                         "options": options}):
-                sys.stdout.write(chunk.get("response", ""))
-                sys.stdout.flush()
-        else:
-            chat(client, args.model, [{"role": "user", "content": args.prompt}], options)
-        print()
-        return 0
-    history, interactive = [], sys.stdin.isatty()
-    while True:
-        try:
-            line = input(">>> " if interactive else "")
-        except EOFError:
-            return 0
-        if line.strip() in ("/bye", "/exit"):
-            return 0
-        if line.strip():
-            history.append({"role": "user", "content": line})
-            history.append({"role": "assistant",
-                            "content": chat(client, args.model, history, options)})
-            print("\n" if interactive else "")
-
 
 def list_models(client: Client) -> int:
     models = client.call("GET", "/api/tags")["models"]
