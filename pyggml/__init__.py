@@ -12,6 +12,14 @@
 Shapes are numpy's (outermost first) everywhere; see pyggml.tensor for the convention.
 """
 
+from importlib.util import find_spec as _find_spec
+
+if _find_spec(__name__ + "._ggml") is None:  # the checkout itself, shadowing the install
+    raise ImportError(
+        f"pyggml's compiled extension is not in {__path__[0]}: Python imported the source "
+        "tree because it is the current directory. Run from another directory, or install "
+        "the checkout with `pip install -e .` so that it works in place.")
+
 from . import log as _log
 from . import rpc
 from .backend import (Backend, Buffer, BufferType, Device, allocate, backend_features,
