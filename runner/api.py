@@ -217,6 +217,12 @@ class Model:
         self.engine.stop(message)
         self._free()
 
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def _free(self) -> None:
         for part in ("scheduler", "kv"):
             if hasattr(self, part):

@@ -121,7 +121,9 @@ def cmd_run(args) -> int:
 
         def generate(prompt):
             return model.generate(prompt, **options)
-    if args.prompt is not None:
+    try:
+        if args.prompt is None:
+            return chat_loop(chat)
         pieces = generate(args.prompt) if args.raw else \
             chat([{"role": "user", "content": args.prompt}])
         for piece in pieces:
@@ -129,7 +131,9 @@ def cmd_run(args) -> int:
             sys.stdout.flush()
         sys.stdout.write("\n")
         return 0
-    return chat_loop(chat)
+    finally:
+        if found is None:          # the batch loop stops before the interpreter does
+            model.close()
 
 
 def chat_loop(chat) -> int:

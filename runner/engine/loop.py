@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -110,6 +111,7 @@ class Engine:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="batch-loop", daemon=True)
         self._thread.start()
+        _stop_before_exit(weakref.ref(self))
 
     def drain(self) -> None:
         """Take no new requests; the queued ones are refused, the active ones go on."""
@@ -344,3 +346,19 @@ class Engine:
             if active.slot.busy:
                 self.cache.truncate(active.slot, 0)
                 self.cache.release(active.slot)
+
+
+def _stop_before_exit(loop_ref) -> None:
+    """At exit the pool that runs graphs stops taking work; a loop still running (a model
+    never closed) is stopped first, so that it does not die mid-launch. Functions registered
+    here run before the pool's own, last registered first (threading's private hook, which
+    concurrent.futures uses for the same reason)."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
+        return
+
+    def stop() -> None:
+        loop = loop_ref()
+        if loop is not None:
+            loop.stop("The interpreter is exiting.")
+    register(stop)

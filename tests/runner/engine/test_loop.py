@@ -3,6 +3,8 @@ shifts, cancellation and failures."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -216,3 +218,20 @@ def test_a_forked_sequence_that_fills_its_context_is_evaluated_again(harness):
     wait_free(engine, 4)
     _, done, _ = harness.run(engine, first, temperature=0, num_predict=2)
     assert done["prompt_eval_count"] == 1
+
+
+def test_a_model_never_closed_stops_cleanly_when_python_exits(model_paths, tmp_path):
+    """The loop is mid-generation when the script ends: it stops before the pool that runs
+    its graphs refuses work, instead of failing a batch at shutdown."""
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import sys, threading, time\n"
+        "import runner\n"
+        "model = runner.load(sys.argv[1], num_ctx=256, threads=2)\n"
+        "threading.Thread(target=lambda: list(model.generate('Once upon a time',\n"
+        "                 num_predict=200)), daemon=True).start()\n"
+        "time.sleep(0.5)\n")
+    done = subprocess.run([sys.executable, str(script), str(model_paths["smollm2"])],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "A batch failed" not in done.stderr
