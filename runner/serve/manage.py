@@ -137,10 +137,7 @@ def router(service: Service) -> APIRouter:
         chunks = []
         async for chunk in request.stream():
             chunks.append(chunk)
-        try:
-            await asyncio.to_thread(library.write_blob, found.group(1), chunks)
-        except ValueError as error:
-            raise ServeError(400, str(error)) from None
+        await _library_call(library.write_blob, found.group(1), chunks)
         return Response(status_code=201)
 
     @api.post("/api/create", openapi_extra=documented("create"))
@@ -164,15 +161,9 @@ def router(service: Service) -> APIRouter:
 
         async def steps():
             yield {"status": "parsing GGUF"}
-            try:
-                await asyncio.to_thread(
-                    library.create, name, digest, body.get("template"), body.get("system"),
-                    body.get("parameters"))
-            except ModelNotFound as error:
-                raise ServeError(404, str(error)) from None
-            except ValueError as error:
-                raise ServeError(400, f"the file is not a model this server reads: {error}") \
-                    from None
+            await _library_call(
+                library.create, name, digest, body.get("template"), body.get("system"),
+                body.get("parameters"), invalid="the file is not a model this server reads: {}")
             yield {"status": "writing manifest"}
             yield {"status": "success"}
 
@@ -181,13 +172,8 @@ def router(service: Service) -> APIRouter:
     @api.post("/api/copy", openapi_extra=documented("copy"))
     async def copy(request: Request):
         body = await body_of(request)
-        try:
-            await asyncio.to_thread(library.copy, body.get("source") or "",
-                                    body.get("destination") or "")
-        except ModelNotFound as error:
-            raise ServeError(404, str(error)) from None
-        except ValueError as error:
-            raise ServeError(400, str(error)) from None
+        await _library_call(library.copy, body.get("source") or "",
+                            body.get("destination") or "")
         return Response(status_code=200)
 
     @api.delete("/api/delete", openapi_extra=documented("model"))
@@ -212,3 +198,14 @@ def expiry(loaded) -> str:
 
 async def _respond(result):
     return await result if asyncio.iscoroutine(result) else result
+
+
+async def _library_call(operation, *args, invalid: str = "{}"):
+    """A library operation off the event loop: a missing model is a 404, bad input a 400
+    whose message is invalid formatted with the library's."""
+    try:
+        return await asyncio.to_thread(operation, *args)
+    except ModelNotFound as error:
+        raise ServeError(404, str(error)) from None
+    except ValueError as error:
+        raise ServeError(400, invalid.format(error)) from None
