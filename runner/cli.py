@@ -224,7 +224,9 @@ def cmd_convert(args) -> int:
     from .convert import convert
 
     out = args.output or f"{args.checkpoint.rstrip('/')}-{args.outtype}.gguf"
-    print(convert(args.checkpoint, out, args.outtype))
+    print(convert(args.checkpoint, out, args.outtype, mmproj=args.mmproj))
+    if args.mmproj:
+        print(args.mmproj)
     return 0
 
 
@@ -292,6 +294,8 @@ def parser() -> argparse.ArgumentParser:
                          "tokenizer.json")
     convert.add_argument("-o", "--output", help="GGUF file to write (default: next to it)")
     convert.add_argument("--outtype", choices=("f32", "f16", "bf16", "q8_0"), default="f16")
+    convert.add_argument("--mmproj", help="also write the vision tower and projector of a "
+                         "multimodal checkpoint to this GGUF (llama.cpp's mmproj format)")
     convert.set_defaults(run=cmd_convert)
     quantize = sub.add_parser("quantize", help="a smaller GGUF, with llama.cpp's mixtures")
     quantize.add_argument("source", help="a GGUF of F32/F16/BF16 weights (or a model name)")

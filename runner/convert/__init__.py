@@ -13,32 +13,30 @@ from pathlib import Path
 
 import gguf
 import numpy as np
-from tqdm import tqdm
-
-import pyggml
 
 from .architectures import architecture_of, transform, unwrap_multimodal
-from .hyper import Hyper, write_hparams
 from .checkpoint import Checkpoint, CheckpointError
+from .hyper import Hyper, write_hparams
+from .mmproj import write_mmproj
 from .vocab import write_tokenizer
+from .writing import FILE_TYPES, OUTTYPES, check_outtype, write_tensors
 
 __all__ = ["convert", "CheckpointError", "OUTTYPES"]
 
-OUTTYPES = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16,
-            "bf16": gguf.GGMLQuantizationType.BF16, "q8_0": gguf.GGMLQuantizationType.Q8_0}
 # buffers and heads the runner does not use (llama.cpp's converter skips them too)
 SKIPPED = ("rotary_emb.inv_freq", "position_ids", "pooler.", "cls.predictions")
 # F32 whatever the output type, as llama.cpp's converter keeps them: token types are read
 # as a row and added; an expert router's small errors would flip which experts it picks
 KEEP_F32 = ("token_types.weight", "ffn_gate_inp.weight")
-FILE_TYPES = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
-              "bf16": gguf.LlamaFileType.MOSTLY_BF16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
 
 
-def convert(hf_dir, out, outtype: str = "f16", progress: bool = True) -> Path:
-    if outtype not in OUTTYPES:
-        raise ValueError(f"Unknown output type {outtype!r}; choose one of "
-                         f"{', '.join(OUTTYPES)}.")
+def convert(hf_dir, out, outtype: str = "f16", progress: bool = True,
+            mmproj=None) -> Path:
+    """The text model to out; with mmproj, a multimodal checkpoint's vision tower and
+    projector to that file too, as llama.cpp's mmproj files are."""
+    check_outtype(outtype)
+    if mmproj is not None:
+        write_mmproj(Checkpoint(hf_dir), mmproj, outtype, progress)
     checkpoint = Checkpoint(hf_dir)
     unwrap_multimodal(checkpoint)
     arch = architecture_of(checkpoint.config)
@@ -52,24 +50,8 @@ def convert(hf_dir, out, outtype: str = "f16", progress: bool = True) -> Path:
     if arch.hparams is not None:
         arch.hparams(writer, checkpoint.config, h, checkpoint.dir)
     write_tokenizer(writer, checkpoint, h.vocab, arch.space_prefix)
-    encoded = {}
-    for name, (shape, _) in tensors.items():         # shapes only: the data is read once
-        implied = arch.shape_of(name, h, checkpoint.config)
-        if implied is not None and shape != implied:
-            raise CheckpointError(f"The tensor {name} has shape {shape}, but config.json "
-                                  f"implies {implied}.")
-        kind = OUTTYPES[outtype] if len(shape) > 1 and not name.endswith(KEEP_F32) else \
-            gguf.GGMLQuantizationType.F32
-        nbytes = pyggml.GGMLType(int(kind)).row_size(shape[-1]) * int(np.prod(shape[:-1]))
-        writer.add_tensor_info(name, shape, np.dtype(np.float32), nbytes, raw_dtype=kind)
-        encoded[name] = kind
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    for name, (_, load) in tqdm(tensors.items(), desc="converting", unit="tensor",
-                                disable=not progress):
-        writer.write_tensor_data(_encode(load(), encoded[name]))
-    writer.close()
+    write_tensors(writer, tensors, outtype, KEEP_F32,
+                  lambda name: arch.shape_of(name, h, checkpoint.config), progress)
     return out
 
 
@@ -104,14 +86,3 @@ def _tensor_plan(checkpoint: Checkpoint, arch, h: Hyper) -> dict:
 def _same(checkpoint, plan) -> bool:
     return np.array_equal(plan["output.weight"][1](), plan["token_embd.weight"][1]())
 
-
-def _encode(data: np.ndarray, kind) -> np.ndarray:
-    data = np.ascontiguousarray(data, dtype=np.float32)
-    if kind == gguf.GGMLQuantizationType.F32:
-        return data
-    if kind == gguf.GGMLQuantizationType.F16:
-        return data.astype(np.float16)
-    if kind == gguf.GGMLQuantizationType.BF16:
-        bits = data.view(np.uint32)
-        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)   # round even
-    return pyggml.quants.quantize(data, int(kind))

@@ -157,29 +157,34 @@ ARCHITECTURES = {
     "llama4_text": Architecture(gguf.MODEL_ARCH.LLAMA4, hparams=llama4_hparams,
                                 split=llama4_split),
 }
-# multimodal checkpoints whose text model we convert: model_type -> the text model's type.
-# Their config.json nests its config under text_config and their text tensors live under
-# model.language_model.; the other towers' tensors are left out.
-MULTIMODAL = {"gemma4": "gemma4_text"}
-TEXT_PREFIX = "model.language_model."
+# multimodal checkpoints (model_type) whose text model we convert: their config.json nests it
+# under text_config, their text tensors live under one of TEXT_PREFIXES (as transformers
+# saves them, or as the released checkpoints name them), and their other towers are left
+# out (convert/mmproj.py writes them)
+MULTIMODAL = {"gemma3", "gemma4", "llava"}
+TEXT_PREFIXES = ("model.language_model.", "language_model.model.")
+HEAD_PREFIXES = ("language_model.lm_head.",)
 
 
 def unwrap_multimodal(checkpoint) -> None:
     """Make a multimodal checkpoint look like its text model's own (in place)."""
     config = checkpoint.config
-    text_type = MULTIMODAL.get(config.get("model_type"))
-    if text_type is None:
+    if config.get("model_type") not in MULTIMODAL:
         return
-    if "text_config" not in config:
+    if "text_config" not in config or "model_type" not in config["text_config"]:
         raise CheckpointError(f"This {config['model_type']} checkpoint's config.json has no "
-                              "text_config.")
+                              "text_config naming its text model's type.")
     outer = {k: v for k, v in config.items() if k not in ("text_config", "model_type")}
-    checkpoint.config = {**outer, **config["text_config"], "model_type": text_type}
+    checkpoint.config = {**outer, **config["text_config"]}
     text = {}
     for name, entry in checkpoint.tensors.items():
-        if name.startswith(TEXT_PREFIX):
-            text_name = "model." + name[len(TEXT_PREFIX):]
-            text[text_name] = replace(entry, name=text_name)
+        for prefix, canonical in [*((p, "model.") for p in TEXT_PREFIXES),
+                                  *((p, "lm_head.") for p in HEAD_PREFIXES),
+                                  ("lm_head.", "lm_head.")]:
+            if name.startswith(prefix):
+                text_name = canonical + name[len(prefix):]
+                text[text_name] = replace(entry, name=text_name)
+                break
     checkpoint.tensors = text
 
 
@@ -187,7 +192,7 @@ def architecture_of(config: dict) -> Architecture:
     kind = config.get("model_type")
     if kind not in ARCHITECTURES:
         raise CheckpointError(f"The architecture {kind!r} is not supported; supported: "
-                              f"{', '.join([*ARCHITECTURES, *MULTIMODAL])}.")
+                              f"{', '.join([*ARCHITECTURES, *sorted(MULTIMODAL)])}.")
     return ARCHITECTURES[kind]
 
 

@@ -1,0 +1,132 @@
+"""A multimodal checkpoint's vision tower and projector -> an mmproj GGUF, as llama.cpp's
+converter writes them (general.architecture "clip", clip.* keys, v.* and mm.* tensors), so
+the files load in llama.cpp and the mmproj files people download load here.
+
+Each supported checkpoint type has a VisionTower: its projector type, the keys it writes
+from config.json, and how its tensors are named and changed. Tensor names go through
+gguf-py's own table once the checkpoint's prefixes are made canonical.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import gguf
+import numpy as np
+
+from .checkpoint import Checkpoint, CheckpointError
+from .writing import FILE_TYPES, write_tensors
+
+VISION = gguf.Keys.ClipVision
+# a checkpoint's tower and projector prefixes -> the ones gguf-py's table knows
+PREFIXES = {"model.vision_tower.vision_model.": "vision_tower.vision_model.",
+            "vision_tower.vision_model.": "vision_tower.vision_model.",
+            "model.vision_tower.": "vision_tower.vision_model.",
+            "vision_tower.": "vision_tower.vision_model.",
+            "model.multi_modal_projector.": "multi_modal_projector.",
+            "multi_modal_projector.": "multi_modal_projector."}
+SKIPPED = ("vision_tower.vision_model.head.",)        # SigLIP's pooling head: unused
+ACTIVATION_KEYS = {"gelu_pytorch_tanh": VISION.USE_GELU, "gelu": VISION.USE_GELU,
+                   "silu": VISION.USE_SILU, "quick_gelu": None}
+
+
+@dataclass(frozen=True)
+class VisionTower:
+    projector: str                                   # clip.projector_type
+    hparams: Callable[[gguf.GGUFWriter, dict], None]
+    names: dict[str, str] = field(default_factory=dict)     # canonical HF name -> GGUF name
+    transform: Callable[[str, np.ndarray], np.ndarray] = lambda name, data: data
+
+
+def gemma3_hparams(writer: gguf.GGUFWriter, config: dict) -> None:
+    vision = config["vision_config"]
+    side = vision["image_size"] // vision["patch_size"]
+    per_side = math.isqrt(config.get("mm_tokens_per_image", 256))
+    if per_side * per_side != config.get("mm_tokens_per_image", 256) or side % per_side:
+        raise CheckpointError(f"mm_tokens_per_image {config.get('mm_tokens_per_image')} is not "
+                              f"a square that divides the {side} x {side} patch grid.")
+    write_vit(writer, vision, config["text_config"]["hidden_size"], (0.5, 0.5, 0.5),
+              (0.5, 0.5, 0.5))
+    writer.add_uint32(VISION.Projector.SCALE_FACTOR, side // per_side)
+
+
+def write_vit(writer: gguf.GGUFWriter, vision: dict, text_embd: int, mean, std) -> None:
+    act = vision.get("hidden_act", "gelu_pytorch_tanh")
+    if act not in ACTIVATION_KEYS:
+        raise CheckpointError(f"A vision tower with {act} activations is not supported.")
+    writer.add_bool(gguf.Keys.Clip.HAS_VISION_ENCODER, True)
+    if ACTIVATION_KEYS[act]:
+        writer.add_bool(ACTIVATION_KEYS[act], True)
+    writer.add_uint32(VISION.IMAGE_SIZE, vision["image_size"])
+    writer.add_uint32(VISION.PATCH_SIZE, vision["patch_size"])
+    writer.add_uint32(VISION.EMBEDDING_LENGTH, vision["hidden_size"])
+    writer.add_uint32(VISION.FEED_FORWARD_LENGTH, vision["intermediate_size"])
+    writer.add_uint32(VISION.BLOCK_COUNT, vision["num_hidden_layers"])
+    writer.add_uint32(VISION.PROJECTION_DIM, text_embd)
+    writer.add_uint32(VISION.Attention.HEAD_COUNT, vision["num_attention_heads"])
+    writer.add_float32(VISION.Attention.LAYERNORM_EPS, vision.get("layer_norm_eps", 1e-6))
+    writer.add_array(VISION.IMAGE_MEAN, [float(x) for x in mean])
+    writer.add_array(VISION.IMAGE_STD, [float(x) for x in std])
+
+
+def gemma_norm(name: str, data: np.ndarray) -> np.ndarray:
+    """Gemma's RMSNorm multiplies by 1 + weight: the file holds the sum."""
+    return data + 1.0 if name == "mm.soft_emb_norm.weight" else data
+
+
+TOWERS = {
+    "gemma3": VisionTower("gemma3", gemma3_hparams,
+                          {"multi_modal_projector.mm_input_projection_weight":
+                           "mm.input_projection.weight"}, gemma_norm),
+}
+
+
+def tower_of(config: dict) -> VisionTower:
+    kind = config.get("model_type")
+    if kind not in TOWERS:
+        raise CheckpointError(f"The checkpoint type {kind!r} has no vision tower this "
+                              f"converter writes; it writes {', '.join(TOWERS)}.")
+    return TOWERS[kind]
+
+
+def write_mmproj(checkpoint: Checkpoint, out, outtype: str, progress: bool = True) -> Path:
+    tower = tower_of(checkpoint.config)
+    plan = _plan(checkpoint, tower)
+    out = Path(out)
+    writer = gguf.GGUFWriter(str(out), "clip")
+    writer.add_type(gguf.GGUFType.MMPROJ)
+    writer.add_name(checkpoint.dir.name)
+    writer.add_file_type(FILE_TYPES[outtype])
+    writer.add_string(gguf.Keys.Clip.PROJECTOR_TYPE, tower.projector)
+    tower.hparams(writer, checkpoint.config)
+    write_tensors(writer, plan, outtype, progress=progress)
+    return out
+
+
+def _plan(checkpoint: Checkpoint, tower: VisionTower) -> dict:
+    layers = checkpoint.config["vision_config"]["num_hidden_layers"]
+    table = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, layers)
+    plan = {}
+    for entry in checkpoint.tensors.values():
+        name = _canonical(entry.name)
+        if name is None or name.startswith(SKIPPED):
+            continue
+        gguf_name = tower.names.get(name) or table.get_name(name, try_suffixes=(".weight",
+                                                                                ".bias"))
+        if gguf_name is None:
+            raise CheckpointError(f"The tensor {entry.name} has no mmproj name.")
+        plan[gguf_name] = (entry.shape, lambda entry=entry, gguf_name=gguf_name:
+                           tower.transform(gguf_name, entry.load()))
+    if not plan:
+        raise CheckpointError("The checkpoint has no vision tower tensors.")
+    return plan
+
+
+def _canonical(name: str) -> str | None:
+    for prefix, canonical in PREFIXES.items():
+        if name.startswith(prefix):
+            return canonical + name[len(prefix):]
+    return None
