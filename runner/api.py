@@ -29,6 +29,8 @@ from .loader import Loaded, open_model
 from .placement import Backends, Footprint, Placer, Workload, choose_layers
 from .sample import SamplingOptions
 from .sample.grammar import Constraint, compile_grammar
+from .encoder import Encoder
+from .vision import Vision
 
 log = logging.getLogger("runner")
 
@@ -104,9 +106,10 @@ class Model:
                                   options.kv_cache_type, options.flash_attn)
             self.scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices))
             self.executor = Executor(model, self.kv, self.scheduler)
-            self.engine = Engine(self.executor, self.tokenizer, options.parallel,
-                                 options.batch_size, options.multiuser_cache, options.overlap,
-                                 self.loaded.pooling)
+            self.vision = self._see(layers[-1]) if loaded.projector is not None else None
+            batch = max(options.batch_size, self.vision.projector.max_rows if self.vision else 0)
+            self.engine = Engine(self.executor, self.tokenizer, options.parallel, batch,
+                                 options.multiuser_cache, options.overlap, self.loaded.pooling)
             self.engine.reserve()
         except Exception:
             self._free()
@@ -114,6 +117,14 @@ class Model:
         self.engine.start()
         self.template = template_for(self.loaded.metadata)
         self.last: Result | None = None
+
+    def _see(self, device: pyggml.Device) -> Vision:
+        """The vision encoder, on the output layer's device, its compute memory reserved."""
+        self.loaded.load_projector(device, self.options.use_mmap)
+        scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices))
+        encoder = Encoder(self.loaded.projector, scheduler)
+        scheduler.reserve(encoder.worst_case())
+        return Vision(self.loaded.projector, encoder, self.tokenizer)
 
     @property
     def backend(self) -> pyggml.Backend:
@@ -138,15 +149,26 @@ class Model:
         return render(self.template, messages, bos=name(vocab.bos), eos=name(vocab.eos))
 
     def generate(self, prompt: str, stream: bool = True, format=None, grammar: str = "",
-                 **options):
+                 images: list[bytes] | None = None, **options):
         """Continue prompt (tokenized with BOS as the model asks). Streams text pieces, or
         returns the whole text with stream=False. Options: sampling (temperature, top_k,
         top_p, min_p, seed, penalties) and num_predict, stop, num_keep, shift. format: "json"
-        or a JSON Schema the output must follow; grammar: a GBNF grammar instead."""
+        or a JSON Schema the output must follow; grammar: a GBNF grammar instead. images:
+        encoded images (JPEG, PNG, WebP...), where the prompt's [img-N] tags say, else
+        first."""
         sampling, generation = split_options(options)
-        tokens = self.tokenize(prompt, add_special=True)
+        tokens = self.prompt_items(prompt, images)
         pieces = self._pieces(tokens, sampling, generation, self.constraint(format, grammar))
         return pieces if stream else "".join(pieces)
+
+    def prompt_items(self, prompt: str, images: list[bytes] | None = None) -> list:
+        """The prompt's token ids, with its images' rows where they go."""
+        if not images:
+            return self.tokenize(prompt, add_special=True)
+        if self.vision is None:
+            raise ValueError(f"This model ({self.architecture}) reads text only; it cannot "
+                             "take images (load it with its projector).")
+        return self.vision.prompt(prompt, images if isinstance(images, dict) else list(images))
 
     def constraint(self, format=None, grammar: str = "") -> Constraint | None:
         """The grammar a request's format or GBNF grammar imposes (GrammarError if bad)."""
@@ -180,7 +202,9 @@ class Model:
         return texts
 
     def chat(self, messages: list[dict], stream: bool = True, **options):
-        return self.generate(self.apply_template(messages), stream, **options)
+        """messages may carry images (a list of encoded images each), as Ollama's do."""
+        messages, images = with_image_tags(messages)
+        return self.generate(self.apply_template(messages), stream, images=images, **options)
 
     def embed(self, text: str) -> list[float]:
         """The pooled embedding of text, for a model whose file declares pooling."""
@@ -224,10 +248,13 @@ class Model:
         self.close()
 
     def _free(self) -> None:
+        if getattr(self, "vision", None) is not None:
+            self.vision.encoder.close()
+            self.vision.encoder.scheduler.close()
         for part in ("scheduler", "kv"):
             if hasattr(self, part):
                 getattr(self, part).close()
-        self.loaded.file.close()
+        self.loaded.close()
         self.backends.close()      # an RPC server's connection ends with its last user
 
     def footprint(self) -> Footprint:
@@ -238,6 +265,22 @@ class Model:
     def failure(self) -> str | None:
         """Why the model can no longer compute (a device on another machine went away)."""
         return self.scheduler.failure()
+
+
+def with_image_tags(messages: list[dict]) -> tuple[list[dict], list[bytes]]:
+    """Messages whose images are [img-N] tags before their content (as Ollama's server
+    writes them), and the images in that order."""
+    tagged, images = [], []
+    for message in messages:
+        attached = message.get("images") if isinstance(message, dict) else None
+        if not attached:
+            tagged.append(message)
+            continue
+        tags = "".join(f"[img-{len(images) + i}]" for i in range(len(attached)))
+        images += list(attached)
+        rest = {k: v for k, v in message.items() if k != "images"}
+        tagged.append(dict(rest, content=tags + (rest.get("content") or "")))
+    return tagged, images
 
 
 def workload_of(model, options: LoadOptions, pooling: str | None) -> Workload:
@@ -251,11 +294,12 @@ def workload_of(model, options: LoadOptions, pooling: str | None) -> Workload:
 DEVICE_OPTIONS = {f.name for f in fields(DeviceOptions)}
 
 
-def load(name_or_path, progress=None, pull: bool = True, **options) -> Model:
-    """A model by catalog name (pulled first if missing, unless pull=False) or GGUF path.
-    Options of LoadOptions, and of DeviceOptions (num_gpu, main_gpu, tensor_split, rpc)."""
+def load(name_or_path, progress=None, pull: bool = True, projector=None, **options) -> Model:
+    """A model by catalog name (pulled first if missing, unless pull=False) or GGUF path;
+    projector: its vision encoder's mmproj file. Options of LoadOptions, and of
+    DeviceOptions (num_gpu, main_gpu, tensor_split, rpc)."""
     devices = {k: options.pop(k) for k in list(options) if k in DEVICE_OPTIONS}
     if devices:
         options["devices"] = DeviceOptions(**devices)
     load_options = LoadOptions(**options)
-    return Model(open_model(name_or_path, pull), load_options, progress)
+    return Model(open_model(name_or_path, pull, projector), load_options, progress)

@@ -13,6 +13,9 @@ class Batch:
     positions: np.ndarray       # int32 (T,)
     seqs: np.ndarray            # int32 (T,) sequence id of each token
     outputs: np.ndarray = field(default=None)   # int32 rows of the batch whose logits we want
+    blocks: np.ndarray = field(default=None)    # int64 (T,): the image a row is of, or -1
+    media: np.ndarray | None = None             # float32 (M, E): image rows' embeddings
+    media_rows: np.ndarray | None = None        # int32 (M,): the rows they replace
 
     def __post_init__(self):
         self.tokens = np.asarray(self.tokens, dtype=np.int32)
@@ -22,11 +25,19 @@ class Batch:
             self.outputs = np.array([len(self.tokens) - 1], dtype=np.int32)
         self.outputs = np.asarray(self.outputs, dtype=np.int32)
         n = len(self.tokens)
+        self.blocks = np.full(n, -1, np.int64) if self.blocks is None else \
+            np.asarray(self.blocks, dtype=np.int64)
         if n == 0:
             raise ValueError("A batch needs at least one token.")
         if self.positions.shape != (n,) or self.seqs.shape != (n,):
             raise ValueError(f"A batch of {n} tokens needs {n} positions and sequence ids, not "
                              f"{self.positions.shape} and {self.seqs.shape}.")
+        if self.blocks.shape != (n,):
+            raise ValueError(f"A batch of {n} tokens needs {n} block ids, not "
+                             f"{self.blocks.shape}.")
+        if self.media is not None and self.media.shape[0] != len(self.media_rows):
+            raise ValueError(f"{len(self.media_rows)} media rows need as many embeddings, "
+                             f"not {self.media.shape[0]}.")
         if self.outputs.size == 0 or self.outputs.min() < 0 or self.outputs.max() >= n:
             raise ValueError(f"Output indices must lie in [0, {n}), not {self.outputs.tolist()}.")
 
@@ -38,3 +49,7 @@ class Batch:
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    @property
+    def n_media(self) -> int:
+        return 0 if self.media_rows is None else len(self.media_rows)

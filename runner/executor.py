@@ -50,7 +50,7 @@ class Executor:
         same shape (batch.tokens may be placeholders until launch). embeddings: the graph
         returns final hidden states instead of logits."""
         self.kv.start(batch)
-        key = (len(batch), len(batch.outputs), self.kv.n_kv, embeddings)
+        key = (len(batch), len(batch.outputs), self.kv.n_kv, embeddings, batch.n_media)
         kept = self._kept
         if kept is not None and kept.key == key:
             kept.batch = batch
@@ -68,7 +68,7 @@ class Executor:
         cells it took (sequence 0), when done."""
         batch = Batch(np.zeros(n), np.arange(n), np.zeros(n))
         self.kv.start(batch, all_cells=True)
-        return self._build(batch, (n, 1, self.kv.size, embeddings))
+        return self._build(batch, (n, 1, self.kv.size, embeddings, 0))
 
     def _retire(self, step: Step) -> None:
         """Close a replaced graph now, or when its compute in flight finishes."""
@@ -85,7 +85,12 @@ class Executor:
             positions=ctx.new_tensor("I32", (n,), name="positions").set_input(),
             outputs=ctx.new_tensor("I32", (len(batch.outputs),), name="outputs").set_input(),
             n_tokens=n, embeddings=key[3])
-        kv_inputs = self.kv.inputs(ctx, self.model.windows(), getattr(self.model, "causal", True))
+        if batch.n_media:
+            inputs.media = ctx.new_tensor("F32", batch.media.shape, name="media").set_input()
+            inputs.media_rows = ctx.new_tensor("I32", (batch.n_media,),
+                                               name="media_rows").set_input()
+        kv_inputs = self.kv.inputs(ctx, self.model.windows(), getattr(self.model, "causal", True),
+                                   self.model.media_windows())
         logits = self.model.forward(inputs, kv_inputs).set_output()
         return Step(batch, ctx, ctx.graph(logits), inputs, kv_inputs, logits, key)
 
@@ -97,6 +102,9 @@ class Executor:
         step.inputs.tokens.set(step.batch.tokens)
         step.inputs.positions.set(step.batch.positions)
         step.inputs.outputs.set(step.batch.outputs)
+        if step.batch.n_media:
+            step.inputs.media.set(step.batch.media)
+            step.inputs.media_rows.set(step.batch.media_rows)
         step.kv_inputs.feed()
         step.computation = self.scheduler.compute_async(step.graph)
 

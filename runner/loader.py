@@ -14,6 +14,7 @@ from . import store
 from .engine.pooling import pooling_of
 from .models import model_class
 from .models.base import Weights
+from .models.vision import projector_class
 from .placement import Placement, Placer
 from .tokenizer import Tokenizer, from_metadata
 
@@ -32,6 +33,9 @@ class Loaded:
     tokenizer: Tokenizer
     file: pyggml.GGUFFile
     tensors: dict[str, pyggml.Tensor]
+    projector: "Projector | None" = None        # the vision encoder, when it has one
+    projector_file: pyggml.GGUFFile | None = None
+    projector_tensors: dict[str, pyggml.Tensor] | None = None
 
     @property
     def pooling(self) -> str | None:
@@ -41,9 +45,20 @@ class Loaded:
         """Give every weight the memory placement chose for it, and fill it."""
         self.file.place(self.tensors, placement.memory.__getitem__, progress, use_mmap)
 
+    def load_projector(self, device: pyggml.Device, use_mmap: bool = True) -> None:
+        """The projector's weights, all in device's memory."""
+        memory = device.buffer_type()
+        self.projector_file.place(self.projector_tensors, lambda name: memory, None, use_mmap)
 
-def open_model(name_or_path, pull: bool = False) -> Loaded:
-    """pull: a known model name that is not in the store is pulled first."""
+    def close(self) -> None:
+        self.file.close()
+        if self.projector_file is not None:
+            self.projector_file.close()
+
+
+def open_model(name_or_path, pull: bool = False, projector=None) -> Loaded:
+    """pull: a known model name that is not in the store is pulled first. projector: an
+    mmproj GGUF file (llama.cpp's) with the model's vision encoder."""
     path = store.resolve(name_or_path, pull_missing=pull)
     gguf_file = pyggml.GGUFFile(path)
     meta = gguf_file.metadata
@@ -55,7 +70,28 @@ def open_model(name_or_path, pull: bool = False) -> Loaded:
     weights = Weights(gguf_file.tensors(aliases=TIED))
     model = cls.from_metadata(meta, weights)
     bound = {name: t for name, t in weights.tensors.items() if name in weights.taken}
-    return Loaded(str(path), meta, architecture, model, tokenizer, gguf_file, bound)
+    loaded = Loaded(str(path), meta, architecture, model, tokenizer, gguf_file, bound)
+    if projector is not None:
+        _open_projector(loaded, projector)
+    return loaded
+
+
+def _open_projector(loaded: Loaded, path) -> None:
+    projector_file = pyggml.GGUFFile(path)
+    meta = projector_file.metadata
+    if meta.get("general.architecture") != "clip" or not meta.get("clip.has_vision_encoder"):
+        raise ValueError(f"{path} is not a vision projector (an mmproj file with a vision "
+                         "encoder, general.architecture clip).")
+    kind = meta.get("clip.projector_type") or meta.get("clip.vision.projector_type")
+    weights = Weights(projector_file.tensors())
+    projector = projector_class(kind).from_metadata(meta, weights)
+    width, embd = projector.config.projection, loaded.model.config.embd
+    if width != embd:
+        raise ValueError(f"The projector {path} makes image rows {width} wide, but the text "
+                         f"model's embeddings are {embd} wide: they do not belong together.")
+    loaded.projector, loaded.projector_file = projector, projector_file
+    loaded.projector_tensors = {name: t for name, t in weights.tensors.items()
+                                if name in weights.taken}
 
 
 def load_model(name_or_path, backend: pyggml.Backend | None = None, progress=None,

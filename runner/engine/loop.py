@@ -13,6 +13,7 @@ and leave through their emit() callbacks; cancel() on a request is seen before t
 from __future__ import annotations
 
 import logging
+import itertools
 import threading
 import weakref
 from collections import deque
@@ -22,6 +23,7 @@ import numpy as np
 
 from ..batch import Batch
 from ..executor import Executor, Step
+from ..media import attach_media, largest_run, run_end, run_start, runs, token_ids
 from ..tokenizer import Tokenizer
 from .pooling import pool
 from .request import Active, Request
@@ -35,7 +37,7 @@ PLACEHOLDER = -1
 class Entry:
     active: Active
     start: int                 # position of the first token
-    tokens: list[int]          # PLACEHOLDER: the token the previous batch will sample
+    tokens: list               # ids, MediaRows; PLACEHOLDER: what the previous batch samples
     rows: int                  # outputs: of the last token (1), none (0), all (embeddings)
 
 
@@ -65,6 +67,7 @@ class Engine:
         self.in_flight: Flight | None = None
         self._next: Flight | None = None
         self._turn = 0
+        self._blocks = itertools.count()        # ids of the images placed in batches
         self._cond = threading.Condition()
         self._accepting, self._stopping = True, False
         self._stop_message = "The runner stopped."
@@ -91,6 +94,11 @@ class Engine:
             if not self.causal and n > self.batch_size:
                 raise ValueError(f"The prompt has {n} tokens but this encoder reads a prompt "
                                  f"in one batch of at most {self.batch_size}.")
+            image = largest_run(request.tokens)
+            if image > self.batch_size:
+                raise ValueError(f"An image of the prompt takes {image} positions, which go "
+                                 f"into one batch, but a batch holds {self.batch_size}; load "
+                                 "the model with a larger batch size.")
         with self._cond:
             if not self._accepting:
                 raise RuntimeError("The runner is shutting down and takes no new requests.")
@@ -213,7 +221,8 @@ class Engine:
         slot, n = active.slot, len(active.slot.tokens)
         num_keep = active.request.options.num_keep
         keep = min(len(active.request.tokens) if num_keep < 0 else num_keep, n - 1)
-        discard = (n - keep) // 2
+        keep = run_start(slot.tokens, keep)                   # images are kept or dropped
+        discard = run_end(slot.tokens, keep + (n - keep) // 2) - keep      # whole
         if discard <= 0:
             return False
         if self.cache.shared_beyond(slot, keep + discard):
@@ -245,7 +254,11 @@ class Engine:
             if active.pending and not self.causal and len(active.pending) > budget:
                 continue                               # whole, in the next batch
             if active.pending:
-                chunk = active.pending[:budget]
+                # a batch is cut before an image rather than inside it
+                chunk = active.pending[:run_start(active.pending, min(budget,
+                                                                      len(active.pending)))]
+                if not chunk:
+                    continue                           # the image waits for the next batch
                 del active.pending[:len(chunk)]
                 rows = len(chunk) if self.pooling else int(not active.pending)
                 entries.append(Entry(active, start, chunk, rows))
@@ -258,16 +271,26 @@ class Engine:
             budget -= len(entries[-1].tokens)
         if not entries:
             return None
-        tokens = np.concatenate([e.tokens for e in entries])
+        items = [t for e in entries for t in e.tokens]
         positions = np.concatenate([np.arange(e.start, e.start + len(e.tokens)) for e in entries])
         seqs = np.concatenate([np.full(len(e.tokens), e.active.slot.id) for e in entries])
         ends = np.cumsum([len(e.tokens) for e in entries])
         outputs = [end - r for e, end in zip(entries, ends) for r in range(e.rows, 0, -1)]
-        flight = Flight(entries, Batch(np.maximum(tokens, 0), positions, seqs,
-                                       outputs=outputs or ends[-1:] - 1),
+        batch = Batch(np.maximum(token_ids(items), 0), positions, seqs,
+                      outputs=outputs or ends[-1:] - 1)
+        self._add_media(batch, items)
+        flight = Flight(entries, batch,
                         output_rows=[i for i, e in enumerate(entries) for _ in range(e.rows)])
         flight.step = self.executor.build(flight.batch, self.pooling is not None)
         return flight
+
+    def _add_media(self, batch: Batch, items: list) -> None:
+        """The batch's image rows, encoding the images not encoded yet: the encoder shares
+        the backends of the compute in flight, so that finishes first."""
+        found = runs(items)
+        if found and not all(media.ready for _, _, media in found):
+            self.executor.scheduler.wait()
+        attach_media(batch, items, self._blocks)
 
     def _launch(self, flight: Flight) -> None:
         """Fill placeholders with the tokens just sampled, then start the compute."""
@@ -279,7 +302,8 @@ class Engine:
             entry.tokens = [token]
             if not active.done:
                 active.slot.tokens[entry.start] = token
-        self.executor.launch(flight.step, np.concatenate([e.tokens for e in flight.entries]))
+        self.executor.launch(flight.step,
+                             np.concatenate([token_ids(e.tokens) for e in flight.entries]))
 
     def _complete(self, flight: Flight) -> None:
         """Wait for the flight, sample for each sequence that asked for logits, stream."""

@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 
 from ..generate import GenerateOptions, StopScanner
+from ..media import run_end, run_start
 from ..sample import Sampler, SamplingOptions, logprobs
 from ..sample.grammar import Constraint
 from ..tokenizer import TextStream, Tokenizer
@@ -25,7 +26,7 @@ from .slots import Slot
 
 @dataclass
 class Request:
-    tokens: list[int]
+    tokens: list                   # token ids, and media.MediaRow items where images stand
     emit: Callable[[dict], None]
     sampling: SamplingOptions = field(default_factory=SamplingOptions)
     options: GenerateOptions = field(default_factory=GenerateOptions)
@@ -51,7 +52,7 @@ class Active:
         self.pending: list[int] = request.tokens[reused:]    # to evaluate next
         self.prompt_eval_count = len(self.pending)
         self.sampler = Sampler(request.sampling)
-        self.history = list(request.tokens)
+        self.history = [t for t in request.tokens if isinstance(t, int)]    # for penalties
         self.stream, self.stops = TextStream(), StopScanner(request.options.stop)
         self.generated = 0
         self.text_ends: list[int] = []      # text length after each generated token
@@ -157,10 +158,10 @@ class Active:
             self.request.emit({"error": message})
 
 
-def truncate_prompt(tokens: list[int], limit: int, num_keep: int) -> list[int]:
+def truncate_prompt(tokens: list, limit: int, num_keep: int) -> list:
     """The first num_keep tokens and as much of the end as fits in limit (num_keep -1, the
-    whole prompt, cannot be kept: then only the end)."""
+    whole prompt, cannot be kept: then only the end). An image is kept or dropped whole."""
     if len(tokens) <= limit:
         return tokens
-    keep = min(max(num_keep, 0), limit - 1)
-    return tokens[:keep] + tokens[len(tokens) - (limit - keep):]
+    keep = run_start(tokens, min(max(num_keep, 0), limit - 1))
+    return tokens[:keep] + tokens[run_end(tokens, len(tokens) - (limit - keep)):]

@@ -15,12 +15,13 @@ import time
 from dataclasses import dataclass, field
 
 from ..kvcache import CausalCache
+from ..media import run_start
 
 
 @dataclass
 class Slot:
     id: int                                            # its sequence id in the KV cache
-    tokens: list[int] = field(default_factory=list)    # what the cache holds, by position
+    tokens: list = field(default_factory=list)    # what the cache holds: ids, media rows
     last_used: float = 0.0
     busy: bool = False
 
@@ -61,13 +62,14 @@ class InputCache:
         elif self.multiuser:
             slot = min(free, key=lambda s: s.last_used)
             best = max(self.slots, key=lambda s: common_prefix(s.tokens, prompt))
-            shared = min(common_prefix(best.tokens, prompt), len(prompt) - 1)
+            shared = run_start(prompt, min(common_prefix(best.tokens, prompt), len(prompt) - 1))
             if best is not slot and shared > common_prefix(slot.tokens, prompt):
                 self.kv.copy_prefix(best.id, slot.id, shared)
                 slot.tokens = best.tokens[:shared]
         else:
             slot = max(free, key=lambda s: (common_prefix(s.tokens, prompt), -s.last_used))
-        keep = max(0, min(common_prefix(slot.tokens, prompt), len(prompt) - 1))
+        # an image is reused whole or evaluated again whole
+        keep = run_start(prompt, max(0, min(common_prefix(slot.tokens, prompt), len(prompt) - 1)))
         self.truncate(slot, keep)
         slot.busy, slot.last_used = True, time.monotonic()
         return slot, keep

@@ -65,6 +65,7 @@ class CausalCache:
         self.cache_type = cache_type
         self.pos = np.full(cells, -1, dtype=np.int64)
         self.seq = np.zeros(cells, dtype=np.int64)          # bit s set: cell belongs to seq s
+        self.block = np.full(cells, -1, dtype=np.int64)     # the image a cell's row is of
         self.storage = pyggml.Context(max_tensors=2 * len(layers) + 1, graphs=0)
         ggml_type = CACHE_TYPES[cache_type]
         self.k, self.v = [], []
@@ -132,6 +133,7 @@ class CausalCache:
         slots = self._home_cells(batch, free) if self.region else np.flatnonzero(free)[:n]
         self.pos[slots] = batch.positions
         self.seq[slots] = 1 << batch.seqs.astype(np.int64)
+        self.block[slots] = batch.blocks
         used = np.flatnonzero(self.seq != NO_SEQ)
         pad = PAD_FLASH if self.flash else PAD_PLAIN
         n_kv = min(self.size, -(-(int(used.max()) + 1) // pad) * pad)
@@ -163,16 +165,21 @@ class CausalCache:
         """How many cells the current batch's graph sees."""
         return self._placement.n_kv
 
-    def mask(self, batch_positions, batch_seqs, n_kv: int, window: int | None,
-             causal: bool = True) -> np.ndarray:
-        """(T, n_kv) additive mask: 0 where token t may attend to cell c, else -inf. window:
-        None (all earlier positions), n (the last n), or ("chunk", n) (the earlier positions
-        of the token's chunk of n, as Llama 4's chunked layers). Not causal (an encoder):
-        every cell of the token's sequence."""
+    def mask(self, batch, n_kv: int, window: int | None, causal: bool = True,
+             blocks: bool = False) -> np.ndarray:
+        """(T, n_kv) additive mask: 0 where token t of batch may attend to cell c, else -inf.
+        window: None (all earlier positions), n (positions after the token's minus n), or
+        ("chunk", n) (the earlier positions of the token's chunk of n, as Llama 4's chunked
+        layers). Not causal (an encoder): every cell of the token's sequence. blocks: the
+        rows of one image also see its later rows (within the window)."""
         pos, seq = self.pos[:n_kv], self.seq[:n_kv]
-        token_pos = batch_positions[:, None].astype(np.int64)
-        visible = ((seq[None, :] >> batch_seqs[:, None].astype(np.int64)) & 1).astype(bool)
-        visible &= (pos[None, :] >= 0) & ((pos[None, :] <= token_pos) | (not causal))
+        token_pos = batch.positions[:, None].astype(np.int64)
+        visible = ((seq[None, :] >> batch.seqs[:, None].astype(np.int64)) & 1).astype(bool)
+        seen = pos[None, :] <= token_pos
+        if blocks and (batch.blocks >= 0).any():
+            token_block = batch.blocks[:, None]
+            seen |= (self.block[None, :n_kv] == token_block) & (token_block >= 0)
+        visible &= (pos[None, :] >= 0) & (seen | (not causal))
         if isinstance(window, tuple):                     # ("chunk", n)
             visible &= pos[None, :] >= token_pos // window[1] * window[1]
         elif window is not None:
@@ -182,7 +189,8 @@ class CausalCache:
     def remove(self, seq: int, p0: int = 0, p1: int | None = None) -> None:
         """Drop positions [p0, p1) of seq (p1 None: to the end)."""
         self.seq[self.cells(seq, p0, p1)] &= ~(1 << seq)
-        self.pos[self.seq == NO_SEQ] = -1
+        empty = self.seq == NO_SEQ
+        self.pos[empty], self.block[empty] = -1, -1
 
     def copy_prefix(self, src: int, dst: int, n: int) -> None:
         """Let dst share src's cells for positions [0, n)."""
@@ -198,11 +206,13 @@ class CausalCache:
 
     # -- model side -----------------------------------------------------------------------
 
-    def inputs(self, ctx: pyggml.Context, windows=(None,), causal: bool = True) -> "GraphView":
+    def inputs(self, ctx: pyggml.Context, windows=(None,), causal: bool = True,
+               block_windows=()) -> "GraphView":
+        """block_windows: the windows whose masks let an image's rows see each other."""
         placement = self._placement
         if placement is None:
             raise RuntimeError("start(batch) must come before the graph is built.")
-        return GraphView(self, ctx, placement, windows, causal)
+        return GraphView(self, ctx, placement, windows, causal, block_windows)
 
 
 @dataclass
@@ -217,8 +227,9 @@ class GraphView:
     """This graph's view of the cache: slot indices, masks, and the per-layer operations."""
 
     def __init__(self, cache: CausalCache, ctx: pyggml.Context, placement: Placement, windows,
-                 causal: bool = True):
+                 causal: bool = True, block_windows=()):
         self.cache, self.ctx, self.placement, self.causal = cache, ctx, placement, causal
+        self.block_windows = set(block_windows)
         n = len(placement.batch)
         self.slots = ctx.new_tensor("I64", (n,), name="kv_slots").set_input()
         mask_type = "F16" if cache.flash else "F32"
@@ -236,7 +247,8 @@ class GraphView:
         self.slots.set(placement.slots.astype(np.int64))
         batch = placement.batch
         for window, tensor in self.masks.items():
-            mask = cache.mask(batch.positions, batch.seqs, placement.n_kv, window, self.causal)
+            mask = cache.mask(batch, placement.n_kv, window, self.causal,
+                              window in self.block_windows)
             tensor.set(mask.astype(np.float16) if cache.flash else mask)
         for dims, tensor in (self.v_index or {}).items():
             # element (t, d) of the new V rows goes to row d, column slot[t] of the

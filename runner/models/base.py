@@ -106,6 +106,11 @@ class Transformer:
     def windows(self) -> tuple:
         return (None,)
 
+    def media_windows(self) -> tuple:
+        """The windows (of windows()) in whose masks an image's rows see each other, not only
+        their earlier rows; none: images are causal like text."""
+        return ()
+
 
 @dataclass
 class TransformerConfig:
@@ -129,3 +134,9 @@ class Inputs:
     outputs: pyggml.Tensor      # int32 (n_out,)
     n_tokens: int
     embeddings: bool = False    # return the final hidden states of the outputs, not logits
+    media: pyggml.Tensor | None = None         # float32 (M, E): image rows' embeddings
+    media_rows: pyggml.Tensor | None = None    # int32 (M,): the rows of the batch they fill
+
+    def splice(self, x):
+        """x (T, E), the token embeddings, with the image rows in place of their tokens'."""
+        return x if self.media is None else x.set_rows(self.media, self.media_rows)

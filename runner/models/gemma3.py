@@ -69,6 +69,9 @@ class Gemma3(Transformer):
     def windows(self) -> tuple:
         return (None, self.config.window)
 
+    def media_windows(self) -> tuple:
+        return self.windows()       # an image's rows see each other on every layer
+
     def _window(self, layer: int):
         return self.config.window if self.config.is_sliding(layer) else None
 
@@ -81,6 +84,7 @@ class Gemma3(Transformer):
         c = self.config
         n, eps = inputs.n_tokens, c.norm_eps
         x = self.token_embd.get_rows(inputs.tokens).scale(math.sqrt(c.embd))     # (T, E)
+        x = inputs.splice(x)                          # image rows are not scaled
         for i, block in enumerate(self.blocks):
             h = x.rms_norm(eps).mul(block.attn_norm)
             q = block.attn_q.mul_mat(h).reshape(n, c.heads, c.head_dim)         # (T, H, D)

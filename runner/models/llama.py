@@ -118,7 +118,7 @@ class Llama(Transformer):
 
     def forward(self, inputs, kv):
         c = self.config
-        x = self.token_embd.get_rows(inputs.tokens)                          # (T, E)
+        x = inputs.splice(self.token_embd.get_rows(inputs.tokens))           # (T, E)
         for i, block in enumerate(self.blocks):
             h = x.rms_norm(c.norm_eps).mul(block.attn_norm)
             eps, kvh, d = c.norm_eps, c.kv_heads, c.head_dim

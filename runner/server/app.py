@@ -8,6 +8,8 @@ what this model cannot do, 503 while no model is ready, 500 only for real faults
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import logging
 import time
@@ -194,16 +196,17 @@ def create_app(state: RunnerState) -> FastAPI:
         if engine.pooling is not None:
             raise Refused(501, f"This model makes embeddings ({engine.pooling} pooling); it "
                           "cannot generate text.")
-        if body.images:
-            raise Refused(400, f"This model ({model.architecture}) reads text only; it cannot "
-                          "take images.")
         try:
             sampling, options = split_options(body.options or {}, IGNORED_OPTIONS)
             constraint = await asyncio.to_thread(model.constraint, body.format, body.grammar)
         except (TypeError, ValueError) as error:
             raise Refused(400, str(error)) from error
         options.shift = state.shift_default if body.shift is None else body.shift
-        tokens = await asyncio.to_thread(model.tokenize, body.prompt, True)
+        try:
+            tokens = await asyncio.to_thread(model.prompt_items, body.prompt,
+                                             images_of(body.images))
+        except ValueError as error:               # not an image, a tag without its image
+            raise Refused(400, str(error)) from error
         if not tokens:
             raise Refused(400, "The prompt is empty: there is nothing to continue from.")
         if len(tokens) > engine.context:
@@ -218,6 +221,21 @@ def create_app(state: RunnerState) -> FastAPI:
         return StreamingResponse(_lines(request, events), media_type="application/x-ndjson")
 
     return app
+
+
+def images_of(images) -> dict[int, bytes] | None:
+    """The protocol's images (base64 data, and the id its [img-ID] tag names)."""
+    if not images:
+        return None
+    found = {}
+    for image in images:
+        if image.id in found:
+            raise Refused(400, f"Two images have the id {image.id}.")
+        try:
+            found[image.id] = base64.b64decode(image.data, validate=True)
+        except (binascii.Error, ValueError):
+            raise Refused(400, f"The data of image {image.id} is not base64.") from None
+    return found
 
 
 async def _lines(request: EngineRequest, events: asyncio.Queue):

@@ -32,6 +32,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m runner --model MODEL",
                                 description="Serve one model over the runner protocol.")
     p.add_argument("--model", required=True, help="a pulled model name or a GGUF path")
+    p.add_argument("--mmproj", help="the model's vision projector (llama.cpp's mmproj GGUF)")
     p.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
     p.add_argument("--parallel", type=int, default=1, help="sequences served at once")
     p.add_argument("--ctx-size", type=int, help="KV cache cells in all, shared by the "
@@ -94,7 +95,7 @@ def main(argv=None) -> int:
                         multiuser_cache=args.multiuser_cache, overlap=not args.no_overlap,
                         devices=device_options(args))
         layout.check()
-        state = RunnerState(args.model, pull=not args.no_pull)
+        state = RunnerState(args.model, pull=not args.no_pull, projector=args.mmproj)
         accelerators(layout.devices)          # the RPC servers' devices join /info now
     except (ValueError, FileNotFoundError, store.StoreError, pyggml.GGMLError) as error:
         print(f"error: {error}", file=sys.stderr)

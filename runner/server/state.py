@@ -87,8 +87,9 @@ class OutOfMemory(Exception):
 
 
 class RunnerState:
-    def __init__(self, model: str, pull: bool = False):
+    def __init__(self, model: str, pull: bool = False, projector=None):
         self.path = store.resolve(model, pull_missing=pull)
+        self.projector = projector
         self.header = pyggml.GGUFFile(self.path)          # metadata only until commit
         self.status, self.progress, self.error = Status.LAUNCHED, 0.0, None
         self.layout: Layout | None = None
@@ -102,7 +103,7 @@ class RunnerState:
     def opened(self) -> Loaded:
         """The model bound to its tensors (no memory until commit), opened once."""
         if self._opened is None:
-            self._opened = open_model(self.path)
+            self._opened = open_model(self.path, projector=self.projector)
         return self._opened
 
     def measure(self, layout: Layout) -> Footprint:

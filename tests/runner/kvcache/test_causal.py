@@ -47,11 +47,28 @@ def test_copy_prefix_shares_cells_and_a_shift_moves_positions(backend):
 def test_mask_sees_own_earlier_positions_and_a_window(backend):
     kv = cache(backend, flash=False)
     kv.start(Batch(list(range(4)) + [9, 9], [0, 1, 2, 3, 0, 1], [0, 0, 0, 0, 1, 1]))
-    mask = kv.mask(np.array([3, 1]), np.array([0, 1]), kv.n_kv, None)
+    mask = kv.mask(Batch([0, 0], [3, 1], [0, 1]), kv.n_kv, None)
     assert np.isfinite(mask[0, :4]).all() and np.isinf(mask[0, 4:]).all()
     assert np.isfinite(mask[1, 4:6]).all() and np.isinf(mask[1, :4]).all()
-    windowed = kv.mask(np.array([3]), np.array([0]), kv.n_kv, 2)
+    windowed = kv.mask(Batch([0], [3], [0]), kv.n_kv, 2)
     assert np.isfinite(windowed[0, 2:4]).all() and np.isinf(windowed[0, :2]).all()
+
+
+def test_an_images_rows_see_each_other_where_blocks_count(backend):
+    kv = cache(backend, flash=False)
+    # positions 0-1 text, 2-4 an image (block 7), 5 text; sequence 1 holds the same block id
+    batch = Batch([5, 6, 0, 0, 0, 8, 5, 0], [0, 1, 2, 3, 4, 5, 0, 1],
+                  [0, 0, 0, 0, 0, 0, 1, 1], blocks=[-1, -1, 7, 7, 7, -1, -1, 7])
+    kv.start(batch)
+    causal = kv.mask(batch, kv.n_kv, None)
+    both = kv.mask(batch, kv.n_kv, None, blocks=True)
+    assert np.isinf(causal[2, 3:5]).all() and np.isfinite(both[2, 2:5]).all()
+    assert np.isinf(both[2, 5]) and np.isinf(both[1, 2])        # text stays causal
+    assert np.isinf(both[2, 6:8]).all()                         # another sequence's block
+    windowed = kv.mask(batch, kv.n_kv, 2, blocks=True)
+    assert np.isfinite(windowed[3, 2:5]).all() and np.isinf(windowed[4, 2])
+    kv.remove(0, 2)
+    assert (kv.block[kv.seq == 0] == -1).all()
 
 
 def test_partition_places_each_sequence_in_its_home_region(backend):

@@ -1,0 +1,105 @@
+"""The vision transformer that SigLIP and CLIP towers share: patch embedding (a linear map of
+each patch's pixels, the conv kernel read as a matrix), learned positions, pre-LayerNorm
+blocks with biased attention and a two-layer MLP, as llama.cpp's mmproj files name them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import gguf
+
+from ..base import Layer, Metadata, ModelError, Weights
+
+VISION = gguf.Keys.ClipVision
+ACTIVATIONS = {"gelu": "gelu", "silu": "silu", "gelu_quick": "gelu_quick"}
+
+
+@dataclass
+class ViTConfig:
+    embd: int
+    ffn: int
+    heads: int
+    layers: int
+    image_size: int
+    patch: int
+    eps: float
+    projection: int              # the text model's embedding width
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    activation: str              # of the MLP, as clip.use_gelu / use_silu say (else quick GELU)
+
+    @classmethod
+    def from_metadata(cls, meta: dict) -> "ViTConfig":
+        m = Metadata(meta, "clip")
+        activation = "gelu" if m.get(VISION.USE_GELU) else \
+            "silu" if m.get(VISION.USE_SILU) else "gelu_quick"
+        return cls(embd=int(m.require(VISION.EMBEDDING_LENGTH)),
+                   ffn=int(m.require(VISION.FEED_FORWARD_LENGTH)),
+                   heads=int(m.require(VISION.Attention.HEAD_COUNT)),
+                   layers=int(m.require(VISION.BLOCK_COUNT)),
+                   image_size=int(m.require(VISION.IMAGE_SIZE)),
+                   patch=int(m.require(VISION.PATCH_SIZE)),
+                   eps=float(m.require(VISION.Attention.LAYERNORM_EPS)),
+                   projection=int(m.require(VISION.PROJECTION_DIM)),
+                   mean=tuple(float(x) for x in m.require(VISION.IMAGE_MEAN)),
+                   std=tuple(float(x) for x in m.require(VISION.IMAGE_STD)),
+                   activation=activation)
+
+    @property
+    def head_dim(self) -> int:
+        return self.embd // self.heads
+
+
+def bind_blocks(weights: Weights, c: ViTConfig, layers: int) -> list[Layer]:
+    """v.blk.N: ln1, attn_q/k/v/out, ln2, ffn_up, ffn_down, each with a bias."""
+    blocks = []
+    for i in range(layers):
+        block = Layer()
+        shapes = {"ln1": (c.embd,), "attn_q": (c.embd, c.embd), "attn_k": (c.embd, c.embd),
+                  "attn_v": (c.embd, c.embd), "attn_out": (c.embd, c.embd), "ln2": (c.embd,),
+                  "ffn_up": (c.ffn, c.embd), "ffn_down": (c.embd, c.ffn)}
+        for name, shape in shapes.items():
+            setattr(block, name, weights.take(f"v.blk.{i}.{name}.weight", shape))
+            setattr(block, name + "_b", weights.take(f"v.blk.{i}.{name}.bias", shape[:1]))
+        blocks.append(block)
+    return blocks
+
+
+def patch_matrix(weights: Weights, c: ViTConfig):
+    """v.patch_embd (D, 3, p, p) as the matrix (D, 3*p*p) that maps a patch's pixels, laid out
+    channel, row, column as Pixels.patches are."""
+    kernel = weights.take("v.patch_embd.weight", (c.embd, 3, c.patch, c.patch))
+    if not kernel.is_contiguous:
+        raise ModelError("v.patch_embd.weight is not stored contiguously.")
+    return kernel
+
+
+def layer_norm(x, weight, bias, eps: float):
+    return x.norm(eps).mul(weight).add(bias)
+
+
+def encoder_block(x, block: Layer, c: ViTConfig):
+    """One pre-LayerNorm block over x (P, D), every position attending to every other."""
+    n = x.shape[0]
+    h = layer_norm(x, block.ln1, block.ln1_b, c.eps)
+    q = block.attn_q.mul_mat(h).add(block.attn_q_b).reshape(n, c.heads, c.head_dim)
+    k = block.attn_k.mul_mat(h).add(block.attn_k_b).reshape(n, c.heads, c.head_dim)
+    v = block.attn_v.mul_mat(h).add(block.attn_v_b).reshape(n, c.heads, c.head_dim)
+    a = attend_all(q, k, v, 1.0 / math.sqrt(c.head_dim))                 # (P, D)
+    x = x.add(block.attn_out.mul_mat(a).add(block.attn_out_b))
+    h = layer_norm(x, block.ln2, block.ln2_b, c.eps)
+    h = getattr(block.ffn_up.mul_mat(h).add(block.ffn_up_b), ACTIVATIONS[c.activation])()
+    return x.add(block.ffn_down.mul_mat(h).add(block.ffn_down_b))
+
+
+def attend_all(q, k, v, scale: float):
+    """Unmasked attention: q, k, v (P, H, d) -> (P, H * d)."""
+    n, heads, dim = q.shape
+    queries = q.permute(1, 0, 2)                                         # (H, P, d)
+    keys = k.permute(1, 0, 2)                                            # (H, P, d)
+    values = v.permute(1, 2, 0).cont()                                   # (H, d, P)
+    probs = keys.mul_mat(queries).soft_max(None, scale)                  # (H, P, P)
+    out = values.mul_mat(probs).permute(1, 0, 2).cont()                  # (P, H, d)
+    return out.reshape(n, heads * dim)

@@ -1,0 +1,113 @@
+"""Tiny random multimodal checkpoints made at test time with transformers, and the
+reference's outputs for them: image features and text logits with images.
+
+Their vocabularies are the tiny trained BPE of hf_tiny with the family's image tokens added,
+and the config's image token ids point at those (so the embedding tables stay small).
+Norm weights and the zero-initialised projector get random values, so that a model which
+ignored one would not match.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+
+from ..convert import hf_tiny
+from ..convert.parity import table_gelu
+
+IMAGE_TOKENS = {"gemma3": ["<start_of_image>", "<end_of_image>", "<image_soft_token>"]}
+GEMMA3_TEXT = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=6,
+                   num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
+                   query_pre_attn_scalar=16, rms_norm_eps=1e-6, pad_token_id=0)
+SIGLIP = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+              image_size=32, patch_size=8)
+
+
+def tokenizer(kind: str):
+    hf_tiny.SPECIAL.setdefault(f"{kind}_vision", hf_tiny.SPECIAL[kind] + IMAGE_TOKENS[kind])
+    hf_tiny.PATTERN.setdefault(f"{kind}_vision", hf_tiny.PATTERN[kind])
+    tok = hf_tiny.tokenizer(f"{kind}_vision")
+    if kind == "gemma3":
+        tok.bos_token = "<bos>"
+    return tok
+
+
+def gemma3(directory: Path, seed: int = 0) -> Path:
+    import torch
+    from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig,
+                              SiglipVisionConfig)
+
+    tok = tokenizer("gemma3")
+    ids = {t: tok.convert_tokens_to_ids(t) for t in IMAGE_TOKENS["gemma3"]}
+    text = Gemma3TextConfig(**GEMMA3_TEXT, vocab_size=len(tok), bos_token_id=tok.bos_token_id,
+                            eos_token_id=tok.eos_token_id)
+    config = Gemma3Config(text_config=text.to_dict(),
+                          vision_config=SiglipVisionConfig(**SIGLIP).to_dict(),
+                          mm_tokens_per_image=4, boi_token_index=ids["<start_of_image>"],
+                          eoi_token_index=ids["<end_of_image>"],
+                          image_token_index=ids["<image_soft_token>"])
+    torch.manual_seed(seed)
+    model = Gemma3ForConditionalGeneration(config).eval()
+    _randomize(model)
+    model.save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory
+
+
+def _randomize(model) -> None:
+    import torch
+
+    with torch.no_grad():
+        for name, value in model.named_parameters():
+            if name.endswith("norm.weight") or not value.abs().max():
+                value.copy_(0.3 * torch.randn_like(value))
+
+
+def reference_model(directory: Path):
+    """The checkpoint in transformers, float32, its tanh GELUs rounded as ggml's are."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+    from transformers.activations import GELUTanh
+
+    model = AutoModelForImageTextToText.from_pretrained(directory, dtype=torch.float32).eval()
+    for module in model.modules():
+        for attribute in ("act_fn", "activation_fn"):
+            if isinstance(getattr(module, attribute, None), GELUTanh):
+                setattr(module, attribute, table_gelu())
+    return model
+
+
+def features(model, pixel_values: np.ndarray) -> np.ndarray:
+    """The projector's rows for one image's pixel values."""
+    import torch
+
+    with torch.no_grad():
+        out = model.model.get_image_features(torch.tensor(pixel_values[None]))
+    return out.pooler_output[0].numpy()
+
+
+def logits(model, ids: list[int], pixel_values: list[np.ndarray], image_token: int):
+    """Logits (T, vocab) of ids with images (their pixel values, in order of appearance);
+    image rows attend to each other as the processor's token_type_ids say."""
+    import torch
+
+    ids_t = torch.tensor([ids])
+    kwargs = {}
+    if pixel_values:
+        kwargs = dict(pixel_values=torch.tensor(np.stack(pixel_values)),
+                      token_type_ids=(ids_t == image_token).long())
+    with torch.no_grad():
+        return model(input_ids=ids_t, **kwargs).logits[0].numpy()
+
+
+def png(seed: int, height: int, width: int, alpha: bool = False) -> bytes:
+    """A random image, PNG-encoded."""
+    from PIL import Image
+
+    channels = 4 if alpha else 3
+    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, channels), np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels, "RGBA" if alpha else "RGB").save(out, "PNG")
+    return out.getvalue()

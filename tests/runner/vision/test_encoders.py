@@ -1,0 +1,83 @@
+"""Each projector's rows for an image, against transformers' image features; the encoder's
+cache and kept graph."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+import pyggml
+from runner.encoder import Encoder
+from runner.loader import open_model
+from runner.models.vision import images
+
+from . import hf_vision
+from .hf_vision import png
+
+PROCESSORS = {"gemma3": lambda: __import__("transformers").Gemma3ImageProcessorPil(
+    size={"height": 32, "width": 32})}
+
+
+@pytest.fixture(scope="module")
+def encoders(vision_models):
+    made = {}
+
+    def get(kind):
+        if kind not in made:
+            paths = vision_models(kind)
+            loaded = open_model(paths["model"], projector=paths["mmproj"])
+            cpu = pyggml.cpu_backend(threads=2)
+            loaded.load_projector(cpu.device)
+            made[kind] = Encoder(loaded.projector, pyggml.Scheduler([cpu]))
+        return made[kind]
+
+    yield get
+    for encoder in made.values():
+        encoder.close()
+
+
+def close(ours: np.ndarray, expected: np.ndarray) -> None:
+    assert ours.shape == expected.shape
+    assert np.abs(ours - expected).max() <= 1e-4 * max(1.0, np.abs(expected).max())
+
+
+@pytest.mark.parametrize("kind", ["gemma3"])
+@pytest.mark.parametrize("height,width", [(40, 56), (20, 12)])
+def test_rows_are_the_reference_image_features(kind, height, width, encoders, reference):
+    from PIL import Image
+
+    data = png(height * width, height, width)
+    pixel_values = PROCESSORS[kind]()(Image.open(io.BytesIO(data)),
+                                      return_tensors="np")["pixel_values"][0]
+    expected = hf_vision.features(reference(kind), pixel_values)
+    encoder = encoders(kind)
+    ours = encoder.encode(b"%d" % (height * width), encoder.projector.preprocess(
+        images.decode(data)))
+    close(ours, expected)
+
+
+def test_an_image_is_encoded_once_and_the_graph_kept(encoders):
+    encoder = encoders("gemma3")
+    pixels = encoder.projector.preprocess(images.decode(png(5, 30, 30)))
+    before = encoder.encoded
+    first = encoder.encode(b"same", pixels)
+    graph = encoder._kept
+    again = encoder.encode(b"same", pixels)
+    assert encoder.encoded == before + 1 and again is first
+    encoder.encode(b"other", encoder.projector.preprocess(images.decode(png(6, 30, 30))))
+    assert encoder.encoded == before + 2 and encoder._kept is graph     # same shape
+
+
+def test_the_output_cache_keeps_to_its_budget(encoders):
+    encoder = encoders("gemma3")
+    pixels = encoder.projector.preprocess(images.decode(png(7, 30, 30)))
+    budget, encoder.cache_bytes = encoder.cache_bytes, 3 * 4 * 32 * 4   # three images' rows
+    try:
+        for n in range(5):
+            encoder.encode(b"budget %d" % n, pixels)
+        assert encoder.cached(b"budget 4") is not None and encoder.cached(b"budget 0") is None
+        assert sum(rows.nbytes for rows in encoder._outputs.values()) <= encoder.cache_bytes
+    finally:
+        encoder.cache_bytes = budget

@@ -1,0 +1,86 @@
+"""Our mmproj files as llama.cpp reads them: every key its clip loader requires (listed
+from tools/mtmd/clip.cpp, clip_model_loader::load_hparams and load_tensors, for a vision
+encoder of each projector type), and, where llama-cpp-python is installed (slow), libmtmd
+loading them and encoding an image to our rows."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+import pyggml
+from runner.convert import CheckpointError, convert
+from runner.loader import open_model
+from runner.models.vision import images
+
+# keys every vision mmproj must carry (get_u32/get_f32 with required=true, and the
+# image_mean/image_std asserts), then the tensors each projector type's loader requires
+REQUIRED_KEYS = ["general.architecture", "clip.has_vision_encoder", "clip.projector_type",
+                 "clip.vision.embedding_length", "clip.vision.attention.head_count",
+                 "clip.vision.feed_forward_length", "clip.vision.block_count",
+                 "clip.vision.projection_dim", "clip.vision.attention.layer_norm_epsilon",
+                 "clip.vision.image_size", "clip.vision.patch_size", "clip.vision.image_mean",
+                 "clip.vision.image_std"]
+REQUIRED_TENSORS = {
+    "gemma3": ["v.patch_embd.weight", "v.position_embd.weight", "mm.input_projection.weight",
+               "mm.soft_emb_norm.weight", "v.post_ln.weight"],
+}
+BLOCK_TENSORS = ["ln1", "ln2", "attn_q", "attn_k", "attn_v", "attn_out", "ffn_up", "ffn_down"]
+
+
+@pytest.mark.parametrize("kind", list(REQUIRED_TENSORS))
+def test_the_mmproj_carries_what_llama_cpp_requires(kind, vision_models):
+    projector = pyggml.GGUFFile(vision_models(kind)["mmproj"])
+    meta = projector.metadata
+    assert [key for key in REQUIRED_KEYS if key not in meta] == []
+    assert meta["general.architecture"] == "clip" and meta["clip.projector_type"] == kind
+    assert len(meta["clip.vision.image_mean"]) == len(meta["clip.vision.image_std"]) == 3
+    names = set(projector.tensors_info)
+    layers = meta["clip.vision.block_count"]
+    wanted = REQUIRED_TENSORS[kind] + [f"v.blk.{i}.{t}.weight" for i in range(layers)
+                                       for t in BLOCK_TENSORS]
+    assert [name for name in wanted if name not in names] == []
+
+
+def test_a_text_checkpoint_has_no_mmproj(tmp_path):
+    from ..convert.hf_tiny import checkpoint
+
+    hf = checkpoint("llama", tmp_path / "hf")
+    with pytest.raises(CheckpointError, match="no vision tower"):
+        convert(hf, tmp_path / "m.gguf", "f32", progress=False, mmproj=tmp_path / "p.gguf")
+
+
+def test_a_model_file_is_not_a_projector(vision_models):
+    paths = vision_models("gemma3")
+    with pytest.raises(ValueError, match="not a vision projector"):
+        open_model(paths["model"], projector=paths["model"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(REQUIRED_TENSORS))
+def test_llama_cpp_loads_the_mmproj_and_encodes_our_rows(kind, vision_models):
+    pytest.importorskip("llama_cpp")
+    from PIL import Image
+
+    from runner.encoder import Encoder
+
+    from .mtmd import mtmd_rows
+
+    paths = vision_models(kind)
+    loaded = open_model(paths["model"], projector=paths["mmproj"])
+    size = loaded.projector.config.image_size          # no resize: the same pixels
+    rgb = np.random.default_rng(3).integers(0, 256, (size, size, 3), np.uint8)
+    expected = mtmd_rows(paths["model"], paths["mmproj"], rgb)
+    cpu = pyggml.cpu_backend(threads=2)
+    loaded.load_projector(cpu.device)
+    out = io.BytesIO()
+    Image.fromarray(rgb).save(out, "PNG")
+    encoder = Encoder(loaded.projector, pyggml.Scheduler([cpu]))
+    ours = encoder.encode(b"x", loaded.projector.preprocess(images.decode(out.getvalue())))
+    encoder.close()
+    # an independent implementation, not the reference: it agrees to about 2e-4 of the
+    # largest value (transformers, the reference, agrees with ours to 1e-5: test_encoders)
+    assert ours.shape == expected.shape
+    assert np.abs(ours - expected).max() <= 1e-3 * max(1.0, np.abs(expected).max())

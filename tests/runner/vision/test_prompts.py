@@ -1,0 +1,203 @@
+"""Prompts with images, through the engine and the model, against transformers' logits:
+the rows spliced in place of tokens, an image's rows attending to each other, two images,
+a prompt longer than the sliding window, batches cut before an image, parallel sequences
+with different images, a cached second turn."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import queue
+import time
+
+import numpy as np
+import pytest
+
+import runner
+from runner.api import split_options
+from runner.batch import Batch
+from runner.engine import Request
+from runner.media import MediaRow, attach_media, token_ids
+
+from . import hf_vision
+from .hf_vision import png
+
+KIND = "gemma3"
+IMAGE_A, IMAGE_B = png(1, 40, 56), png(2, 20, 12)
+LONG = " and then".join(["The cat sat on the mat"] * 4)        # beyond the window of 8
+
+
+@pytest.fixture(scope="module")
+def model(vision_models):
+    paths = vision_models(KIND)
+    loaded = runner.load(paths["model"], projector=paths["mmproj"], num_ctx=256, parallel=2,
+                         threads=2, kv_cache_type="f32")
+    yield loaded
+    loaded.close()
+
+
+@pytest.fixture(scope="module")
+def hf(reference):
+    return reference(KIND)
+
+
+def pixel_values(data: bytes) -> np.ndarray:
+    from PIL import Image
+    from transformers import Gemma3ImageProcessorPil
+
+    processor = Gemma3ImageProcessorPil(size={"height": 32, "width": 32})
+    return processor(Image.open(io.BytesIO(data)), return_tensors="np")["pixel_values"][0]
+
+
+def reference_logits(hf, items, images) -> np.ndarray:
+    image_token = hf.config.image_token_id
+    ids = [image_token if isinstance(t, MediaRow) else t for t in items]
+    return hf_vision.logits(hf, ids, [pixel_values(i) for i in images], image_token)
+
+
+def every_logit(model, items) -> np.ndarray:
+    """Our logits at every position of items, in one batch of sequence 0 (the engine idle)."""
+    n = len(items)
+    batch = Batch(token_ids(items), np.arange(n), np.zeros(n), outputs=np.arange(n))
+    attach_media(batch, items, itertools.count())
+    try:
+        return model.executor.logits(batch)
+    finally:
+        model.kv.remove(0)
+        model.executor.forget()
+
+
+def close(ours, expected):
+    assert ours.shape == expected.shape
+    assert np.abs(ours - expected).max() <= 1e-3
+    assert (ours.argmax(-1) == expected.argmax(-1)).all()
+
+
+@pytest.mark.parametrize("prompt,images", [
+    ("Look: [img-0] what is it?", [IMAGE_A]),
+    ("First [img-0] then [img-1] which is larger?", [IMAGE_A, IMAGE_B]),
+    (LONG + " [img-0] " + LONG, [IMAGE_B]),
+], ids=["one", "two", "long"])
+def test_logits_with_images_are_the_references(model, hf, prompt, images):
+    items = model.prompt_items(prompt, images)
+    assert sum(isinstance(t, MediaRow) for t in items) == 4 * len(images)
+    close(every_logit(model, items), reference_logits(hf, items, images))
+
+
+def test_the_layout_around_an_image(model):
+    vocab = model.tokenizer.vocab.tokens
+    items = model.prompt_items("[img-0]", [IMAGE_A])
+    texts = [vocab[t] if isinstance(t, int) else "ROW" for t in items]
+    begin = texts.index("<start_of_image>")
+    assert texts[begin:begin + 6] == ["<start_of_image>"] + ["ROW"] * 4 + ["<end_of_image>"]
+    newlines = model.tokenize("\n\n")
+    assert items[begin - len(newlines):begin] == newlines
+    assert items[begin + 6:begin + 6 + len(newlines)] == newlines
+
+
+def run(model, items, **options):
+    """The events of one request of items (greedy, logprobs of the top 3)."""
+    events = queue.Queue()
+    sampling, generation = split_options(dict(dict(temperature=0, num_predict=3), **options))
+    model.engine.submit(Request(items, events.put, sampling, generation, logprobs=True,
+                                top_logprobs=3))
+    collected = []
+    while True:
+        event = events.get(timeout=60)
+        collected.append(event)
+        assert "error" not in event, event
+        if event.get("done"):
+            break
+    deadline = time.monotonic() + 10          # the slot is free once no batch writes it
+    while any(s.busy for s in model.engine.cache.slots) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return collected
+
+
+def first_logprobs(events) -> np.ndarray:
+    first = next(e for e in events if e.get("logprobs"))["logprobs"][0]
+    return np.array([t["logprob"] for t in first["top_logprobs"]])
+
+
+def reference_top(hf, items, images) -> np.ndarray:
+    last = reference_logits(hf, items, images)[-1].astype(np.float64)
+    logprobs = last - np.log(np.exp(last - last.max()).sum()) - last.max()
+    return np.sort(logprobs)[::-1][:3]
+
+
+def test_a_batch_is_cut_before_an_image_not_inside_it(vision_models, hf):
+    paths = vision_models(KIND)
+    small = runner.load(paths["model"], projector=paths["mmproj"], num_ctx=128, batch_size=6,
+                        threads=2, kv_cache_type="f32")
+    try:
+        items = small.prompt_items("A bc [img-0] d", [IMAGE_A])
+        assert small.engine.batch_size == 6
+        events = run(small, items)
+        assert np.abs(first_logprobs(events) - reference_top(hf, items, [IMAGE_A])).max() < 1e-3
+    finally:
+        small.close()
+
+
+def test_two_sequences_with_different_images_side_by_side(model, hf):
+    prompts = [("Is this a cat? [img-0]", [IMAGE_A]), ("Is this a cat? [img-0]", [IMAGE_B])]
+    items = [model.prompt_items(text, images) for text, images in prompts]
+    streams, requests = [queue.Queue(), queue.Queue()], []
+    sampling, generation = split_options(dict(temperature=0, num_predict=2))
+    for item, stream in zip(items, streams):
+        requests.append(Request(item, stream.put, sampling, generation, logprobs=True,
+                                top_logprobs=3))
+    model.engine.submit(*requests)
+    for item, stream, (_, images) in zip(items, streams, prompts):
+        events = []
+        while not (events and events[-1].get("done")):
+            events.append(stream.get(timeout=60))
+        assert np.abs(first_logprobs(events) - reference_top(hf, item, images)).max() < 1e-3
+
+
+def test_a_second_turn_reuses_the_image_and_matches_a_cold_one(model, hf):
+    encoded = model.vision.encoder.encoded
+    first = model.prompt_items("Describe [img-0] briefly.", [png(9, 33, 17)])
+    run(model, first)
+    assert model.vision.encoder.encoded == encoded + 1
+    follow = first + model.tokenize(" And the colours?")
+    events = run(model, follow)
+    assert events[-1]["prompt_eval_count"] == len(follow) - len(first)     # only the new text
+    assert model.vision.encoder.encoded == encoded + 1           # nor encoded again
+    expected = reference_top(hf, follow, [png(9, 33, 17)])
+    assert np.abs(first_logprobs(events) - expected).max() < 1e-3
+
+
+def test_a_different_image_in_the_same_place_is_evaluated_again(model):
+    first = model.prompt_items("What is [img-0] here?", [png(10, 16, 16)])
+    run(model, first)
+    other = model.prompt_items("What is [img-0] here?", [png(11, 16, 16)])
+    events = run(model, other)
+    assert events[-1]["prompt_eval_count"] >= 4 + 3          # the rows and what follows
+
+
+def test_generate_and_chat_take_images(model):
+    text = model.generate("Look [img-0]", images=[IMAGE_A], stream=False, temperature=0,
+                          num_predict=4)
+    assert model.last.eval_count == 4 and isinstance(text, str)
+    chat = model.chat([{"role": "user", "content": "What is this?", "images": [IMAGE_A]}],
+                      stream=False, temperature=0, num_predict=2)
+    assert isinstance(chat, str) and model.last.eval_count == 2
+
+
+@pytest.mark.parametrize("prompt,images,message", [
+    ("[img-1]", [IMAGE_A], r"refers to \[img-1\], but no image 1"),
+    ("no tag here [img-0]", [IMAGE_A, IMAGE_B], r"no \[img-1\] tag"),
+    ("[img-0]", [b"definitely not an image"], "not an image"),
+])
+def test_bad_images_and_tags_are_clear_errors(model, prompt, images, message):
+    with pytest.raises(ValueError, match=message):
+        model.generate(prompt, images=images, stream=False)
+
+
+def test_a_text_only_model_refuses_images(vision_models):
+    text_only = runner.load(vision_models(KIND)["model"], num_ctx=64, threads=2)
+    try:
+        with pytest.raises(ValueError, match="reads text only"):
+            text_only.generate("[img-0]", images=[IMAGE_A], stream=False)
+    finally:
+        text_only.close()
