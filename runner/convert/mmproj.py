@@ -17,6 +17,7 @@ from typing import Callable
 import gguf
 import numpy as np
 
+from ..models.vision import FEATURE_LAYER
 from .checkpoint import Checkpoint, CheckpointError
 from .writing import FILE_TYPES, write_tensors
 
@@ -37,7 +38,7 @@ ACTIVATION_KEYS = {"gelu_pytorch_tanh": VISION.USE_GELU, "gelu": VISION.USE_GELU
 class VisionTower:
     projector: str                                   # clip.projector_type
     hparams: Callable[[gguf.GGUFWriter, dict], None]
-    names: dict[str, str] = field(default_factory=dict)     # canonical HF name -> GGUF name
+    names: dict[str, str] = field(default_factory=dict)     # HF name -> GGUF name ("": none)
     transform: Callable[[str, np.ndarray], np.ndarray] = lambda name, data: data
 
 
@@ -51,6 +52,28 @@ def gemma3_hparams(writer: gguf.GGUFWriter, config: dict) -> None:
     write_vit(writer, vision, config["text_config"]["hidden_size"], (0.5, 0.5, 0.5),
               (0.5, 0.5, 0.5))
     writer.add_uint32(VISION.Projector.SCALE_FACTOR, side // per_side)
+
+
+CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+
+
+def llava_hparams(writer: gguf.GGUFWriter, config: dict) -> None:
+    """CLIP read at vision_feature_layer (-2 by default, llama.cpp's default too), its class
+    token dropped; a two-layer GELU MLP into the text model."""
+    vision = config["vision_config"]
+    if config.get("vision_feature_select_strategy", "default") != "default":
+        raise CheckpointError("Only LLaVA's default feature selection (the class token "
+                              "dropped) is supported.")
+    if config.get("projector_hidden_act", "gelu") != "gelu":
+        raise CheckpointError(f"A LLaVA projector with {config['projector_hidden_act']} is not "
+                              "supported (gelu is).")
+    layer = config.get("vision_feature_layer", -2)
+    if not isinstance(layer, int):
+        raise CheckpointError("Features stacked from several layers are not supported.")
+    write_vit(writer, vision, config["text_config"]["hidden_size"], CLIP_MEAN, CLIP_STD)
+    layers = vision["num_hidden_layers"]
+    if layer != -2:
+        writer.add_array(FEATURE_LAYER, [layer if layer >= 0 else layers + 1 + layer])
 
 
 def write_vit(writer: gguf.GGUFWriter, vision: dict, text_embd: int, mean, std) -> None:
@@ -81,6 +104,14 @@ TOWERS = {
     "gemma3": VisionTower("gemma3", gemma3_hparams,
                           {"multi_modal_projector.mm_input_projection_weight":
                            "mm.input_projection.weight"}, gemma_norm),
+    "llava": VisionTower("mlp", llava_hparams, {
+        "multi_modal_projector.linear_1.weight": "mm.0.weight",
+        "multi_modal_projector.linear_1.bias": "mm.0.bias",
+        "multi_modal_projector.linear_2.weight": "mm.2.weight",
+        "multi_modal_projector.linear_2.bias": "mm.2.bias",
+        # the features are read before it
+        "vision_tower.vision_model.post_layernorm.weight": "",
+        "vision_tower.vision_model.post_layernorm.bias": ""}),
 }
 
 
@@ -114,8 +145,10 @@ def _plan(checkpoint: Checkpoint, tower: VisionTower) -> dict:
         name = _canonical(entry.name)
         if name is None or name.startswith(SKIPPED):
             continue
-        gguf_name = tower.names.get(name) or table.get_name(name, try_suffixes=(".weight",
-                                                                                ".bias"))
+        gguf_name = tower.names[name] if name in tower.names else \
+            table.get_name(name, try_suffixes=(".weight", ".bias"))
+        if gguf_name == "":
+            continue
         if gguf_name is None:
             raise CheckpointError(f"The tensor {entry.name} has no mmproj name.")
         plan[gguf_name] = (entry.shape, lambda entry=entry, gguf_name=gguf_name:

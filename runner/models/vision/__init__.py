@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 PROJECTORS: dict[str, type] = {}
+# llama.cpp's KEY_FEATURE_LAYER: the hidden states a tower is read at (gguf-py names it not)
+FEATURE_LAYER = "clip.vision.feature_layer"
 
 
 def register_projector(kind: str):
@@ -62,4 +64,4 @@ class Layout:
 
 
 # the modules register themselves
-from . import siglip  # noqa: E402,F401
+from . import clip, siglip  # noqa: E402,F401

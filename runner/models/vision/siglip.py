@@ -12,7 +12,8 @@ import gguf
 from . import Layout, Pixels, register_projector
 from . import images
 from ..base import Metadata, ModelError, Weights
-from .vit import ViTConfig, bind_blocks, encoder_block, layer_norm, patch_matrix
+from .vit import (ViTConfig, bind_blocks, embed_patches, encoder_block, layer_norm,
+                  patch_matrix, patchify)
 
 DEFAULT_POOL = 4          # clip.vision.projector.scale_factor when absent, as llama.cpp
 
@@ -55,9 +56,7 @@ class Gemma3Vision:
         planes = images.pixels(images.resize(image, c.image_size, c.image_size, "bilinear"),
                                c.mean, c.std)                               # (3, S, S)
         side = c.image_size // c.patch
-        patches = planes.reshape(3, side, c.patch, side, c.patch) \
-            .transpose(1, 3, 0, 2, 4).reshape(side * side, 3 * c.patch * c.patch)
-        return Pixels(patches, (side, side), self.max_rows)
+        return Pixels(patchify(planes, c.patch), (side, side), self.max_rows)
 
     def largest(self) -> Pixels:
         """Every image is squashed to one size: that one."""
@@ -67,9 +66,8 @@ class Gemma3Vision:
         """patches (P, 3*p*p) -> (rows, text embd)."""
         c = self.config
         height, width = grid
-        ctx = patches.context          # weights alone are reshaped there, not in storage
-        kernel = ctx.bind(self.patch_embd).reshape(c.embd, 3 * c.patch * c.patch)
-        x = kernel.mul_mat(patches).add(self.patch_embd_b).add(self.position_embd)  # (P, D)
+        x = embed_patches(patches, self.patch_embd, c).add(self.patch_embd_b)    # (P, D)
+        x = x.add(self.position_embd)
         for block in self.blocks:
             x = encoder_block(x, block, c)
         x = layer_norm(x, self.post_ln, self.post_ln_b, c.eps)
@@ -78,5 +76,5 @@ class Gemma3Vision:
         rows = pooled.shape[2] * pooled.shape[3]
         x = pooled.reshape(c.embd, rows).transpose().cont()                    # (rows, D)
         x = x.rms_norm(c.eps).mul(self.soft_emb_norm)
-        projection = ctx.bind(self.input_projection).transpose().cont()        # (E, D)
+        projection = patches.context.bind(self.input_projection).transpose().cont()  # (E, D)
         return projection.mul_mat(x)                                           # (rows, E)

@@ -76,6 +76,22 @@ def patch_matrix(weights: Weights, c: ViTConfig):
     return kernel
 
 
+def embed_patches(patches, kernel, c: ViTConfig):
+    """patches (P, 3*p*p) -> (P, D): the conv kernel (D, 3, p, p) as a matrix (bound into the
+    graph's context, where a weight alone can be reshaped)."""
+    matrix = patches.context.bind(kernel).reshape(c.embd, 3 * c.patch * c.patch)
+    return matrix.mul_mat(patches)
+
+
+def patchify(planes, patch: int):
+    """(3, H, W) pixels -> (H/p * W/p, 3*p*p) patches in row-major order, each laid out
+    channel, row, column (as the conv kernel is)."""
+    _, height, width = planes.shape
+    rows, cols = height // patch, width // patch
+    return planes.reshape(3, rows, patch, cols, patch).transpose(1, 3, 0, 2, 4) \
+        .reshape(rows * cols, 3 * patch * patch)
+
+
 def layer_norm(x, weight, bias, eps: float):
     return x.norm(eps).mul(weight).add(bias)
 

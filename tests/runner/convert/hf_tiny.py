@@ -47,7 +47,8 @@ def tokenizer(kind: str):
     if kind in GEMMA4_KINDS:
         return sentence_bpe_tokenizer(kind)
 
-    tok = Tokenizer(models.BPE(ignore_merges=kind in ("llama", "llama4")))
+    family = kind.removesuffix("_vision")          # with a multimodal model's image tokens
+    tok = Tokenizer(models.BPE(ignore_merges=family in ("llama", "llama4")))
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(PATTERN[kind]), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
@@ -57,7 +58,7 @@ def tokenizer(kind: str):
     tok.train_from_iterator(corpus([]) * 2, trainer)
     first, end = SPECIAL[kind][0], SPECIAL[kind][-1]
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=end,
-                                   bos_token=first if kind in ("llama", "gemma3", "llama4")
+                                   bos_token=first if family in ("llama", "gemma3", "llama4")
                                    else None)
 
 

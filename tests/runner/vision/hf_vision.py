@@ -17,21 +17,21 @@ import numpy as np
 from ..convert import hf_tiny
 from ..convert.parity import table_gelu
 
-IMAGE_TOKENS = {"gemma3": ["<start_of_image>", "<end_of_image>", "<image_soft_token>"]}
+IMAGE_TOKENS = {"gemma3": ["<start_of_image>", "<end_of_image>", "<image_soft_token>"],
+               "llama": ["<image>"]}
 GEMMA3_TEXT = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=6,
                    num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
                    query_pre_attn_scalar=16, rms_norm_eps=1e-6, pad_token_id=0)
 SIGLIP = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
               image_size=32, patch_size=8)
+# three layers, so that the features read at the second-to-last differ from the last's
+CLIP = dict(SIGLIP, num_hidden_layers=3, projection_dim=32)
 
 
 def tokenizer(kind: str):
     hf_tiny.SPECIAL.setdefault(f"{kind}_vision", hf_tiny.SPECIAL[kind] + IMAGE_TOKENS[kind])
     hf_tiny.PATTERN.setdefault(f"{kind}_vision", hf_tiny.PATTERN[kind])
-    tok = hf_tiny.tokenizer(f"{kind}_vision")
-    if kind == "gemma3":
-        tok.bos_token = "<bos>"
-    return tok
+    return hf_tiny.tokenizer(f"{kind}_vision")
 
 
 def gemma3(directory: Path, seed: int = 0) -> Path:
@@ -56,6 +56,24 @@ def gemma3(directory: Path, seed: int = 0) -> Path:
     return directory
 
 
+def llava(directory: Path, seed: int = 0) -> Path:
+    import torch
+    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
+
+    tok = tokenizer("llama")
+    text = LlamaConfig(**hf_tiny.SHAPE, vocab_size=len(tok), bos_token_id=tok.bos_token_id,
+                       eos_token_id=tok.eos_token_id)
+    config = LlavaConfig(text_config=text.to_dict(), vision_config=CLIPVisionConfig(**CLIP).to_dict(),
+                         image_token_index=tok.convert_tokens_to_ids("<image>"),
+                         image_seq_length=16)
+    torch.manual_seed(seed)
+    model = LlavaForConditionalGeneration(config).eval()
+    _randomize(model)
+    model.save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory
+
+
 def _randomize(model) -> None:
     import torch
 
@@ -65,17 +83,33 @@ def _randomize(model) -> None:
                 value.copy_(0.3 * torch.randn_like(value))
 
 
+def table_quick_gelu():
+    """Quick GELU as ggml's CPU backend computes it: looked up in a table of FP16 inputs with
+    an FP16 result."""
+    import torch
+
+    class TableQuickGelu(torch.nn.Module):
+        def forward(self, x):
+            rounded = x.half().float()
+            return (rounded * torch.sigmoid(1.702 * rounded)).half().float()
+
+    return TableQuickGelu()
+
+
 def reference_model(directory: Path):
-    """The checkpoint in transformers, float32, its tanh GELUs rounded as ggml's are."""
+    """The checkpoint in transformers, float32, its tanh and quick GELUs rounded as ggml's
+    are."""
     import torch
     from transformers import AutoModelForImageTextToText
-    from transformers.activations import GELUTanh
+    from transformers.activations import GELUTanh, QuickGELUActivation
 
     model = AutoModelForImageTextToText.from_pretrained(directory, dtype=torch.float32).eval()
+    tables = {GELUTanh: table_gelu, QuickGELUActivation: table_quick_gelu}
     for module in model.modules():
         for attribute in ("act_fn", "activation_fn"):
-            if isinstance(getattr(module, attribute, None), GELUTanh):
-                setattr(module, attribute, table_gelu())
+            table = tables.get(type(getattr(module, attribute, None)))
+            if table is not None:
+                setattr(module, attribute, table())
     return model
 
 
@@ -90,16 +124,31 @@ def features(model, pixel_values: np.ndarray) -> np.ndarray:
 
 def logits(model, ids: list[int], pixel_values: list[np.ndarray], image_token: int):
     """Logits (T, vocab) of ids with images (their pixel values, in order of appearance);
-    image rows attend to each other as the processor's token_type_ids say."""
+    Gemma 3's image rows attend to each other as the processor's token_type_ids say."""
     import torch
 
     ids_t = torch.tensor([ids])
     kwargs = {}
     if pixel_values:
-        kwargs = dict(pixel_values=torch.tensor(np.stack(pixel_values)),
-                      token_type_ids=(ids_t == image_token).long())
+        kwargs = dict(pixel_values=torch.tensor(np.stack(pixel_values)))
+        if model.config.model_type == "gemma3":
+            kwargs["token_type_ids"] = (ids_t == image_token).long()
     with torch.no_grad():
         return model(input_ids=ids_t, **kwargs).logits[0].numpy()
+
+
+def pixel_values(kind: str, data: bytes) -> np.ndarray:
+    """The reference processor's pixel values for encoded image data (tiny sizes)."""
+    import transformers
+    from PIL import Image
+
+    processors = {
+        "gemma3": lambda: transformers.Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
+        "llava": lambda: transformers.LlavaImageProcessorPil(
+            size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
+    }
+    processed = processors[kind]()(Image.open(io.BytesIO(data)), return_tensors="np")
+    return processed["pixel_values"][0]
 
 
 def png(seed: int, height: int, width: int, alpha: bool = False) -> bytes:

@@ -3,8 +3,6 @@ cache and kept graph."""
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
 
@@ -16,8 +14,7 @@ from runner.models.vision import images
 from . import hf_vision
 from .hf_vision import png
 
-PROCESSORS = {"gemma3": lambda: __import__("transformers").Gemma3ImageProcessorPil(
-    size={"height": 32, "width": 32})}
+KINDS = ["gemma3", "llava"]
 
 
 @pytest.fixture(scope="module")
@@ -43,15 +40,11 @@ def close(ours: np.ndarray, expected: np.ndarray) -> None:
     assert np.abs(ours - expected).max() <= 1e-4 * max(1.0, np.abs(expected).max())
 
 
-@pytest.mark.parametrize("kind", ["gemma3"])
-@pytest.mark.parametrize("height,width", [(40, 56), (20, 12)])
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("height,width", [(40, 56), (20, 12), (57, 31)])
 def test_rows_are_the_reference_image_features(kind, height, width, encoders, reference):
-    from PIL import Image
-
     data = png(height * width, height, width)
-    pixel_values = PROCESSORS[kind]()(Image.open(io.BytesIO(data)),
-                                      return_tensors="np")["pixel_values"][0]
-    expected = hf_vision.features(reference(kind), pixel_values)
+    expected = hf_vision.features(reference(kind), hf_vision.pixel_values(kind, data))
     encoder = encoders(kind)
     ours = encoder.encode(b"%d" % (height * width), encoder.projector.preprocess(
         images.decode(data)))

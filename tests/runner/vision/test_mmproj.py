@@ -23,9 +23,13 @@ REQUIRED_KEYS = ["general.architecture", "clip.has_vision_encoder", "clip.projec
                  "clip.vision.projection_dim", "clip.vision.attention.layer_norm_epsilon",
                  "clip.vision.image_size", "clip.vision.patch_size", "clip.vision.image_mean",
                  "clip.vision.image_std"]
-REQUIRED_TENSORS = {
-    "gemma3": ["v.patch_embd.weight", "v.position_embd.weight", "mm.input_projection.weight",
-               "mm.soft_emb_norm.weight", "v.post_ln.weight"],
+REQUIRED_TENSORS = {       # checkpoint kind -> (projector type, its tensors)
+    "gemma3": ("gemma3", ["v.patch_embd.weight", "v.position_embd.weight",
+                          "mm.input_projection.weight", "mm.soft_emb_norm.weight",
+                          "v.post_ln.weight"]),
+    "llava": ("mlp", ["v.patch_embd.weight", "v.position_embd.weight", "v.class_embd",
+                      "v.pre_ln.weight", "mm.0.weight", "mm.0.bias", "mm.2.weight",
+                      "mm.2.bias"]),
 }
 BLOCK_TENSORS = ["ln1", "ln2", "attn_q", "attn_k", "attn_v", "attn_out", "ffn_up", "ffn_down"]
 
@@ -35,11 +39,13 @@ def test_the_mmproj_carries_what_llama_cpp_requires(kind, vision_models):
     projector = pyggml.GGUFFile(vision_models(kind)["mmproj"])
     meta = projector.metadata
     assert [key for key in REQUIRED_KEYS if key not in meta] == []
-    assert meta["general.architecture"] == "clip" and meta["clip.projector_type"] == kind
+    projector_type, tensors = REQUIRED_TENSORS[kind]
+    assert meta["general.architecture"] == "clip"
+    assert meta["clip.projector_type"] == projector_type
     assert len(meta["clip.vision.image_mean"]) == len(meta["clip.vision.image_std"]) == 3
     names = set(projector.tensors_info)
     layers = meta["clip.vision.block_count"]
-    wanted = REQUIRED_TENSORS[kind] + [f"v.blk.{i}.{t}.weight" for i in range(layers)
+    wanted = tensors + [f"v.blk.{i}.{t}.weight" for i in range(layers)
                                        for t in BLOCK_TENSORS]
     assert [name for name in wanted if name not in names] == []
 
@@ -80,7 +86,12 @@ def test_llama_cpp_loads_the_mmproj_and_encodes_our_rows(kind, vision_models):
     encoder = Encoder(loaded.projector, pyggml.Scheduler([cpu]))
     ours = encoder.encode(b"x", loaded.projector.preprocess(images.decode(out.getvalue())))
     encoder.close()
+    assert ours.shape == expected.shape
+    if kind == "llava":
+        # llama.cpp's LLaVA graph puts the class token last yet reads rows 1..P, and its
+        # projector uses tanh GELU: it departs from transformers (which ours matches to 1e-4,
+        # test_encoders), so only the file's loading and the row count are compared
+        return
     # an independent implementation, not the reference: it agrees to about 2e-4 of the
     # largest value (transformers, the reference, agrees with ours to 1e-5: test_encoders)
-    assert ours.shape == expected.shape
     assert np.abs(ours - expected).max() <= 1e-3 * max(1.0, np.abs(expected).max())
