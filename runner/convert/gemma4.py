@@ -18,6 +18,7 @@ from dataclasses import replace
 import gguf
 import numpy as np
 
+from ..models.gemma4 import IMAGES_BOTH_WAYS
 from .checkpoint import CheckpointError
 from .hyper import expected_shape
 
@@ -101,6 +102,8 @@ def gemma4_hparams(writer: gguf.GGUFWriter, config: dict, h, directory) -> None:
     if config.get("final_logit_softcapping"):
         writer.add_final_logit_softcapping(float(config["final_logit_softcapping"]))
     writer.add_shared_kv_layers(config.get("num_kv_shared_layers") or 0)
+    if config.get("use_bidirectional_attention") == "vision":
+        writer.add_bool(IMAGES_BOTH_WAYS.format(arch="gemma4"), True)
     writer.add_embedding_length_per_layer_input(config.get("hidden_size_per_layer_input") or 0)
     if config.get("enable_moe_block"):
         writer.add_expert_count(config["num_experts"])

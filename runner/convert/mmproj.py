@@ -9,7 +9,9 @@ gguf-py's own table once the checkpoint's prefixes are made canonical.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -18,6 +20,7 @@ import gguf
 import numpy as np
 
 from ..models.vision import FEATURE_LAYER
+from ..models.vision.gemma4v import MAX_TOKENS
 from .checkpoint import Checkpoint, CheckpointError
 from .writing import FILE_TYPES, write_tensors
 
@@ -28,7 +31,8 @@ PREFIXES = {"model.vision_tower.vision_model.": "vision_tower.vision_model.",
             "model.vision_tower.": "vision_tower.vision_model.",
             "vision_tower.": "vision_tower.vision_model.",
             "model.multi_modal_projector.": "multi_modal_projector.",
-            "multi_modal_projector.": "multi_modal_projector."}
+            "multi_modal_projector.": "multi_modal_projector.",
+            "model.embed_vision.": "embed_vision."}
 SKIPPED = ("vision_tower.vision_model.head.",)        # SigLIP's pooling head: unused
 ACTIVATION_KEYS = {"gelu_pytorch_tanh": VISION.USE_GELU, "gelu": VISION.USE_GELU,
                    "silu": VISION.USE_SILU, "quick_gelu": None}
@@ -37,12 +41,15 @@ ACTIVATION_KEYS = {"gelu_pytorch_tanh": VISION.USE_GELU, "gelu": VISION.USE_GELU
 @dataclass(frozen=True)
 class VisionTower:
     projector: str                                   # clip.projector_type
-    hparams: Callable[[gguf.GGUFWriter, dict], None]
+    hparams: Callable[[gguf.GGUFWriter, Checkpoint], None]
     names: dict[str, str] = field(default_factory=dict)     # HF name -> GGUF name ("": none)
     transform: Callable[[str, np.ndarray], np.ndarray] = lambda name, data: data
+    rename: Callable[[str], str | None] | None = None       # names gguf-py's table lacks
+    shape: Callable[[str, tuple], tuple] = lambda name, shape: tuple(shape)   # transformed
 
 
-def gemma3_hparams(writer: gguf.GGUFWriter, config: dict) -> None:
+def gemma3_hparams(writer: gguf.GGUFWriter, checkpoint: Checkpoint) -> None:
+    config = checkpoint.config
     vision = config["vision_config"]
     side = vision["image_size"] // vision["patch_size"]
     per_side = math.isqrt(config.get("mm_tokens_per_image", 256))
@@ -57,9 +64,10 @@ def gemma3_hparams(writer: gguf.GGUFWriter, config: dict) -> None:
 CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
 
 
-def llava_hparams(writer: gguf.GGUFWriter, config: dict) -> None:
+def llava_hparams(writer: gguf.GGUFWriter, checkpoint: Checkpoint) -> None:
     """CLIP read at vision_feature_layer (-2 by default, llama.cpp's default too), its class
     token dropped; a two-layer GELU MLP into the text model."""
+    config = checkpoint.config
     vision = config["vision_config"]
     if config.get("vision_feature_select_strategy", "default") != "default":
         raise CheckpointError("Only LLaVA's default feature selection (the class token "
@@ -90,7 +98,8 @@ def write_vit(writer: gguf.GGUFWriter, vision: dict, text_embd: int, mean, std) 
     writer.add_uint32(VISION.BLOCK_COUNT, vision["num_hidden_layers"])
     writer.add_uint32(VISION.PROJECTION_DIM, text_embd)
     writer.add_uint32(VISION.Attention.HEAD_COUNT, vision["num_attention_heads"])
-    writer.add_float32(VISION.Attention.LAYERNORM_EPS, vision.get("layer_norm_eps", 1e-6))
+    writer.add_float32(VISION.Attention.LAYERNORM_EPS,
+                       vision.get("layer_norm_eps", vision.get("rms_norm_eps", 1e-6)))
     writer.add_array(VISION.IMAGE_MEAN, [float(x) for x in mean])
     writer.add_array(VISION.IMAGE_STD, [float(x) for x in std])
 
@@ -98,6 +107,74 @@ def write_vit(writer: gguf.GGUFWriter, vision: dict, text_embd: int, mean, std) 
 def gemma_norm(name: str, data: np.ndarray) -> np.ndarray:
     """Gemma's RMSNorm multiplies by 1 + weight: the file holds the sum."""
     return data + 1.0 if name == "mm.soft_emb_norm.weight" else data
+
+
+def gemma4_hparams(writer: gguf.GGUFWriter, checkpoint: Checkpoint) -> None:
+    """The pool, the soft-token budget (from the saved processor, else the reference's
+    default) and the largest image it allows as image_size."""
+    config = checkpoint.config
+    vision = dict(config["vision_config"])
+    if vision.get("head_dim", vision["hidden_size"] // vision["num_attention_heads"]) * \
+            vision["num_attention_heads"] != vision["hidden_size"]:
+        raise CheckpointError("Gemma 4 vision with head_dim * heads != hidden_size is not "
+                              "supported.")
+    pool = vision.get("pooling_kernel_size", 3)
+    budget = _processor(checkpoint).get("max_soft_tokens", 280)
+    vision["image_size"] = math.isqrt(budget) * pool * vision["patch_size"]
+    write_vit(writer, vision, config["text_config"]["hidden_size"], (0.0, 0.0, 0.0),
+              (1.0, 1.0, 1.0))
+    writer.add_uint32(VISION.Projector.SCALE_FACTOR, pool)
+    writer.add_uint32(MAX_TOKENS, budget)
+
+
+def _processor(checkpoint: Checkpoint) -> dict:
+    """The saved image processor's settings, if the checkpoint has them."""
+    for name in ("preprocessor_config.json", "processor_config.json"):
+        path = checkpoint.dir / name
+        if path.exists():
+            found = json.loads(path.read_text())
+            return found.get("image_processor", found)
+    return {}
+
+
+GEMMA4_LAYER = re.compile(r"^vision_tower\.vision_model\.encoder\.layers\.(\d+)\.(.+)$")
+GEMMA4_LINEARS = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+                  "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_out",
+                  "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+                  "mlp.down_proj": "ffn_down"}
+GEMMA4_NAMES = {
+    "input_layernorm.weight": "ln1.weight",
+    "post_attention_layernorm.weight": "attn_post_norm.weight",
+    "pre_feedforward_layernorm.weight": "ln2.weight",
+    "post_feedforward_layernorm.weight": "ffn_post_norm.weight",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    **{f"{linear}.linear.weight": f"{name}.weight" for linear, name in GEMMA4_LINEARS.items()},
+    **{f"{linear}.{clamp}": f"{name}.{clamp}" for linear, name in GEMMA4_LINEARS.items()
+       for clamp in ("input_min", "input_max", "output_min", "output_max")}}
+
+
+def gemma4_rename(name: str) -> str | None:
+    found = GEMMA4_LAYER.match(name)
+    if found and found.group(2) in GEMMA4_NAMES:
+        return f"v.blk.{found.group(1)}.{GEMMA4_NAMES[found.group(2)]}"
+    return None
+
+
+def gemma4_shape(name: str, shape: tuple) -> tuple:
+    """The patch embedding, a Linear over (row, column, channel) pixels, becomes the conv
+    kernel (D, 3, p, p) llama.cpp reads; clamp scalars one-element tensors."""
+    if name == "v.patch_embd.weight":
+        patch = math.isqrt(shape[1] // 3)
+        return (shape[0], 3, patch, patch)
+    return tuple(shape) or (1,)
+
+
+def gemma4_transform(name: str, data: np.ndarray) -> np.ndarray:
+    if name == "v.patch_embd.weight":
+        _, _, patch, _ = gemma4_shape(name, data.shape)
+        return data.reshape(data.shape[0], patch, patch, 3).transpose(0, 3, 1, 2)
+    return data.reshape(gemma4_shape(name, data.shape))
 
 
 TOWERS = {
@@ -112,6 +189,14 @@ TOWERS = {
         # the features are read before it
         "vision_tower.vision_model.post_layernorm.weight": "",
         "vision_tower.vision_model.post_layernorm.bias": ""}),
+    "gemma4": VisionTower("gemma4v", gemma4_hparams, {
+        "vision_tower.vision_model.patch_embedder.input_proj.weight": "v.patch_embd.weight",
+        "vision_tower.vision_model.patch_embedder.position_embedding_table":
+            "v.position_embd.weight",
+        "embed_vision.embedding_projection.weight": "mm.input_projection.weight",
+        "vision_tower.vision_model.std_bias": "v.std_bias",
+        "vision_tower.vision_model.std_scale": "v.std_scale"}, gemma4_transform, gemma4_rename,
+        gemma4_shape),
 }
 
 
@@ -132,7 +217,7 @@ def write_mmproj(checkpoint: Checkpoint, out, outtype: str, progress: bool = Tru
     writer.add_name(checkpoint.dir.name)
     writer.add_file_type(FILE_TYPES[outtype])
     writer.add_string(gguf.Keys.Clip.PROJECTOR_TYPE, tower.projector)
-    tower.hparams(writer, checkpoint.config)
+    tower.hparams(writer, checkpoint)
     write_tensors(writer, plan, outtype, progress=progress)
     return out
 
@@ -146,12 +231,14 @@ def _plan(checkpoint: Checkpoint, tower: VisionTower) -> dict:
         if name is None or name.startswith(SKIPPED):
             continue
         gguf_name = tower.names[name] if name in tower.names else \
+            (tower.rename and tower.rename(name)) or \
             table.get_name(name, try_suffixes=(".weight", ".bias"))
         if gguf_name == "":
             continue
         if gguf_name is None:
             raise CheckpointError(f"The tensor {entry.name} has no mmproj name.")
-        plan[gguf_name] = (entry.shape, lambda entry=entry, gguf_name=gguf_name:
+        plan[gguf_name] = (tower.shape(gguf_name, entry.shape),
+                           lambda entry=entry, gguf_name=gguf_name:
                            tower.transform(gguf_name, entry.load()))
     if not plan:
         raise CheckpointError("The checkpoint has no vision tower tensors.")

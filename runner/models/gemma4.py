@@ -14,6 +14,11 @@ GELU-gated FFN, sliding-window layers with their own rope base. New in Gemma 4:
   residual (softmax, top-k renormalised, scaled per expert), experts with a fused
   gate_up projection whose halves are the gate and the up projection;
 - each layer's output is scaled by layer_output_scale, and the logits are soft-capped.
+
+With images: their rows replace the scaled embeddings (the per-layer inputs project those
+too, and take the pad token's own per-layer embedding: a media row's token is 0, the pad,
+as in the reference). When the checkpoint said use_bidirectional_attention "vision", an
+image's rows see each other on the sliding layers.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ from .attention import attend
 from .base import (ATTENTION, LLM, ROPE, Layer, Metadata, ModelError, Transformer,
                    TransformerConfig, Weights)
 from .llama import RopeConfig
+
+# ours, as llama.cpp has no key for it: the checkpoint's use_bidirectional_attention "vision"
+IMAGES_BOTH_WAYS = "{arch}.attention.bidirectional_vision"
 
 
 def _per_layer(value, layers: int) -> tuple[int, ...]:
@@ -54,6 +62,7 @@ class Gemma4Config(TransformerConfig):
     experts_used: int
     expert_ffn: int
     softcap: float                      # of the final logits; 0: none
+    images_both_ways: bool = False      # an image's rows see each other on sliding layers
 
     @classmethod
     def from_metadata(cls, meta: dict) -> "Gemma4Config":
@@ -83,7 +92,8 @@ class Gemma4Config(TransformerConfig):
                    experts=int(m.get(LLM.EXPERT_COUNT, 0)),
                    experts_used=int(m.get(LLM.EXPERT_USED_COUNT, 0)),
                    expert_ffn=int(m.get(LLM.EXPERT_FEED_FORWARD_LENGTH, 0)),
-                   softcap=float(m.get(LLM.FINAL_LOGIT_SOFTCAPPING, 0.0)))
+                   softcap=float(m.get(LLM.FINAL_LOGIT_SOFTCAPPING, 0.0)),
+                   images_both_ways=bool(m.get(IMAGES_BOTH_WAYS, False)))
 
     def head_dim_of(self, layer: int) -> int:
         return self.swa_head_dim if self.sliding[layer] else self.head_dim
@@ -186,6 +196,9 @@ class Gemma4(Transformer):
     def windows(self) -> tuple:
         return (None, self.config.window)
 
+    def media_windows(self) -> tuple:
+        return (self.config.window,) if self.config.images_both_ways else ()
+
     def _rope(self, x, positions, layer: int):
         c = self.config
         if c.sliding[layer]:
@@ -195,6 +208,7 @@ class Gemma4(Transformer):
     def forward(self, inputs, kv):
         c = self.config
         x = self.token_embd.get_rows(inputs.tokens).scale(math.sqrt(c.embd))   # (T, E)
+        x = inputs.splice(x)
         per_layer = self._per_layer_inputs(inputs, x) if c.per_layer_embd else None
         caches = {}                               # cached layer -> its K and V cache nodes
         rows = Rows(inputs.n_tokens, inputs.positions)

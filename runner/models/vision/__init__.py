@@ -64,4 +64,4 @@ class Layout:
 
 
 # the modules register themselves
-from . import clip, siglip  # noqa: E402,F401
+from . import clip, gemma4v, siglip  # noqa: E402,F401

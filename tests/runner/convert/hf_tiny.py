@@ -44,10 +44,10 @@ def tokenizer(kind: str):
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    if kind in GEMMA4_KINDS:
+    family = kind.removesuffix("_vision")          # with a multimodal model's image tokens
+    if family in GEMMA4_KINDS:
         return sentence_bpe_tokenizer(kind)
 
-    family = kind.removesuffix("_vision")          # with a multimodal model's image tokens
     tok = Tokenizer(models.BPE(ignore_merges=family in ("llama", "llama4")))
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(PATTERN[kind]), behavior="isolated"),

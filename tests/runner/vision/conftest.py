@@ -9,7 +9,7 @@ from runner.convert import convert
 
 from . import hf_vision
 
-BUILDERS = {"gemma3": hf_vision.gemma3, "llava": hf_vision.llava}
+BUILDERS = {"gemma3": hf_vision.gemma3, "llava": hf_vision.llava, "gemma4": hf_vision.gemma4}
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from ..convert import hf_tiny
 from ..convert.parity import table_gelu
 
 IMAGE_TOKENS = {"gemma3": ["<start_of_image>", "<end_of_image>", "<image_soft_token>"],
-               "llama": ["<image>"]}
+               "llama": ["<image>"], "gemma4": ["<|image>", "<image|>", "<|image|>"]}
 GEMMA3_TEXT = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=6,
                    num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
                    query_pre_attn_scalar=16, rms_norm_eps=1e-6, pad_token_id=0)
@@ -26,6 +26,16 @@ SIGLIP = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_att
               image_size=32, patch_size=8)
 # three layers, so that the features read at the second-to-last differ from the last's
 CLIP = dict(SIGLIP, num_hidden_layers=3, projection_dim=32)
+# with every optional part on: clamped linears, standardisation (set by hand: the reference
+# leaves them at infinity and uninitialised), and images that attend both ways on the text
+# model's sliding layers
+GEMMA4_VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                     num_attention_heads=2, num_key_value_heads=2, head_dim=16, patch_size=4,
+                     pooling_kernel_size=3, position_embedding_size=64,
+                     use_clipped_linears=True, standardize=True)
+# the reference's input naming which positions hold image rows (for its attention masks)
+TYPE_IDS = {"gemma3": "token_type_ids", "gemma4": "mm_token_type_ids"}
+GEMMA4_PROCESSOR = dict(patch_size=4, max_soft_tokens=70, pooling_kernel_size=3)
 
 
 def tokenizer(kind: str):
@@ -74,6 +84,41 @@ def llava(directory: Path, seed: int = 0) -> Path:
     return directory
 
 
+def gemma4(directory: Path, seed: int = 0) -> Path:
+    import torch
+    from transformers import (Gemma4Config, Gemma4ForConditionalGeneration,
+                              Gemma4ImageProcessorPil, Gemma4TextConfig, Gemma4VisionConfig)
+
+    tok = tokenizer("gemma4")
+    ids = {t: tok.convert_tokens_to_ids(t) for t in IMAGE_TOKENS["gemma4"]}
+    text = Gemma4TextConfig(**{**hf_tiny.SHAPE, **hf_tiny.GEMMA4_KINDS["gemma4"]},
+                            vocab_size=len(tok), vocab_size_per_layer_input=len(tok),
+                            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                            pad_token_id=0, use_bidirectional_attention="vision")
+    config = Gemma4Config(text_config=text.to_dict(),
+                          vision_config=Gemma4VisionConfig(**GEMMA4_VISION).to_dict(),
+                          audio_config=None, boi_token_id=ids["<|image>"],
+                          eoi_token_id=ids["<image|>"], image_token_id=ids["<|image|>"])
+    torch.manual_seed(seed)
+    model = Gemma4ForConditionalGeneration(config).eval()
+    hf_tiny._vary_unit_weights(model)
+    _randomize(model)
+    with torch.no_grad():
+        for name, value in model.named_buffers():
+            if name.endswith(("input_min", "output_min")):
+                value.fill_(-1.5 + 0.2 * torch.rand(()).item())
+            elif name.endswith(("input_max", "output_max")):
+                value.fill_(1.5 + 0.2 * torch.rand(()).item())
+            elif name.endswith("std_bias"):
+                value.copy_(torch.randn_like(value))
+            elif name.endswith("std_scale"):
+                value.copy_(0.5 + torch.rand_like(value))
+    model.save_pretrained(directory)
+    tok.save_pretrained(directory)
+    Gemma4ImageProcessorPil(**GEMMA4_PROCESSOR).save_pretrained(directory)
+    return directory
+
+
 def _randomize(model) -> None:
     import torch
 
@@ -113,32 +158,37 @@ def reference_model(directory: Path):
     return model
 
 
-def features(model, pixel_values: np.ndarray) -> np.ndarray:
-    """The projector's rows for one image's pixel values."""
+def features(model, processed: dict) -> np.ndarray:
+    """The projector's rows for one image's processor output."""
     import torch
 
+    inputs = {name: torch.tensor(value) for name, value in processed.items()}
     with torch.no_grad():
-        out = model.model.get_image_features(torch.tensor(pixel_values[None]))
-    return out.pooler_output[0].numpy()
+        out = model.model.get_image_features(**inputs)
+    rows = out.pooler_output
+    return (rows[0] if isinstance(rows, (tuple, list)) else rows[0]).numpy()
 
 
-def logits(model, ids: list[int], pixel_values: list[np.ndarray], image_token: int):
-    """Logits (T, vocab) of ids with images (their pixel values, in order of appearance);
-    Gemma 3's image rows attend to each other as the processor's token_type_ids say."""
+def logits(model, ids: list[int], processed: list[dict], image_token: int):
+    """Logits (T, vocab) of ids with images (their processor outputs, in order); image rows
+    attend to each other as the processor's token type ids say."""
     import torch
 
     ids_t = torch.tensor([ids])
     kwargs = {}
-    if pixel_values:
-        kwargs = dict(pixel_values=torch.tensor(np.stack(pixel_values)))
-        if model.config.model_type == "gemma3":
-            kwargs["token_type_ids"] = (ids_t == image_token).long()
+    if processed:
+        kwargs = {name: torch.tensor(np.concatenate([p[name] for p in processed]))
+                  for name in processed[0]}
+        types = TYPE_IDS.get(model.config.model_type)
+        if types:
+            kwargs[types] = (ids_t == image_token).long()
     with torch.no_grad():
         return model(input_ids=ids_t, **kwargs).logits[0].numpy()
 
 
-def pixel_values(kind: str, data: bytes) -> np.ndarray:
-    """The reference processor's pixel values for encoded image data (tiny sizes)."""
+def processed(kind: str, data: bytes) -> dict:
+    """The reference processor's model inputs for encoded image data (tiny sizes): pixel
+    values, and Gemma 4's patch positions, each with a leading dimension of one image."""
     import transformers
     from PIL import Image
 
@@ -146,9 +196,10 @@ def pixel_values(kind: str, data: bytes) -> np.ndarray:
         "gemma3": lambda: transformers.Gemma3ImageProcessorPil(size={"height": 32, "width": 32}),
         "llava": lambda: transformers.LlavaImageProcessorPil(
             size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
+        "gemma4": lambda: transformers.Gemma4ImageProcessorPil(**GEMMA4_PROCESSOR),
     }
-    processed = processors[kind]()(Image.open(io.BytesIO(data)), return_tensors="np")
-    return processed["pixel_values"][0]
+    out = processors[kind]()(Image.open(io.BytesIO(data)), return_tensors="np")
+    return {name: out[name] for name in ("pixel_values", "image_position_ids") if name in out}
 
 
 def png(seed: int, height: int, width: int, alpha: bool = False) -> bytes:

@@ -14,7 +14,7 @@ from runner.models.vision import images
 from . import hf_vision
 from .hf_vision import png
 
-KINDS = ["gemma3", "llava"]
+KINDS = ["gemma3", "llava", "gemma4"]
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def close(ours: np.ndarray, expected: np.ndarray) -> None:
 @pytest.mark.parametrize("height,width", [(40, 56), (20, 12), (57, 31)])
 def test_rows_are_the_reference_image_features(kind, height, width, encoders, reference):
     data = png(height * width, height, width)
-    expected = hf_vision.features(reference(kind), hf_vision.pixel_values(kind, data))
+    expected = hf_vision.features(reference(kind), hf_vision.processed(kind, data))
     encoder = encoders(kind)
     ours = encoder.encode(b"%d" % (height * width), encoder.projector.preprocess(
         images.decode(data)))

@@ -21,7 +21,7 @@ from runner.media import MediaRow, attach_media, token_ids
 from . import hf_vision
 from .hf_vision import png
 
-KINDS = ["gemma3", "llava"]
+KINDS = ["gemma3", "llava", "gemma4"]
 IMAGE_A, IMAGE_B = png(1, 40, 56), png(2, 20, 12)
 LONG = " and then".join(["The cat sat on the mat"] * 4)        # beyond the window of 8
 
@@ -49,7 +49,7 @@ def reference_logits(hf, items, images) -> np.ndarray:
     image_token = hf.config.image_token_id
     ids = [image_token if isinstance(t, MediaRow) else t for t in items]
     kind = hf.config.model_type
-    return hf_vision.logits(hf, ids, [hf_vision.pixel_values(kind, i) for i in images],
+    return hf_vision.logits(hf, ids, [hf_vision.processed(kind, i) for i in images],
                             image_token)
 
 
@@ -78,22 +78,23 @@ def close(ours, expected):
 ], ids=["one", "two", "long"])
 def test_logits_with_images_are_the_references(model, hf, prompt, images):
     items = model.prompt_items(prompt, images)
-    rows = model.vision.projector.max_rows
-    assert sum(isinstance(t, MediaRow) for t in items) == rows * len(images)
+    rows = sum(model.vision.media(image).rows for image in images)
+    assert sum(isinstance(t, MediaRow) for t in items) == rows
     close(every_logit(model, items), reference_logits(hf, items, images))
 
 
-def test_the_layout_around_an_image(model, kind):
-    if kind != "gemma3":
-        pytest.skip("LLaVA's rows stand alone")
-    vocab = model.tokenizer.vocab.tokens
+def test_the_layout_around_an_image(model):
     items = model.prompt_items("[img-0]", [IMAGE_A])
-    texts = [vocab[t] if isinstance(t, int) else "ROW" for t in items]
-    begin = texts.index("<start_of_image>")
-    assert texts[begin:begin + 6] == ["<start_of_image>"] + ["ROW"] * 4 + ["<end_of_image>"]
-    newlines = model.tokenize("\n\n")
-    assert items[begin - len(newlines):begin] == newlines
-    assert items[begin + 6:begin + 6 + len(newlines)] == newlines
+    rows = [i for i, t in enumerate(items) if isinstance(t, MediaRow)]
+    first, end = rows[0], rows[-1] + 1
+    assert rows == list(range(first, end))
+    before, after = model.vision.before, model.vision.after
+    assert items[first - len(before):first] == before
+    assert items[end:end + len(after)] == after
+    vocab = model.tokenizer.vocab.tokens
+    layout = model.vision.projector.layout
+    specials = [t for t in layout.before + layout.after if t.startswith("<")]
+    assert all(t in [vocab[i] for i in before + after] for t in specials)
 
 
 def run(model, items, **options):
@@ -174,7 +175,7 @@ def test_a_different_image_in_the_same_place_is_evaluated_again(model):
     run(model, first)
     other = model.prompt_items("What is [img-0] here?", [png(11, 16, 16)])
     events = run(model, other)
-    rows = model.vision.projector.max_rows
+    rows = model.vision.media(png(11, 16, 16)).rows
     assert events[-1]["prompt_eval_count"] >= rows + 3          # the rows and what follows
 
 

@@ -1,0 +1,181 @@
+"""Gemma 4's vision: the image keeps its aspect ratio, resized (bicubic) to the most patches
+its soft-token budget allows with sides a multiple of pooling x patch; patch embedding with
+learned x and y position tables; blocks of RMSNorms around attention (per-head Q/K norms, an
+unweighted V norm, 2-D NeoX RoPE: the first half of each head rotated by x, the second by y,
+base 100, no score scaling) and a GELU-gated MLP, every linear optionally clamped on both
+sides (ClippableLinear); a k x k average pool of the grid scaled by sqrt(D), an optional
+standardisation, then an unweighted RMSNorm and the projection into the text model.
+
+Tensor names are llama.cpp's (gemma4v mmproj): the patch embedding stored as a conv kernel
+(D, 3, p, p), the two position tables as v.position_embd (2, P, D), clamps as scalar tensors
+<linear>.input_min/.input_max/.output_min/.output_max.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gguf
+import numpy as np
+
+from . import Layout, Pixels, register_projector
+from . import images
+from ..base import Layer, Metadata, ModelError, Weights
+from .vit import ViTConfig, attend_all, embed_patches, patchify
+
+VISION = gguf.Keys.ClipVision
+ROPE_BASE = 100.0
+DEFAULT_POOL = 3
+DEFAULT_MAX_TOKENS = 280               # the reference processor's max_soft_tokens
+MAX_TOKENS = "clip.vision.image_max_tokens"     # ours: the soft-token budget of an image
+CLAMPS = ("input_min", "input_max", "output_min", "output_max")
+LINEARS = ("attn_q", "attn_k", "attn_v", "attn_out", "ffn_gate", "ffn_up", "ffn_down")
+NORMS = ("ln1", "attn_post_norm", "ln2", "ffn_post_norm")
+
+
+def fitted_size(height: int, width: int, patch: int, max_patches: int,
+                pool: int) -> tuple[int, int]:
+    """The reference's aspect-ratio-preserving size: the most pixels within max_patches
+    patches, each side a multiple of pool * patch."""
+    factor = math.sqrt(max_patches * patch ** 2 / (height * width))
+    side = pool * patch
+    target_h = int(math.floor(factor * height / side)) * side
+    target_w = int(math.floor(factor * width / side)) * side
+    longest = (max_patches // pool ** 2) * side
+    if target_h == 0 and target_w == 0:
+        raise images.ImageError(f"A {width}x{height} image cannot be resized to whole "
+                                f"{side}-pixel cells.")
+    if target_h == 0:
+        target_h, target_w = side, min(int(math.floor(width / height)) * side, longest)
+    elif target_w == 0:
+        target_w, target_h = side, min(int(math.floor(height / width)) * side, longest)
+    return target_h, target_w
+
+
+@register_projector("gemma4v")
+class Gemma4Vision:
+    layout = Layout(before=["<|image>"], after=["<image|>"])
+
+    def __init__(self, config: ViTConfig, pool: int, max_tokens: int, weights: Weights):
+        c = self.config = config
+        self.pool, self.max_tokens = pool, max_tokens
+        d = c.head_dim
+        self.patch_embd = weights.take("v.patch_embd.weight", (c.embd, 3, c.patch, c.patch))
+        self.position_embd = weights.take("v.position_embd.weight")
+        if self.position_embd.shape[0] != 2 or self.position_embd.shape[2] != c.embd:
+            raise ModelError(f"v.position_embd.weight has shape {self.position_embd.shape}, "
+                             f"not (2, positions, {c.embd}).")
+        self.blocks = []
+        for i in range(c.layers):
+            block = Layer()
+            weights.bind(block, f"v.blk.{i}.", {
+                "attn_q": (c.embd, c.embd), "attn_k": (c.embd, c.embd),
+                "attn_v": (c.embd, c.embd), "attn_out": (c.embd, c.embd),
+                "attn_q_norm": (d,), "attn_k_norm": (d,), "ffn_gate": (c.ffn, c.embd),
+                "ffn_up": (c.ffn, c.embd), "ffn_down": (c.embd, c.ffn),
+                **{norm: (c.embd,) for norm in NORMS}})
+            block.clamps = {name: [weights.optional(f"v.blk.{i}.{name}.{kind}")
+                                   for kind in CLAMPS] for name in LINEARS}
+            self.blocks.append(block)
+        self.std_bias = weights.optional("v.std_bias", (c.embd,))
+        self.std_scale = weights.optional("v.std_scale", (c.embd,))
+        self.input_projection = weights.take("mm.input_projection.weight",
+                                             (c.projection, c.embd))
+
+    @classmethod
+    def from_metadata(cls, meta: dict, weights: Weights) -> "Gemma4Vision":
+        m = Metadata(meta, "clip")
+        return cls(ViTConfig.from_metadata(meta),
+                   int(m.get(VISION.Projector.SCALE_FACTOR, DEFAULT_POOL)),
+                   int(m.get(MAX_TOKENS, DEFAULT_MAX_TOKENS)), weights)
+
+    @property
+    def max_rows(self) -> int:
+        return self.max_tokens
+
+    def preprocess(self, image) -> Pixels:
+        c, k = self.config, self.pool
+        height, width = fitted_size(image.height, image.width, c.patch,
+                                    self.max_tokens * k * k, k)
+        planes = images.pixels(images.resize(image, height, width, "bicubic"), c.mean, c.std)
+        rows, cols = height // c.patch, width // c.patch
+        ys, xs = np.divmod(np.arange(rows * cols), cols)
+        positions = np.stack([xs, ys]).astype(np.int32)                       # (2, P)
+        if max(rows, cols) > self.position_embd.shape[1]:
+            raise images.ImageError(f"The image makes a {cols}x{rows} patch grid; the model "
+                                    f"knows positions up to {self.position_embd.shape[1]}.")
+        return Pixels(patchify(planes, c.patch), (rows, cols), rows * cols // (k * k),
+                      positions)
+
+    def largest(self) -> Pixels:
+        side = int(math.isqrt(self.max_tokens)) * self.pool * self.config.patch
+        return self.preprocess(images.blank(side, side))
+
+    def forward(self, patches, grid: tuple[int, int], positions):
+        """patches (P, 3*p*p), positions int32 (2, P) x and y -> (rows, text embd)."""
+        c, ctx = self.config, patches.context
+        n = patches.shape[0]
+        xs = positions.view((n,))                                             # (P,)
+        ys = positions.view((n,), offset=positions.strides[0])
+        table = ctx.bind(self.position_embd)
+        tables = [table.view(table.shape[1:], offset=i * table.strides[0]) for i in (0, 1)]
+        x = embed_patches(patches.scale(2.0, -1.0), self.patch_embd, c)       # (P, D)
+        x = x.add(tables[0].get_rows(xs)).add(tables[1].get_rows(ys))
+        for block in self.blocks:
+            x = self._block(x, block, xs, ys)
+        height, width = grid
+        planes = x.transpose().cont().reshape(1, c.embd, height, width)     # (1, D, H, W)
+        pooled = planes.pool_2d("avg", (self.pool, self.pool))              # (1, D, h, w)
+        rows = pooled.shape[2] * pooled.shape[3]
+        x = pooled.reshape(c.embd, rows).transpose().cont().scale(math.sqrt(c.embd))
+        if self.std_bias is not None and self.std_scale is not None:
+            x = x.sub(self.std_bias).mul(self.std_scale)
+        return self.input_projection.mul_mat(x.rms_norm(c.eps))              # (rows, E)
+
+    def _block(self, x, block: Layer, xs, ys):
+        c, n = self.config, x.shape[0]
+        d, eps = c.head_dim, c.eps
+        h = x.rms_norm(eps).mul(block.ln1)
+        q = self._linear(block, "attn_q", h).reshape(n, c.heads, d)         # (P, H, d)
+        k = self._linear(block, "attn_k", h).reshape(n, c.heads, d)
+        v = self._linear(block, "attn_v", h).reshape(n, c.heads, d).rms_norm(eps)
+        q = self._rope(q.rms_norm(eps).mul(block.attn_q_norm), xs, ys)
+        k = self._rope(k.rms_norm(eps).mul(block.attn_k_norm), xs, ys)
+        a = attend_all(q, k, v, 1.0)                                          # (P, D)
+        a = self._linear(block, "attn_out", a).rms_norm(eps).mul(block.attn_post_norm)
+        x = x.add(a)
+        h = x.rms_norm(eps).mul(block.ln2)
+        gated = self._linear(block, "ffn_gate", h).geglu(self._linear(block, "ffn_up", h))
+        f = self._linear(block, "ffn_down", gated).rms_norm(eps).mul(block.ffn_post_norm)
+        return x.add(f)
+
+    def _rope(self, x, xs, ys):
+        """x (P, H, d): NeoX rotation of the first half by x, of the second half by y."""
+        n, heads, d = x.shape
+        half = d // 2
+        parts = []
+        for index, pos in enumerate((xs, ys)):
+            part = x.view((n, heads, half), offset=index * half * x.strides[-1],
+                          strides=x.strides)
+            parts.append(part.rope_ext(pos, half, "neox", freq_base=ROPE_BASE))
+        return parts[0].concat(parts[1], -1)
+
+    def _linear(self, block: Layer, name: str, x):
+        lo_in, hi_in, lo_out, hi_out = self._limits(block)[name]
+        if math.isfinite(lo_in) or math.isfinite(hi_in):
+            x = x.clamp(lo_in, hi_in)
+        out = getattr(block, name).mul_mat(x)
+        if math.isfinite(lo_out) or math.isfinite(hi_out):
+            out = out.clamp(lo_out, hi_out)
+        return out
+
+    @staticmethod
+    def _limits(block: Layer) -> dict:
+        """Each linear's clamps as floats, +-inf where absent (read once the weights are
+        loaded)."""
+        if not hasattr(block, "limits"):
+            unbounded = (-math.inf, math.inf, -math.inf, math.inf)
+            block.limits = {name: tuple(default if t is None else float(t.numpy().reshape(-1)[0])
+                                        for t, default in zip(tensors, unbounded))
+                            for name, tensors in block.clamps.items()}
+        return block.limits
