@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 
 import pyggml
 
-from .chat import render, template_for
+from .chat import render, template_for, with_image_tags
 from .devices import DeviceOptions
 from .engine import Engine, Request
 from .executor import Executor
@@ -265,22 +265,6 @@ class Model:
     def failure(self) -> str | None:
         """Why the model can no longer compute (a device on another machine went away)."""
         return self.scheduler.failure()
-
-
-def with_image_tags(messages: list[dict]) -> tuple[list[dict], list[bytes]]:
-    """Messages whose images are [img-N] tags before their content (as Ollama's server
-    writes them), and the images in that order."""
-    tagged, images = [], []
-    for message in messages:
-        attached = message.get("images") if isinstance(message, dict) else None
-        if not attached:
-            tagged.append(message)
-            continue
-        tags = "".join(f"[img-{len(images) + i}]" for i in range(len(attached)))
-        images += list(attached)
-        rest = {k: v for k, v in message.items() if k != "images"}
-        tagged.append(dict(rest, content=tags + (rest.get("content") or "")))
-    return tagged, images
 
 
 def workload_of(model, options: LoadOptions, pooling: str | None) -> Workload:

@@ -63,3 +63,21 @@ def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
             eos_token=eos, tools=tools or None, **extra)
     except TemplateError as error:
         raise ValueError(f"The chat template failed: {error}") from error
+
+
+def with_image_tags(messages: list[dict]) -> tuple[list[dict], list]:
+    """Messages whose images are [img-N] tags before their content (as Ollama's server
+    writes them, N counting the images of all messages), and the images in that order."""
+    tagged, images = [], []
+    for message in messages:
+        attached = message.get("images") if isinstance(message, dict) else None
+        if not attached:
+            tagged.append(message)
+            continue
+        if not isinstance(attached, (list, tuple)):
+            raise ValueError(f"A message's images must be a list, not {type(attached).__name__}.")
+        tags = "".join(f"[img-{len(images) + i}]" for i in range(len(attached)))
+        images += list(attached)
+        rest = {k: v for k, v in message.items() if k != "images"}
+        tagged.append(dict(rest, content=tags + (rest.get("content") or "")))
+    return tagged, images

@@ -6,10 +6,12 @@ convert, quantize, bench; `python -m runner --model M ...` serves the runner pro
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import math
 import sys
 from collections import Counter
+from pathlib import Path
 
 from pyggml import GGMLError
 
@@ -98,6 +100,7 @@ def sampling_options(args) -> dict:
 
 def cmd_run(args) -> int:
     options = sampling_options(args)
+    images = [Path(path).read_bytes() for path in args.image]
     found = None if args.local else server()
     if found is not None:                     # the server loads it as it is configured
         from .client import chat_pieces, generate_pieces
@@ -106,26 +109,28 @@ def cmd_run(args) -> int:
             options["num_ctx"] = args.ctx_size
 
         def chat(messages):
-            return chat_pieces(found, args.model, messages, options)
+            return chat_pieces(found, args.model, _base64_images(messages), options)
 
-        def generate(prompt):
-            return generate_pieces(found, args.model, prompt, options)
+        def generate(prompt, images):
+            return generate_pieces(found, args.model, prompt,
+                                   [base64.b64encode(i).decode() for i in images], options)
     else:
         from .api import load
 
         model = load(args.model, num_ctx=args.ctx_size or 4096, threads=args.threads,
-                     pull=not args.no_pull, **vars(device_options(args)))
+                     pull=not args.no_pull, projector=args.mmproj,
+                     **vars(device_options(args)))
 
         def chat(messages):
             return model.chat(messages, **options)
 
-        def generate(prompt):
-            return model.generate(prompt, **options)
+        def generate(prompt, images):
+            return model.generate(prompt, images=images, **options)
     try:
         if args.prompt is None:
-            return chat_loop(chat)
-        pieces = generate(args.prompt) if args.raw else \
-            chat([{"role": "user", "content": args.prompt}])
+            return chat_loop(chat, images)
+        pieces = generate(args.prompt, images) if args.raw else \
+            chat([{"role": "user", "content": args.prompt, "images": images}])
         for piece in pieces:
             sys.stdout.write(piece)
             sys.stdout.flush()
@@ -136,8 +141,16 @@ def cmd_run(args) -> int:
             model.close()
 
 
-def chat_loop(chat) -> int:
-    """A conversation on stdin: chat(history) streams each reply."""
+def _base64_images(messages: list[dict]) -> list[dict]:
+    """Messages as the server's API carries them: images base64-encoded."""
+    return [dict(m, images=[base64.b64encode(i).decode() for i in m["images"]])
+            if m.get("images") else {k: v for k, v in m.items() if k != "images"}
+            for m in messages]
+
+
+def chat_loop(chat, images=()) -> int:
+    """A conversation on stdin: chat(history) streams each reply; images go with the first
+    message."""
     history = []
     interactive = sys.stdin.isatty()
     while True:
@@ -149,7 +162,8 @@ def chat_loop(chat) -> int:
             return 0
         if not line.strip():
             continue
-        history.append({"role": "user", "content": line})
+        history.append({"role": "user", "content": line,
+                        **({"images": list(images)} if images and len(history) == 0 else {})})
         reply = []
         for piece in chat(history):
             reply.append(piece)
@@ -251,6 +265,11 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("model", help="a model name or a GGUF path")
     run.add_argument("prompt", nargs="?")
     run.add_argument("--raw", action="store_true", help="no chat template")
+    run.add_argument("--image", action="append", default=[], metavar="PATH",
+                     help="an image for the prompt (repeat for more; the first turn's when "
+                     "chatting)")
+    run.add_argument("--mmproj", help="the model's vision projector (an mmproj GGUF), when "
+                     "running in process")
     run.add_argument("--temperature", type=float)
     run.add_argument("--seed", type=int)
     run.add_argument("--num-predict", dest="num_predict", type=int)

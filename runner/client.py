@@ -85,10 +85,13 @@ def chat_pieces(client: Client, model: str, messages: list[dict], options: dict)
         yield chunk.get("message", {}).get("content", "")
 
 
-def generate_pieces(client: Client, model: str, prompt: str, options: dict):
-    """The text of a raw continuation, as it streams."""
-    for chunk in client.stream("/api/generate", {"model": model, "raw": True, "prompt": prompt,
-                                                 "options": options}):
+def generate_pieces(client: Client, model: str, prompt: str, images: list[str],
+                    options: dict):
+    """The text of a raw continuation (images base64-encoded), as it streams."""
+    body = {"model": model, "raw": True, "prompt": prompt, "options": options}
+    if images:
+        body["images"] = images
+    for chunk in client.stream("/api/generate", body):
         yield chunk.get("response", "")
 
 

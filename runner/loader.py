@@ -14,7 +14,7 @@ from . import store
 from .engine.pooling import pooling_of
 from .models import model_class
 from .models.base import Weights
-from .models.vision import projector_class
+from .models.vision import ollama, projector_class
 from .placement import Placement, Placer
 from .tokenizer import Tokenizer, from_metadata
 
@@ -53,12 +53,13 @@ class Loaded:
     def close(self) -> None:
         self.file.close()
         if self.projector_file is not None:
-            self.projector_file.close()
+            self.projector_file.close()      # the model's own file too, for an Ollama file
 
 
 def open_model(name_or_path, pull: bool = False, projector=None) -> Loaded:
     """pull: a known model name that is not in the store is pulled first. projector: an
-    mmproj GGUF file (llama.cpp's) with the model's vision encoder."""
+    mmproj GGUF file (llama.cpp's) with the model's vision encoder; without one, a vision
+    tower inside the model's file (Ollama's single files) is read."""
     path = store.resolve(name_or_path, pull_missing=pull)
     gguf_file = pyggml.GGUFFile(path)
     meta = gguf_file.metadata
@@ -72,22 +73,27 @@ def open_model(name_or_path, pull: bool = False, projector=None) -> Loaded:
     bound = {name: t for name, t in weights.tensors.items() if name in weights.taken}
     loaded = Loaded(str(path), meta, architecture, model, tokenizer, gguf_file, bound)
     if projector is not None:
-        _open_projector(loaded, projector)
+        projector_file = pyggml.GGUFFile(projector)
+        _attach(loaded, projector_file, projector_file.metadata, projector_file.tensors(),
+                projector)
+    elif ollama.has_vision(meta):
+        clip, aliases = ollama.as_mmproj(meta, gguf_file.tensors_info)
+        _attach(loaded, gguf_file, clip, gguf_file.tensors(aliases), path)
     return loaded
 
 
-def _open_projector(loaded: Loaded, path) -> None:
-    projector_file = pyggml.GGUFFile(path)
-    meta = projector_file.metadata
+def _attach(loaded: Loaded, projector_file: pyggml.GGUFFile, meta: dict, tensors: dict,
+            where) -> None:
+    """Bind the vision projector that meta describes to tensors (of projector_file)."""
     if meta.get("general.architecture") != "clip" or not meta.get("clip.has_vision_encoder"):
-        raise ValueError(f"{path} is not a vision projector (an mmproj file with a vision "
+        raise ValueError(f"{where} is not a vision projector (an mmproj file with a vision "
                          "encoder, general.architecture clip).")
     kind = meta.get("clip.projector_type") or meta.get("clip.vision.projector_type")
-    weights = Weights(projector_file.tensors())
+    weights = Weights(tensors)
     projector = projector_class(kind).from_metadata(meta, weights)
     width, embd = projector.config.projection, loaded.model.config.embd
     if width != embd:
-        raise ValueError(f"The projector {path} makes image rows {width} wide, but the text "
+        raise ValueError(f"The projector {where} makes image rows {width} wide, but the text "
                          f"model's embeddings are {embd} wide: they do not belong together.")
     loaded.projector, loaded.projector_file = projector, projector_file
     loaded.projector_tensors = {name: t for name, t in weights.tensors.items()

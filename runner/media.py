@@ -34,7 +34,6 @@ class Media:
     pixels: Pixels
     encode: Callable[[bytes, Pixels], np.ndarray]    # the encoder's (cached) encode
     is_ready: Callable[[bytes], bool]
-    bidirectional: bool = False         # its rows attend to each other both ways
 
     @property
     def rows(self) -> int:

@@ -57,6 +57,7 @@ class Entry:
     template: str | None = None       # overrides the file's chat template
     system: str | None = None
     parameters: dict = field(default_factory=dict)
+    projector: Path | None = None     # the vision encoder's mmproj file
     _metadata: dict | None = field(default=None, repr=False)
 
     @property
@@ -94,11 +95,19 @@ class Entry:
             found.append("thinking")
         if "suffix" in template:
             found.append("insert")
-        if any(key.endswith("vision.block_count") for key in meta):
+        if self.projector is not None or \
+                any(key.endswith("vision.block_count") for key in meta):
             found.append("vision")
         if any(key.endswith("audio.block_count") for key in meta):
             found.append("audio")
         return found
+
+    def projector_info(self) -> dict | None:
+        """The projector file's metadata, as Ollama's show reports it."""
+        if self.projector is None:
+            return None
+        meta = pyggml.GGUFFile(self.projector).metadata
+        return {k: v for k, v in meta.items() if not k.startswith("tokenizer.")}
 
     def details(self) -> dict:
         meta = self.metadata
@@ -166,8 +175,16 @@ class Library:
         if not path.is_file():
             raise ModelNotFound(f'model "{name}" not found: its file {path} is gone')
         digest = found.group(1) if found else manifest.get("digest") or self._digest(path)
+        projector = self._source_path(manifest["projector"]) if manifest.get("projector") \
+            else None
+        if projector is not None and not projector.is_file():
+            raise ModelNotFound(f'model "{name}" not found: its projector {projector} is gone')
         return Entry(name, path, digest, manifest.get("template"), manifest.get("system"),
-                     manifest.get("parameters") or {})
+                     manifest.get("parameters") or {}, projector)
+
+    def _source_path(self, source: str) -> Path:
+        found = DIGEST.match(source)
+        return self.blobs / f"sha256-{found.group(1)}" if found else Path(source)
 
     def list(self) -> list[Entry]:
         found = [Entry(name, store.path_of(name), source.sha256)
@@ -198,6 +215,11 @@ class Library:
     def has_blob(self, digest: str) -> bool:
         return (self.blobs / f"sha256-{digest}").is_file()
 
+    def is_projector(self, digest: str) -> bool:
+        """Whether the blob is an mmproj file (a vision encoder), not a model."""
+        meta = pyggml.GGUFFile(self.blobs / f"sha256-{digest}").metadata
+        return meta.get("general.architecture") == "clip"
+
     def write_blob(self, digest: str, chunks) -> None:
         """Store an uploaded file under its sha256; a mismatch stores nothing."""
         self.blobs.mkdir(parents=True, exist_ok=True)
@@ -216,28 +238,40 @@ class Library:
         os.replace(f.name, self.blobs / f"sha256-{digest}")
 
     def create(self, name: str, source: str | Path, template: str | None = None,
-               system: str | None = None, parameters: dict | None = None) -> Entry:
-        """A model named name over source: a blob digest, a file, or another model's file."""
+               system: str | None = None, parameters: dict | None = None,
+               projector: str | Path | None = None) -> Entry:
+        """A model named name over source: a blob digest, a file, or another model's file;
+        projector likewise, the vision encoder's mmproj."""
         key = normalize(name)
-        found = DIGEST.match(str(source))
-        if found:
-            if not self.has_blob(found.group(1)):
-                raise ModelNotFound(f"blob sha256:{found.group(1)} not found; upload it first")
-            model = f"sha256:{found.group(1)}"
-            pyggml.GGUFFile(self.blobs / f"sha256-{found.group(1)}")     # a GGUF, or refused
-        else:
-            model = str(Path(source).resolve())
-        manifest = {"model": model, "template": template, "system": system,
+        manifest = {"model": self._source(source), "template": template, "system": system,
                     "parameters": parameters or {}}
+        if projector is not None:
+            manifest["projector"] = self._source(projector)
+            meta = pyggml.GGUFFile(self._source_path(manifest["projector"])).metadata
+            if meta.get("general.architecture") != "clip":
+                raise ValueError("the projector is not an mmproj file (general.architecture "
+                                 "clip)")
         self._write_manifest(key, manifest)
         return self.get(key)
+
+    def _source(self, source: str | Path) -> str:
+        """A blob digest (the blob must be there and a GGUF) or a file's absolute path."""
+        found = DIGEST.match(str(source))
+        if not found:
+            return str(Path(source).resolve())
+        if not self.has_blob(found.group(1)):
+            raise ModelNotFound(f"blob sha256:{found.group(1)} not found; upload it first")
+        pyggml.GGUFFile(self.blobs / f"sha256-{found.group(1)}")     # a GGUF, or refused
+        return f"sha256:{found.group(1)}"
 
     def copy(self, source: str, destination: str) -> None:
         entry = self.get(source)
         model = f"sha256:{entry.digest}" if entry.path.parent == self.blobs else str(entry.path)
-        self._write_manifest(normalize(destination), {
-            "model": model, "digest": entry.digest, "template": entry.template,
-            "system": entry.system, "parameters": entry.parameters})
+        manifest = {"model": model, "digest": entry.digest, "template": entry.template,
+                    "system": entry.system, "parameters": entry.parameters}
+        if entry.projector is not None:
+            manifest["projector"] = str(entry.projector)
+        self._write_manifest(normalize(destination), manifest)
 
     def delete(self, name: str) -> None:
         entry = self.get(name)
@@ -246,9 +280,11 @@ class Library:
                 entry.path.unlink()
                 return
             self._manifest_path(entry.name).unlink()
-            if entry.path.parent == self.blobs and \
-                    not any(e.path == entry.path for e in self.list()):
-                entry.path.unlink()
+            others = self.list()
+            for path in (entry.path, entry.projector):
+                if path is not None and path.parent == self.blobs and \
+                        not any(path in (e.path, e.projector) for e in others):
+                    path.unlink()
 
     def _write_manifest(self, name: str, manifest: dict) -> None:
         path = self._manifest_path(name)

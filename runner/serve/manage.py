@@ -11,6 +11,8 @@ import time
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
+import pyggml
+
 from .. import store
 from .library import DIGEST, Entry, ModelNotFound, rfc3339
 from .native import body_of
@@ -84,11 +86,14 @@ def router(service: Service) -> APIRouter:
                   "capabilities": entry.capabilities(), "modified_at": entry.modified_at}
         if entry.system:
             result["system"] = entry.system
+        if entry.projector is not None:
+            result["modelfile"] += f"FROM {entry.projector}\n"
+            result["projector_info"] = {k: (v if verbose or not isinstance(v, list) or
+                                            len(v) <= BIG_ARRAY else [])
+                                        for k, v in entry.projector_info().items()}
         if verbose:
-            from pyggml import GGUFFile
-
             result["tensors"] = [{"name": t.name, "type": t.type, "shape": list(t.ne)}
-                                 for t in GGUFFile(entry.path).header.tensors]
+                                 for t in pyggml.GGUFFile(entry.path).header.tensors]
         return result
 
     @api.get("/api/ps")
@@ -150,20 +155,19 @@ def router(service: Service) -> APIRouter:
         if not isinstance(files, dict) or (not files and not source):
             raise ServeError(400, "neither 'from' nor 'files' was specified")
 
-        if files:
-            digest = next(iter(files.values()))
-            found = DIGEST.match(str(digest))
-            if found is None or not library.has_blob(found.group(1)):
-                raise ServeError(400, f"blob {digest} not found; upload it with POST "
-                                 "/api/blobs/<digest> first")
-        else:
-            digest = str(service.entry(source).path)
+        model, projector = await _model_files(library, files)
+        if model is None:
+            if not source:
+                raise ServeError(400, "the files hold no model, only a projector")
+            entry = service.entry(source)
+            model, projector = str(entry.path), projector or entry.projector
 
         async def steps():
             yield {"status": "parsing GGUF"}
             await _library_call(
-                library.create, name, digest, body.get("template"), body.get("system"),
-                body.get("parameters"), invalid="the file is not a model this server reads: {}")
+                library.create, name, model, body.get("template"), body.get("system"),
+                body.get("parameters"), projector,
+                invalid="the file is not a model this server reads: {}")
             yield {"status": "writing manifest"}
             yield {"status": "success"}
 
@@ -209,3 +213,25 @@ async def _library_call(operation, *args, invalid: str = "{}"):
         raise ServeError(404, str(error)) from None
     except ValueError as error:
         raise ServeError(400, invalid.format(error)) from None
+
+
+async def _model_files(library, files: dict) -> tuple[str | None, str | None]:
+    """The model's and the projector's blob digests among a create request's files (an
+    mmproj file, general.architecture clip, is the projector, as Ollama sorts them)."""
+    model = projector = None
+    for name, digest in files.items():
+        found = DIGEST.match(str(digest))
+        if found is None or not library.has_blob(found.group(1)):
+            raise ServeError(400, f"blob {digest} not found; upload it with POST "
+                             "/api/blobs/<digest> first")
+        try:
+            is_projector = await asyncio.to_thread(library.is_projector, found.group(1))
+        except (ValueError, pyggml.GGMLError) as error:
+            raise ServeError(400, f"the file {name} is not a GGUF file: {error}") from None
+        if is_projector:
+            projector = projector or digest
+        elif model is None:
+            model = digest
+        else:
+            raise ServeError(400, "more than one model file was given")
+    return model, projector

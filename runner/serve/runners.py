@@ -33,8 +33,10 @@ class OutOfMemory(RunnerError):
 
 
 class Runner:
-    def __init__(self, path: Path, choice: LoadChoice, settings: Settings, parallel: int):
+    def __init__(self, path: Path, choice: LoadChoice, settings: Settings, parallel: int,
+                 projector: Path | None = None):
         self.path, self.choice, self.settings, self.parallel = path, choice, settings, parallel
+        self.projector = projector
         self.process: asyncio.subprocess.Process | None = None
         self.client: httpx.AsyncClient | None = None
         self.memory: dict | None = None
@@ -53,6 +55,8 @@ class Runner:
                  "--num-gpu", str(choice.num_gpu), *self.settings.runner_flags]
         if choice.main_gpu is not None:
             flags += ["--main-gpu", str(choice.main_gpu)]
+        if self.projector is not None:
+            flags += ["--mmproj", str(self.projector)]
         if choice.num_thread:
             flags += ["--threads", str(choice.num_thread)]
         self.process = await asyncio.create_subprocess_exec(

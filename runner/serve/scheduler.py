@@ -139,7 +139,7 @@ class Scheduler:
         while len(self.loaded) >= self.settings.max_loaded_models:
             await self._evict_one()
         while True:
-            runner = Runner(entry.path, choice, self.settings, parallel)
+            runner = Runner(entry.path, choice, self.settings, parallel, entry.projector)
             await runner.start()
             try:
                 await runner.load()

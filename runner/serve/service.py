@@ -10,6 +10,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from ..chat import with_image_tags
 from .library import Entry, Library, ModelNotFound
 from .options import Settings, keep_alive_seconds, layered, load_choice, think_level
 from .parsers import Extractor, forced_call_grammar, format_for
@@ -120,9 +121,12 @@ class Service:
             raise ServeError(400, "raw mode does not support template, system, or context")
         if request.get("suffix") and "insert" not in entry.capabilities():
             raise ServeError(400, f'"{request["model"]}" does not support insert')
-        self._refuse_images(entry, request.get("images"))
+        images = self._images(entry, request.get("images"))
+        prompt_text = request.get("prompt") or ""
+        if images and not request.get("raw"):        # in the user's turn, as Ollama puts them
+            prompt_text = "".join(f"[img-{i}]" for i in range(len(images))) + prompt_text
         try:
-            text = generate_prompt(entry, request.get("prompt") or "", request.get("system"),
+            text = generate_prompt(entry, prompt_text, request.get("system"),
                                    request.get("template"), bool(request.get("raw")))
         except ValueError as error:
             raise ServeError(400, str(error)) from None
@@ -130,8 +134,8 @@ class Service:
         template = entry.chat_template or ""
         prompt = Prompt(text, format_for(template), False)
         extractor = Extractor(prompt.format, thinking=think != "off") if think else None
-        call = Call(entry, {"Prompt": text}, extractor, keep_context=not request.get("raw"),
-                    prompt_text=text)
+        call = Call(entry, {"Prompt": text, "Images": _protocol_images(images)}, extractor,
+                    keep_context=not request.get("raw"), prompt_text=text)
         return await self._open(call, request, arrived, context=request.get("context"))
 
     async def chat(self, request: dict) -> Stream:
@@ -144,7 +148,11 @@ class Service:
         if tools and "tools" not in entry.capabilities():
             raise ServeError(400, f'"{request["model"]}" does not support tools')
         for message in messages:
-            self._refuse_images(entry, message.get("images"))
+            self._images(entry, message.get("images"))
+        try:
+            messages, images = with_image_tags(messages)
+        except ValueError as error:
+            raise ServeError(400, str(error)) from None
         think = self._think(entry, request.get("think"))
         try:
             prompt = chat_prompt(entry, messages, tools, think)
@@ -152,7 +160,8 @@ class Service:
             raise ServeError(400, str(error)) from None
         extractor = Extractor(prompt.format, tools=bool(tools), thinking=think != "off",
                               start_thinking=prompt.start_thinking)
-        call = Call(entry, {"Prompt": prompt.text}, extractor, chat=True,
+        call = Call(entry, {"Prompt": prompt.text, "Images": _protocol_images(images)},
+                    extractor, chat=True,
                     extra={"tools": tools, "tool_choice": request.get("tool_choice"),
                            "messages": messages, "think": think})
         return await self._open(call, request, arrived)
@@ -169,9 +178,15 @@ class Service:
             return "medium"
         return level
 
-    def _refuse_images(self, entry: Entry, images) -> None:
-        if images and not {"vision", "audio"} & set(entry.capabilities()):
+    def _images(self, entry: Entry, images) -> list[str]:
+        """A request's images (base64 strings), refused for a model that reads none."""
+        if not images:
+            return []
+        if not {"vision", "audio"} & set(entry.capabilities()):
             raise ServeError(400, f'"{entry.name}" does not support images')
+        if not isinstance(images, list) or not all(isinstance(i, str) for i in images):
+            raise ServeError(400, "images must be a list of base64-encoded strings")
+        return images
 
     async def _open(self, call: Call, request: dict, arrived: int, context=None) -> Stream:
         generation, choice, keep_alive = self._options(call.entry, request.get("options"),
@@ -219,6 +234,8 @@ class Service:
             del messages[droppable[0]]
             call.body["Prompt"] = chat_prompt(call.entry, messages, call.extra["tools"],
                                               call.extra["think"]).text
+            call.body["Images"] = [image for image in call.body.get("Images") or []
+                                   if f"[img-{image['id']}]" in call.body["Prompt"]] or None
 
     async def _force_call(self, call: Call, runner) -> None:
         """OpenAI's tool_choice "required" (or a named function): a grammar makes the reply a
@@ -354,6 +371,11 @@ def _template_messages(messages: list) -> list[dict]:
             message["name"] = message["tool_name"]
         found.append(message)
     return found
+
+
+def _protocol_images(images: list[str]) -> list[dict] | None:
+    """The runner protocol's Images: base64 data and the id its [img-ID] tag names."""
+    return [{"data": data, "id": i} for i, data in enumerate(images)] or None
 
 
 def _with_bytes(entry: dict) -> dict:

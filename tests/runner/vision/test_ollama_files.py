@@ -1,0 +1,84 @@
+"""Ollama's single-file vision models (the tower inside the model's GGUF, under its names and
+<arch>.vision.* keys, as ../shared/reference/multimodal.md section 5a lists them): written
+here from a converted model and mmproj, then loaded without a projector, they give the same
+image rows and logits as the pair."""
+
+from __future__ import annotations
+
+import gguf
+import numpy as np
+import pytest
+
+import runner
+
+from .hf_vision import png
+
+# mmproj name -> Ollama's, per family (Gemma 4's Ollama names are llama.cpp's)
+OLLAMA_NAMES = {
+    "gemma3": [("v.patch_embd.", "v.patch_embedding."), ("v.position_embd.", "v.position_embedding."),
+               ("v.post_ln.", "v.post_layernorm."), (".attn_out.", ".attn_output."),
+               (".ln1.", ".layer_norm1."), (".ln2.", ".layer_norm2."),
+               (".ffn_up.", ".mlp.fc1."), (".ffn_down.", ".mlp.fc2."),
+               ("mm.soft_emb_norm.", "mm.mm_soft_emb_norm."),
+               ("mm.input_projection.", "mm.mm_input_projection.")],
+    "gemma4": [],
+}
+VISION_KEYS = ("embedding_length", "feed_forward_length", "block_count", "attention.head_count",
+               "attention.layer_norm_epsilon", "image_size", "patch_size",
+               "projector.scale_factor", "image_max_tokens")
+
+
+def single_file(model, mmproj, out, family: str):
+    """One GGUF of model's text and mmproj's tower, laid out as Ollama's."""
+    text, tower = gguf.GGUFReader(model), gguf.GGUFReader(mmproj)
+    arch = text.fields["general.architecture"].contents()
+    writer = gguf.GGUFWriter(str(out), arch)
+    for field in text.fields.values():
+        if field.name.startswith("GGUF.") or field.name == "general.architecture":
+            continue
+        value, kind = field.contents(), field.types[0]
+        if kind == gguf.GGUFValueType.ARRAY:
+            writer.add_array(field.name, value)
+        else:
+            writer.add_key_value(field.name, value, kind)
+    for key in VISION_KEYS:
+        field = tower.fields.get(f"clip.vision.{key}")
+        if field is not None and not (family == "gemma3" and key.startswith("projector")):
+            writer.add_key_value(f"{arch}.vision.{key}", field.contents(), field.types[0])
+    if family == "gemma3":
+        side = tower.fields["clip.vision.image_size"].contents() // \
+            tower.fields["clip.vision.patch_size"].contents()
+        pool = tower.fields["clip.vision.projector.scale_factor"].contents()
+        writer.add_uint32(f"{arch}.mm_tokens_per_image", (side // pool) ** 2)
+    for reader, rename in ((text, False), (tower, True)):
+        for tensor in reader.tensors:
+            name = tensor.name
+            for ours, theirs in OLLAMA_NAMES[family] if rename else ():
+                name = name.replace(ours, theirs)
+            data = np.asarray(tensor.data).reshape(tuple(reversed(tensor.shape.tolist())))
+            writer.add_tensor(name, data, raw_dtype=tensor.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out
+
+
+@pytest.mark.parametrize("family", ["gemma3", "gemma4"])
+def test_a_single_file_reads_as_the_model_and_its_projector(family, vision_models, tmp_path):
+    paths = vision_models(family)
+    path = single_file(paths["model"], paths["mmproj"], tmp_path / "single.gguf", family)
+    options = dict(num_ctx=256, threads=2, kv_cache_type="f32")
+    pair = runner.load(paths["model"], projector=paths["mmproj"], **options)
+    single = runner.load(path, **options)
+    try:
+        assert single.vision is not None
+        image = png(8, 40, 56)
+        assert np.array_equal(single.vision.media(image).embedding(),
+                              pair.vision.media(image).embedding())
+        greedy = dict(temperature=0, num_predict=5, stream=False)
+        assert single.generate("What is [img-0]?", images=[image], **greedy) == \
+            pair.generate("What is [img-0]?", images=[image], **greedy)
+    finally:
+        pair.close()
+        single.close()
