@@ -200,6 +200,13 @@ TOWERS = {
 }
 
 
+def keep_f32(outtype: str) -> tuple[str, ...]:
+    """As llama.cpp's converter types them (its clip reads them so): position tables and the
+    class token F32; the patch kernel F16 only in an f16 file."""
+    kept = ("position_embd.weight", "class_embd")
+    return kept if outtype == "f16" else kept + ("patch_embd.weight",)
+
+
 def tower_of(config: dict) -> VisionTower:
     kind = config.get("model_type")
     if kind not in TOWERS:
@@ -218,7 +225,7 @@ def write_mmproj(checkpoint: Checkpoint, out, outtype: str, progress: bool = Tru
     writer.add_file_type(FILE_TYPES[outtype])
     writer.add_string(gguf.Keys.Clip.PROJECTOR_TYPE, tower.projector)
     tower.hparams(writer, checkpoint)
-    write_tensors(writer, plan, outtype, progress=progress)
+    write_tensors(writer, plan, outtype, keep_f32(outtype), progress=progress)
     return out
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from . import FEATURE_LAYER, Layout, Pixels, register_projector
 from . import images
 from ..base import Metadata, ModelError, Weights
-from .vit import ViTConfig, bind_blocks, embed_patches, encoder_block, layer_norm, patchify
+from .vit import (ViTConfig, as_f32, bind_blocks, embed_patches, encoder_block, layer_norm,
+                  patchify)
 
 @register_projector("mlp")
 class LlavaVision:
@@ -70,8 +71,9 @@ class LlavaVision:
         n = patches.shape[0]
         x = embed_patches(patches, self.patch_embd, c)                         # (P, D)
         ctx = patches.context
-        x = ctx.bind(self.class_embd).reshape(1, c.embd).concat(x, 0)         # (P+1, D)
-        x = layer_norm(x.add(self.position_embd), self.pre_ln, self.pre_ln_b, c.eps)
+        x = as_f32(self.class_embd, ctx).reshape(1, c.embd).concat(x, 0)      # (P+1, D)
+        x = x.add(as_f32(self.position_embd, ctx))
+        x = layer_norm(x, self.pre_ln, self.pre_ln_b, c.eps)
         for block in self.blocks:
             x = encoder_block(x, block, c)
         x = x.view((n, c.embd), offset=x.strides[0])                          # no class token

@@ -12,7 +12,7 @@ import gguf
 from . import Layout, Pixels, register_projector
 from . import images
 from ..base import Metadata, ModelError, Weights
-from .vit import (ViTConfig, bind_blocks, embed_patches, encoder_block, layer_norm,
+from .vit import (ViTConfig, as_f32, bind_blocks, embed_patches, encoder_block, layer_norm,
                   patch_matrix, patchify)
 
 DEFAULT_POOL = 4          # clip.vision.projector.scale_factor when absent, as llama.cpp
@@ -67,7 +67,7 @@ class Gemma3Vision:
         c = self.config
         height, width = grid
         x = embed_patches(patches, self.patch_embd, c).add(self.patch_embd_b)    # (P, D)
-        x = x.add(self.position_embd)
+        x = x.add(as_f32(self.position_embd, patches.context))
         for block in self.blocks:
             x = encoder_block(x, block, c)
         x = layer_norm(x, self.post_ln, self.post_ln_b, c.eps)

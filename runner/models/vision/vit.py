@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import gguf
 
+import pyggml
+
 from ..base import Layer, Metadata, ModelError, Weights
 
 VISION = gguf.Keys.ClipVision
@@ -81,6 +83,12 @@ def embed_patches(patches, kernel, c: ViTConfig):
     graph's context, where a weight alone can be reshaped)."""
     matrix = patches.context.bind(kernel).reshape(c.embd, 3 * c.patch * c.patch)
     return matrix.mul_mat(patches)
+
+
+def as_f32(weight, ctx):
+    """weight as F32 in ctx's graph (a table stored F16 is added to F32 activations)."""
+    bound = ctx.bind(weight)
+    return bound if bound.dtype == pyggml.F32 else bound.cast("F32")
 
 
 def patchify(planes, patch: int):

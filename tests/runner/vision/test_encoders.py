@@ -51,6 +51,28 @@ def test_rows_are_the_reference_image_features(kind, height, width, encoders, re
     close(ours, expected)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_f16_projectors_encode_close_to_f32(kind, vision_models, encoders, tmp_path):
+    """As converters usually write them: matrices and tables F16."""
+    from runner.convert import convert
+
+    hf = vision_models(kind)["hf"]
+    convert(hf, tmp_path / "model.gguf", "f16", progress=False, mmproj=tmp_path / "mm.gguf")
+    loaded = open_model(tmp_path / "model.gguf", projector=tmp_path / "mm.gguf")
+    cpu = pyggml.cpu_backend(threads=2)
+    loaded.load_projector(cpu.device)
+    encoder = Encoder(loaded.projector, pyggml.Scheduler([cpu]))
+    image = images.decode(png(31, 40, 56))
+    try:
+        half = encoder.encode(b"f16", loaded.projector.preprocess(image))
+    finally:
+        encoder.close()
+        loaded.close()
+    full = encoders(kind).encode(b"f32 of the f16 test", encoders(kind).projector.preprocess(
+        image))
+    assert np.abs(half - full).max() <= 3e-2 * max(1.0, np.abs(full).max())
+
+
 def test_an_image_is_encoded_once_and_the_graph_kept(encoders):
     encoder = encoders("gemma3")
     pixels = encoder.projector.preprocess(images.decode(png(5, 30, 30)))
