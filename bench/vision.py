@@ -43,7 +43,8 @@ def mmproj(layers: int, text_embd: int) -> Path:
     rng = np.random.default_rng(0)
     d, f, p = SIGLIP["hidden_size"], SIGLIP["intermediate_size"], SIGLIP["patch_size"]
     side = SIGLIP["image_size"] // p
-    writer = gguf.GGUFWriter(str(path), "clip")
+    partial = path.with_suffix(".part")
+    writer = gguf.GGUFWriter(str(partial), "clip")
     writer.add_string(gguf.Keys.Clip.PROJECTOR_TYPE, "gemma3")
     write_vit(writer, dict(SIGLIP, num_hidden_layers=layers), text_embd, (0.5,) * 3,
               (0.5,) * 3)
@@ -74,6 +75,7 @@ def mmproj(layers: int, text_embd: int) -> Path:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+    partial.rename(path)  # an interrupted run leaves no file a later one would trust
     return path
 
 
