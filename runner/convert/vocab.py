@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import gguf
 
@@ -208,6 +209,20 @@ def _special_ids(writer: gguf.GGUFWriter, checkpoint: Checkpoint, ids: dict,
         single = (checkpoint.tokenizer_post_processor or {}).get("single") or [{}]
         add_bos = "SpecialToken" in single[0]
     writer.add_add_bos_token(bool(add_bos))
-    template = tokenizer.get("chat_template")
-    if isinstance(template, str):
+    template = chat_template(checkpoint.dir, tokenizer)
+    if template is not None:
         writer.add_chat_template(template)
+
+
+def chat_template(directory, tokenizer: dict) -> str | None:
+    """The checkpoint's chat template: chat_template.jinja (where transformers saves it
+    now), chat_template.json, or tokenizer_config.json's."""
+    directory = Path(directory)
+    if (directory / "chat_template.jinja").is_file():
+        return (directory / "chat_template.jinja").read_text()
+    if (directory / "chat_template.json").is_file():
+        found = json.loads((directory / "chat_template.json").read_text()).get("chat_template")
+        if isinstance(found, str):
+            return found
+    template = tokenizer.get("chat_template")
+    return template if isinstance(template, str) else None
