@@ -1,4 +1,5 @@
-"""Run a vision projector: pixels in, embedding rows out, each image encoded once.
+"""Run a projector: pixels (or mel frames) in, embedding rows out, each image or clip
+encoded once.
 
 The encoder has its own scheduler over the model's backends (its graphs are unlike the text
 model's, and a scheduler keeps the compute memory of the last graph it ran). The last graph
@@ -20,6 +21,7 @@ from .models.vision import Pixels
 
 GRAPH_NODES = 8192
 CACHE_BYTES = 256 << 20
+INPUT_TYPES = {"i": "I32", "f": "F32"}          # numpy dtype kind -> the graph input's type
 
 
 @dataclass
@@ -28,7 +30,7 @@ class _Graph:
     ctx: pyggml.Context
     graph: pyggml.Graph
     patches: pyggml.Tensor
-    positions: pyggml.Tensor | None
+    inputs: dict[str, pyggml.Tensor]
     output: pyggml.Tensor
 
 
@@ -68,8 +70,8 @@ class Encoder:
         graph = self._graph(pixels)
         self.scheduler.alloc(graph.graph)
         graph.patches.set(pixels.patches)
-        if graph.positions is not None:
-            graph.positions.set(pixels.positions)
+        for name, tensor in graph.inputs.items():
+            tensor.set(pixels.inputs[name])
         self.scheduler.compute_async(graph.graph).wait()
         self.encoded += 1
         rows = graph.output.numpy(copy=True)
@@ -82,12 +84,11 @@ class Encoder:
         self.forget()
         ctx = pyggml.Context(max_tensors=GRAPH_NODES, graph_size=GRAPH_NODES)
         patches = ctx.new_tensor("F32", pixels.patches.shape, name="patches").set_input()
-        positions = None
-        if pixels.positions is not None:
-            positions = ctx.new_tensor("I32", pixels.positions.shape,
-                                       name="patch_positions").set_input()
-        output = self.projector.forward(patches, pixels.grid, positions).set_output()
-        self._kept = _Graph(pixels.key, ctx, ctx.graph(output), patches, positions, output)
+        inputs = {name: ctx.new_tensor(INPUT_TYPES[array.dtype.kind], array.shape,
+                                       name=name).set_input()
+                  for name, array in pixels.inputs.items()}
+        output = self.projector.forward(patches, pixels.grid, **inputs).set_output()
+        self._kept = _Graph(pixels.key, ctx, ctx.graph(output), patches, inputs, output)
         return self._kept
 
     def worst_case(self) -> pyggml.Graph:

@@ -42,11 +42,12 @@ def projector_class(kind: str) -> type:
 
 @dataclass
 class Pixels:
-    """What an image becomes before the encoder: its patches and their grid positions."""
+    """What an image (or a clip of audio) becomes before the encoder: its patches (audio:
+    mel frames), the grid that shapes the graph, and any further inputs the graph reads."""
     patches: np.ndarray                  # float32 (P, C*p*p), each patch's pixels
     grid: tuple[int, int]                # patches per column and per row (height, width)
     rows: int                            # embedding rows the encoder makes of them
-    positions: np.ndarray | None = None  # int32 (P, 2) x and y of each patch, where used
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)   # name -> int32 or float32
 
     @property
     def key(self) -> tuple:

@@ -21,6 +21,7 @@ import numpy as np
 from . import Layout, Pixels, register_projector
 from . import images
 from ..base import Layer, Metadata, ModelError, Weights
+from ..clamped import bind_clamps, clamped_linear
 from .vit import ViTConfig, attend_all, embed_patches, patchify
 
 VISION = gguf.Keys.ClipVision
@@ -28,7 +29,6 @@ ROPE_BASE = 100.0
 DEFAULT_POOL = 3
 DEFAULT_MAX_TOKENS = 280               # the reference processor's max_soft_tokens
 MAX_TOKENS = "clip.vision.image_max_tokens"     # ours: the soft-token budget of an image
-CLAMPS = ("input_min", "input_max", "output_min", "output_max")
 LINEARS = ("attn_q", "attn_k", "attn_v", "attn_out", "ffn_gate", "ffn_up", "ffn_down")
 NORMS = ("ln1", "attn_post_norm", "ln2", "ffn_post_norm")
 
@@ -74,8 +74,7 @@ class Gemma4Vision:
                 "attn_q_norm": (d,), "attn_k_norm": (d,), "ffn_gate": (c.ffn, c.embd),
                 "ffn_up": (c.ffn, c.embd), "ffn_down": (c.embd, c.ffn),
                 **{norm: (c.embd,) for norm in NORMS}})
-            block.clamps = {name: [weights.optional(f"v.blk.{i}.{name}.{kind}")
-                                   for kind in CLAMPS] for name in LINEARS}
+            bind_clamps(block, weights, f"v.blk.{i}.", LINEARS)
             self.blocks.append(block)
         self.std_bias = weights.optional("v.std_bias", (c.embd,))
         self.std_scale = weights.optional("v.std_scale", (c.embd,))
@@ -105,7 +104,7 @@ class Gemma4Vision:
             raise images.ImageError(f"The image makes a {cols}x{rows} patch grid; the model "
                                     f"knows positions up to {self.position_embd.shape[1]}.")
         return Pixels(patchify(planes, c.patch), (rows, cols), rows * cols // (k * k),
-                      positions)
+                      {"positions": positions})
 
     def largest(self) -> Pixels:
         side = int(math.isqrt(self.max_tokens)) * self.pool * self.config.patch
@@ -136,17 +135,17 @@ class Gemma4Vision:
         c, n = self.config, x.shape[0]
         d, eps = c.head_dim, c.eps
         h = x.rms_norm(eps).mul(block.ln1)
-        q = self._linear(block, "attn_q", h).reshape(n, c.heads, d)         # (P, H, d)
-        k = self._linear(block, "attn_k", h).reshape(n, c.heads, d)
-        v = self._linear(block, "attn_v", h).reshape(n, c.heads, d).rms_norm(eps)
+        q = clamped_linear(block, "attn_q", h).reshape(n, c.heads, d)         # (P, H, d)
+        k = clamped_linear(block, "attn_k", h).reshape(n, c.heads, d)
+        v = clamped_linear(block, "attn_v", h).reshape(n, c.heads, d).rms_norm(eps)
         q = self._rope(q.rms_norm(eps).mul(block.attn_q_norm), xs, ys)
         k = self._rope(k.rms_norm(eps).mul(block.attn_k_norm), xs, ys)
         a = attend_all(q, k, v, 1.0)                                          # (P, D)
-        a = self._linear(block, "attn_out", a).rms_norm(eps).mul(block.attn_post_norm)
+        a = clamped_linear(block, "attn_out", a).rms_norm(eps).mul(block.attn_post_norm)
         x = x.add(a)
         h = x.rms_norm(eps).mul(block.ln2)
-        gated = self._linear(block, "ffn_gate", h).geglu(self._linear(block, "ffn_up", h))
-        f = self._linear(block, "ffn_down", gated).rms_norm(eps).mul(block.ffn_post_norm)
+        gated = clamped_linear(block, "ffn_gate", h).geglu(clamped_linear(block, "ffn_up", h))
+        f = clamped_linear(block, "ffn_down", gated).rms_norm(eps).mul(block.ffn_post_norm)
         return x.add(f)
 
     def _rope(self, x, xs, ys):
@@ -159,23 +158,3 @@ class Gemma4Vision:
                           strides=x.strides)
             parts.append(part.rope_ext(pos, half, "neox", freq_base=ROPE_BASE))
         return parts[0].concat(parts[1], -1)
-
-    def _linear(self, block: Layer, name: str, x):
-        lo_in, hi_in, lo_out, hi_out = self._limits(block)[name]
-        if math.isfinite(lo_in) or math.isfinite(hi_in):
-            x = x.clamp(lo_in, hi_in)
-        out = getattr(block, name).mul_mat(x)
-        if math.isfinite(lo_out) or math.isfinite(hi_out):
-            out = out.clamp(lo_out, hi_out)
-        return out
-
-    @staticmethod
-    def _limits(block: Layer) -> dict:
-        """Each linear's clamps as floats, +-inf where absent (read once the weights are
-        loaded)."""
-        if not hasattr(block, "limits"):
-            unbounded = (-math.inf, math.inf, -math.inf, math.inf)
-            block.limits = {name: tuple(default if t is None else float(t.numpy().reshape(-1)[0])
-                                        for t, default in zip(tensors, unbounded))
-                            for name, tensors in block.clamps.items()}
-        return block.limits
