@@ -91,15 +91,15 @@ def photo(seed: int, width: int = 1024, height: int = 768) -> tuple[bytes, np.nd
 def ours(text: Path, projector: Path, args) -> tuple[float, float]:
     model = runner.load(text, projector=projector, threads=args.threads, num_ctx=1024,
                         flash_attn=args.flash)
-    vision, best = model.vision, [np.inf, np.inf]
+    multimodal, best = model.multimodal, [np.inf, np.inf]
     try:
         for attempt in range(args.repeat + 1):               # the first warms up
             data, _ = photo(attempt)
-            media = vision.media(data)
+            media, = multimodal.media(data)
             start = time.perf_counter()
             media.embedding()
             encode = time.perf_counter() - start
-            items = vision.before + media.items() + vision.after
+            items = multimodal.before["image"] + media.items() + multimodal.after["image"]
             n = len(items)
             batch = Batch(token_ids(items), np.arange(n), np.zeros(n))
             attach_media(batch, items, itertools.count())

@@ -30,7 +30,7 @@ from .placement import Backends, Footprint, Placer, Workload, choose_layers
 from .sample import SamplingOptions
 from .sample.grammar import Constraint, compile_grammar
 from .encoder import Encoder
-from .vision import Vision
+from .multimodal import Multimodal
 
 log = logging.getLogger("runner")
 
@@ -106,8 +106,9 @@ class Model:
                                   options.kv_cache_type, options.flash_attn)
             self.scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices))
             self.executor = Executor(model, self.kv, self.scheduler)
-            self.vision = self._see(layers[-1]) if loaded.projector is not None else None
-            batch = max(options.batch_size, self.vision.projector.max_rows if self.vision else 0)
+            self.multimodal = self._see(layers[-1]) if loaded.projectors else None
+            batch = max(options.batch_size,
+                        self.multimodal.max_rows if self.multimodal else 0)
             self.engine = Engine(self.executor, self.tokenizer, options.parallel, batch,
                                  options.multiuser_cache, options.overlap, self.loaded.pooling)
             self.engine.reserve()
@@ -118,13 +119,16 @@ class Model:
         self.template = template_for(self.loaded.metadata)
         self.last: Result | None = None
 
-    def _see(self, device: pyggml.Device) -> Vision:
-        """The vision encoder, on the output layer's device, its compute memory reserved."""
+    def _see(self, device: pyggml.Device) -> Multimodal:
+        """The image and audio encoders, on the output layer's device, each with its own
+        scheduler and its compute memory reserved."""
         self.loaded.load_projector(device, self.options.use_mmap)
-        scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices))
-        encoder = Encoder(self.loaded.projector, scheduler)
-        scheduler.reserve(encoder.worst_case())
-        return Vision(self.loaded.projector, encoder, self.tokenizer)
+        encoders = self._encoders = {}                 # closed with the model if one fails
+        for modality, projector in self.loaded.projectors.items():
+            scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices))
+            encoder = encoders[modality] = Encoder(projector, scheduler)
+            scheduler.reserve(encoder.worst_case())
+        return Multimodal(encoders, self.tokenizer)
 
     @property
     def backend(self) -> pyggml.Backend:
@@ -149,26 +153,31 @@ class Model:
         return render(self.template, messages, bos=name(vocab.bos), eos=name(vocab.eos))
 
     def generate(self, prompt: str, stream: bool = True, format=None, grammar: str = "",
-                 images: list[bytes] | None = None, **options):
+                 images: list[bytes] | None = None, audio: list[bytes] | None = None,
+                 **options):
         """Continue prompt (tokenized with BOS as the model asks). Streams text pieces, or
         returns the whole text with stream=False. Options: sampling (temperature, top_k,
         top_p, min_p, seed, penalties) and num_predict, stop, num_keep, shift. format: "json"
         or a JSON Schema the output must follow; grammar: a GBNF grammar instead. images:
-        encoded images (JPEG, PNG, WebP...), where the prompt's [img-N] tags say, else
-        first."""
+        encoded images (JPEG, PNG, WebP...) and audio (WAV, FLAC, Ogg; told apart by content,
+        so audio may come in images as Ollama sends it), where the prompt's [img-N] tags say
+        (audio numbered after the images), else first."""
         sampling, generation = split_options(options)
+        if audio:
+            images = [*(images or []), *audio]
         tokens = self.prompt_items(prompt, images)
         pieces = self._pieces(tokens, sampling, generation, self.constraint(format, grammar))
         return pieces if stream else "".join(pieces)
 
     def prompt_items(self, prompt: str, images: list[bytes] | None = None) -> list:
-        """The prompt's token ids, with its images' rows where they go."""
+        """The prompt's token ids, with its images' and audio's rows where they go."""
         if not images:
             return self.tokenize(prompt, add_special=True)
-        if self.vision is None:
+        if self.multimodal is None:
             raise ValueError(f"This model ({self.architecture}) reads text only; it cannot "
-                             "take images (load it with its projector).")
-        return self.vision.prompt(prompt, images if isinstance(images, dict) else list(images))
+                             "take images or audio (load it with its projector).")
+        return self.multimodal.prompt(prompt,
+                                      images if isinstance(images, dict) else list(images))
 
     def constraint(self, format=None, grammar: str = "") -> Constraint | None:
         """The grammar a request's format or GBNF grammar imposes (GrammarError if bad)."""
@@ -202,7 +211,8 @@ class Model:
         return texts
 
     def chat(self, messages: list[dict], stream: bool = True, **options):
-        """messages may carry images (a list of encoded images each), as Ollama's do."""
+        """messages may carry images (a list of encoded images each, audio among them as
+        Ollama's do) and audio."""
         messages, images = with_image_tags(messages)
         return self.generate(self.apply_template(messages), stream, images=images, **options)
 
@@ -248,9 +258,9 @@ class Model:
         self.close()
 
     def _free(self) -> None:
-        if getattr(self, "vision", None) is not None:
-            self.vision.encoder.close()
-            self.vision.encoder.scheduler.close()
+        for encoder in getattr(self, "_encoders", {}).values():
+            encoder.close()
+            encoder.scheduler.close()
         for part in ("scheduler", "kv"):
             if hasattr(self, part):
                 getattr(self, part).close()

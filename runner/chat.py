@@ -66,18 +66,23 @@ def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
 
 
 def with_image_tags(messages: list[dict]) -> tuple[list[dict], list]:
-    """Messages whose images are [img-N] tags before their content (as Ollama's server
-    writes them, N counting the images of all messages), and the images in that order."""
+    """Messages whose images (and audio, after them) are [img-N] tags before their content
+    (as Ollama's server writes them, N counting the items of all messages), and the items in
+    that order."""
     tagged, images = [], []
     for message in messages:
-        attached = message.get("images") if isinstance(message, dict) else None
-        if not attached:
+        if not isinstance(message, dict) or not (message.get("images") or message.get("audio")):
             tagged.append(message)
             continue
-        if not isinstance(attached, (list, tuple)):
-            raise ValueError(f"A message's images must be a list, not {type(attached).__name__}.")
+        attached = []
+        for key in ("images", "audio"):
+            items = message.get(key) or []
+            if not isinstance(items, (list, tuple)):
+                raise ValueError(f"A message's {key} must be a list, not "
+                                 f"{type(items).__name__}.")
+            attached += list(items)
         tags = "".join(f"[img-{len(images) + i}]" for i in range(len(attached)))
-        images += list(attached)
-        rest = {k: v for k, v in message.items() if k != "images"}
+        images += attached
+        rest = {k: v for k, v in message.items() if k not in ("images", "audio")}
         tagged.append(dict(rest, content=tags + (rest.get("content") or "")))
     return tagged, images

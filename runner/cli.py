@@ -173,6 +173,23 @@ def chat_loop(chat, images=()) -> int:
         history.append({"role": "assistant", "content": "".join(reply)})
 
 
+def cmd_transcribe(args) -> int:
+    from .api import load
+    from .transcribe import transcribe
+
+    data = Path(args.file).read_bytes()
+    model = load(args.model, num_ctx=args.ctx_size or 4096, threads=args.threads,
+                 pull=not args.no_pull, projector=args.mmproj, **vars(device_options(args)))
+    try:
+        for piece in transcribe(model, data, args.language):
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+        sys.stdout.write("\n")
+        return 0
+    finally:
+        model.close()
+
+
 def cmd_tokenize(args) -> int:
     import pyggml
 
@@ -266,8 +283,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("prompt", nargs="?")
     run.add_argument("--raw", action="store_true", help="no chat template")
     run.add_argument("--image", action="append", default=[], metavar="PATH",
-                     help="an image for the prompt (repeat for more; the first turn's when "
-                     "chatting)")
+                     help="an image or sound file for the prompt (repeat for more; the first "
+                     "turn's when chatting)")
     run.add_argument("--mmproj", help="the model's vision projector (an mmproj GGUF), when "
                      "running in process")
     run.add_argument("--temperature", type=float)
@@ -283,6 +300,18 @@ def parser() -> argparse.ArgumentParser:
                      help="do not pull a missing model (default: pull it, as ollama run does)")
     add_device_flags(run)
     run.set_defaults(run=cmd_run)
+    transcribe = sub.add_parser("transcribe", help="speech to text, with a model that hears")
+    transcribe.add_argument("model", help="a model name or a GGUF path")
+    transcribe.add_argument("file", help="a sound file (WAV, FLAC or Ogg)")
+    transcribe.add_argument("--language", help="the language spoken (default: unsaid)")
+    transcribe.add_argument("--mmproj", help="the model's projector (an mmproj GGUF with an "
+                            "audio encoder)")
+    transcribe.add_argument("--ctx-size", dest="ctx_size", type=int)
+    transcribe.add_argument("--threads", type=int)
+    transcribe.add_argument("--no-pull", action="store_true",
+                            help="do not pull a missing model")
+    add_device_flags(transcribe)
+    transcribe.set_defaults(run=cmd_transcribe)
     for name, help_text, run_it in (("list", "the models this machine has", cmd_list),
                                     ("ps", "the models a running server has loaded", cmd_ps)):
         sub.add_parser(name, help=help_text).set_defaults(run=run_it)
@@ -313,8 +342,9 @@ def parser() -> argparse.ArgumentParser:
                          "tokenizer.json")
     convert.add_argument("-o", "--output", help="GGUF file to write (default: next to it)")
     convert.add_argument("--outtype", choices=("f32", "f16", "bf16", "q8_0"), default="f16")
-    convert.add_argument("--mmproj", help="also write the vision tower and projector of a "
-                         "multimodal checkpoint to this GGUF (llama.cpp's mmproj format)")
+    convert.add_argument("--mmproj", help="also write the vision (and audio) towers and "
+                         "projectors of a multimodal checkpoint to this GGUF (llama.cpp's "
+                         "mmproj format)")
     convert.set_defaults(run=cmd_convert)
     quantize = sub.add_parser("quantize", help="a smaller GGUF, with llama.cpp's mixtures")
     quantize.add_argument("source", help="a GGUF of F32/F16/BF16 weights (or a model name)")

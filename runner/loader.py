@@ -6,7 +6,7 @@ decide from the model's own use of each weight where it goes; load() places and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyggml
 
@@ -14,6 +14,7 @@ from . import store
 from .engine.pooling import pooling_of
 from .models import model_class
 from .models.base import Weights
+from .models import audio  # noqa: F401  (registers the audio projectors)
 from .models.vision import ollama, projector_class
 from .placement import Placement, Placer
 from .tokenizer import Tokenizer, from_metadata
@@ -33,7 +34,8 @@ class Loaded:
     tokenizer: Tokenizer
     file: pyggml.GGUFFile
     tensors: dict[str, pyggml.Tensor]
-    projector: "Projector | None" = None        # the vision encoder, when it has one
+    # the encoders of its projector file, by the media they take ("image", "audio")
+    projectors: dict[str, object] = field(default_factory=dict)
     projector_file: pyggml.GGUFFile | None = None
     projector_tensors: dict[str, pyggml.Tensor] | None = None
 
@@ -46,7 +48,7 @@ class Loaded:
         self.file.place(self.tensors, placement.memory.__getitem__, progress, use_mmap)
 
     def load_projector(self, device: pyggml.Device, use_mmap: bool = True) -> None:
-        """The projector's weights, all in device's memory."""
+        """The projectors' weights, all in device's memory."""
         memory = device.buffer_type()
         self.projector_file.place(self.projector_tensors, lambda name: memory, None, use_mmap)
 
@@ -82,20 +84,30 @@ def open_model(name_or_path, pull: bool = False, projector=None) -> Loaded:
     return loaded
 
 
+# modality -> the key saying an mmproj file has its encoder, and its projector type's key
+MODALITIES = {"image": ("clip.has_vision_encoder", "clip.vision.projector_type"),
+              "audio": ("clip.has_audio_encoder", "clip.audio.projector_type")}
+
+
 def _attach(loaded: Loaded, projector_file: pyggml.GGUFFile, meta: dict, tensors: dict,
             where) -> None:
-    """Bind the vision projector that meta describes to tensors (of projector_file)."""
-    if meta.get("general.architecture") != "clip" or not meta.get("clip.has_vision_encoder"):
-        raise ValueError(f"{where} is not a vision projector (an mmproj file with a vision "
+    """Bind the image and audio projectors that meta describes to tensors (of
+    projector_file)."""
+    present = [m for m, (has, _) in MODALITIES.items() if meta.get(has)]
+    if meta.get("general.architecture") != "clip" or not present:
+        raise ValueError(f"{where} is not a projector (an mmproj file with a vision or audio "
                          "encoder, general.architecture clip).")
-    kind = meta.get("clip.projector_type") or meta.get("clip.vision.projector_type")
     weights = Weights(tensors)
-    projector = projector_class(kind).from_metadata(meta, weights)
-    width, embd = projector.config.projection, loaded.model.config.embd
-    if width != embd:
-        raise ValueError(f"The projector {where} makes image rows {width} wide, but the text "
-                         f"model's embeddings are {embd} wide: they do not belong together.")
-    loaded.projector, loaded.projector_file = projector, projector_file
+    for modality in present:
+        kind = meta.get(MODALITIES[modality][1]) or meta.get("clip.projector_type")
+        projector = projector_class(kind).from_metadata(meta, weights)
+        width, embd = projector.config.projection, loaded.model.config.embd
+        if width != embd:
+            raise ValueError(f"The projector {where} makes {modality} rows {width} wide, but "
+                             f"the text model's embeddings are {embd} wide: they do not "
+                             "belong together.")
+        loaded.projectors[modality] = projector
+    loaded.projector_file = projector_file
     loaded.projector_tensors = {name: t for name, t in weights.tensors.items()
                                 if name in weights.taken}
 

@@ -1,4 +1,4 @@
-"""Images in the input stream.
+"""Images and audio in the input stream.
 
 A prompt is a list of items, one per position: a token id (int), or a MediaRow, one row of
 an image's embedding. The rows of one image stand together (a run) and always go into one
@@ -29,11 +29,13 @@ def digest_of(data: bytes) -> bytes:
 
 @dataclass(eq=False)
 class Media:
-    """One image of a prompt: its hash and pixels; its rows once encoded."""
+    """One image (or audio clip) of a prompt: its hash and pixels; its rows once encoded."""
     digest: bytes
     pixels: Pixels
     encode: Callable[[bytes, Pixels], np.ndarray]    # the encoder's (cached) encode
     is_ready: Callable[[bytes], bool]
+    both_ways: bool = True       # its rows may attend to each other (where the model says)
+    modality: str = "image"
 
     @property
     def rows(self) -> int:
@@ -60,13 +62,15 @@ class MediaRow:
 
 
 def attach_media(batch, items: list, block_ids) -> None:
-    """Give batch (of items) its image rows' embeddings, and each image's rows a block id
-    from block_ids (an iterator), which lets them see each other where the model says."""
+    """Give batch (of items) its media rows' embeddings, and each image's rows a block id
+    from block_ids (an iterator), which lets them see each other where the model says (audio
+    rows stay causal)."""
     found = runs(items)
     if not found:
         return
-    for start, end, _ in found:
-        batch.blocks[start:end] = next(block_ids)
+    for start, end, media in found:
+        if media.both_ways:
+            batch.blocks[start:end] = next(block_ids)
     batch.media_rows = np.concatenate([np.arange(start, end, dtype=np.int32)
                                        for start, end, _ in found])
     batch.media = np.concatenate([media.embedding()[items[start].index:

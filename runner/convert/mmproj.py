@@ -1,4 +1,5 @@
-"""A multimodal checkpoint's vision tower and projector -> an mmproj GGUF, as llama.cpp's
+"""A multimodal checkpoint's vision tower and projector (and Gemma 4's audio tower, through
+audio_tower) -> an mmproj GGUF, as llama.cpp's
 converter writes them (general.architecture "clip", clip.* keys, v.* and mm.* tensors), so
 the files load in llama.cpp and the mmproj files people download load here.
 
@@ -21,6 +22,7 @@ import numpy as np
 
 from ..models.vision import FEATURE_LAYER
 from ..models.vision.gemma4v import MAX_TOKENS
+from . import audio_tower
 from .checkpoint import Checkpoint, CheckpointError
 from .writing import FILE_TYPES, write_tensors
 
@@ -216,16 +218,27 @@ def tower_of(config: dict) -> VisionTower:
 
 
 def write_mmproj(checkpoint: Checkpoint, out, outtype: str, progress: bool = True) -> Path:
-    tower = tower_of(checkpoint.config)
-    plan = _plan(checkpoint, tower)
+    """The checkpoint's vision tower, its audio tower (Gemma 4's), or both, in one file: a
+    file with both names each projector type under its modality's key, as llama.cpp's."""
+    config = checkpoint.config
+    audio = audio_tower.has_audio(config)
+    vision = tower_of(config) if config.get("vision_config") or not audio else None
     out = Path(out)
     writer = gguf.GGUFWriter(str(out), "clip")
     writer.add_type(gguf.GGUFType.MMPROJ)
     writer.add_name(checkpoint.dir.name)
     writer.add_file_type(FILE_TYPES[outtype])
-    writer.add_string(gguf.Keys.Clip.PROJECTOR_TYPE, tower.projector)
-    tower.hparams(writer, checkpoint)
-    write_tensors(writer, plan, outtype, keep_f32(outtype), progress=progress)
+    plan = {}
+    if vision is not None:
+        writer.add_string(VISION.PROJECTOR_TYPE if audio else gguf.Keys.Clip.PROJECTOR_TYPE,
+                          vision.projector)
+        vision.hparams(writer, checkpoint)
+        plan |= _plan(checkpoint, vision)
+    if audio:
+        audio_tower.write_hparams(writer, checkpoint)
+        plan |= audio_tower.plan(checkpoint)
+    write_tensors(writer, plan, outtype, keep_f32(outtype) + audio_tower.KEEP_F32,
+                  progress=progress)
     return out
 
 

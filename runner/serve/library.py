@@ -95,18 +95,23 @@ class Entry:
             found.append("thinking")
         if "suffix" in template:
             found.append("insert")
-        if self.projector is not None or \
-                any(key.endswith("vision.block_count") for key in meta):
+        towers = self.projector_metadata() or meta
+        if towers.get("clip.has_vision_encoder") or \
+                any(key.endswith("vision.block_count") for key in towers):
             found.append("vision")
-        if any(key.endswith("audio.block_count") for key in meta):
+        if towers.get("clip.has_audio_encoder") or \
+                any(key.endswith("audio.block_count") for key in towers):
             found.append("audio")
         return found
 
+    def projector_metadata(self) -> dict | None:
+        return None if self.projector is None else pyggml.GGUFFile(self.projector).metadata
+
     def projector_info(self) -> dict | None:
         """The projector file's metadata, as Ollama's show reports it."""
-        if self.projector is None:
+        meta = self.projector_metadata()
+        if meta is None:
             return None
-        meta = pyggml.GGUFFile(self.projector).metadata
         return {k: v for k, v in meta.items() if not k.startswith("tokenizer.")}
 
     def details(self) -> dict:

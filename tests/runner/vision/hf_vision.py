@@ -103,20 +103,28 @@ def gemma4(directory: Path, seed: int = 0) -> Path:
     model = Gemma4ForConditionalGeneration(config).eval()
     hf_tiny._vary_unit_weights(model)
     _randomize(model)
-    with torch.no_grad():
-        for name, value in model.named_buffers():
-            if name.endswith(("input_min", "output_min")):
-                value.fill_(-1.5 + 0.2 * torch.rand(()).item())
-            elif name.endswith(("input_max", "output_max")):
-                value.fill_(1.5 + 0.2 * torch.rand(()).item())
-            elif name.endswith("std_bias"):
-                value.copy_(torch.randn_like(value))
-            elif name.endswith("std_scale"):
-                value.copy_(0.5 + torch.rand_like(value))
+    set_gemma4_buffers(model, 1.5)
     model.save_pretrained(directory)
     tok.save_pretrained(directory)
     Gemma4ImageProcessorPil(**GEMMA4_PROCESSOR).save_pretrained(directory)
     return directory
+
+
+def set_gemma4_buffers(model, bound: float) -> None:
+    """Finite clamps near +-bound (the reference leaves them infinite) and standardisation
+    values (it leaves them uninitialised)."""
+    import torch
+
+    with torch.no_grad():
+        for name, value in model.named_buffers():
+            if name.endswith(("input_min", "output_min")):
+                value.fill_(-bound + 0.2 * torch.rand(()).item())
+            elif name.endswith(("input_max", "output_max")):
+                value.fill_(bound + 0.2 * torch.rand(()).item())
+            elif name.endswith("std_bias"):
+                value.copy_(torch.randn_like(value))
+            elif name.endswith("std_scale"):
+                value.copy_(0.5 + torch.rand_like(value))
 
 
 def _randomize(model) -> None:

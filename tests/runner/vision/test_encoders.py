@@ -27,7 +27,7 @@ def encoders(vision_models):
             loaded = open_model(paths["model"], projector=paths["mmproj"])
             cpu = pyggml.cpu_backend(threads=2)
             loaded.load_projector(cpu.device)
-            made[kind] = Encoder(loaded.projector, pyggml.Scheduler([cpu]))
+            made[kind] = Encoder(loaded.projectors["image"], pyggml.Scheduler([cpu]))
         return made[kind]
 
     yield get
@@ -61,10 +61,10 @@ def test_f16_projectors_encode_close_to_f32(kind, vision_models, encoders, tmp_p
     loaded = open_model(tmp_path / "model.gguf", projector=tmp_path / "mm.gguf")
     cpu = pyggml.cpu_backend(threads=2)
     loaded.load_projector(cpu.device)
-    encoder = Encoder(loaded.projector, pyggml.Scheduler([cpu]))
+    encoder = Encoder(loaded.projectors["image"], pyggml.Scheduler([cpu]))
     image = images.decode(png(31, 40, 56))
     try:
-        half = encoder.encode(b"f16", loaded.projector.preprocess(image))
+        half = encoder.encode(b"f16", loaded.projectors["image"].preprocess(image))
     finally:
         encoder.close()
         loaded.close()

@@ -66,7 +66,7 @@ def test_a_text_checkpoint_has_no_mmproj(tmp_path):
 
 def test_a_model_file_is_not_a_projector(vision_models):
     paths = vision_models("gemma3")
-    with pytest.raises(ValueError, match="not a vision projector"):
+    with pytest.raises(ValueError, match="not a projector"):
         open_model(paths["model"], projector=paths["model"])
 
 
@@ -82,15 +82,15 @@ def test_llama_cpp_loads_the_mmproj_and_encodes_our_rows(kind, vision_models):
 
     paths = vision_models(kind)
     loaded = open_model(paths["model"], projector=paths["mmproj"])
-    size = loaded.projector.config.image_size          # no resize: the same pixels
+    size = loaded.projectors["image"].config.image_size          # no resize: the same pixels
     rgb = np.random.default_rng(3).integers(0, 256, (size, size, 3), np.uint8)
     expected = mtmd_rows(paths["model"], paths["mmproj"], rgb)
     cpu = pyggml.cpu_backend(threads=2)
     loaded.load_projector(cpu.device)
     out = io.BytesIO()
     Image.fromarray(rgb).save(out, "PNG")
-    encoder = Encoder(loaded.projector, pyggml.Scheduler([cpu]))
-    ours = encoder.encode(b"x", loaded.projector.preprocess(images.decode(out.getvalue())))
+    encoder = Encoder(loaded.projectors["image"], pyggml.Scheduler([cpu]))
+    ours = encoder.encode(b"x", loaded.projectors["image"].preprocess(images.decode(out.getvalue())))
     encoder.close()
     assert ours.shape[1] == expected.shape[1]
     if kind in DEPARTS:

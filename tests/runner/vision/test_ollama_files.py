@@ -72,10 +72,10 @@ def test_a_single_file_reads_as_the_model_and_its_projector(family, vision_model
     pair = runner.load(paths["model"], projector=paths["mmproj"], **options)
     single = runner.load(path, **options)
     try:
-        assert single.vision is not None
+        assert single.multimodal is not None
         image = png(8, 40, 56)
-        assert np.array_equal(single.vision.media(image).embedding(),
-                              pair.vision.media(image).embedding())
+        assert np.array_equal(single.multimodal.media(image)[0].embedding(),
+                              pair.multimodal.media(image)[0].embedding())
         greedy = dict(temperature=0, num_predict=5, stream=False)
         assert single.generate("What is [img-0]?", images=[image], **greedy) == \
             pair.generate("What is [img-0]?", images=[image], **greedy)

@@ -78,7 +78,7 @@ def close(ours, expected):
 ], ids=["one", "two", "long"])
 def test_logits_with_images_are_the_references(model, hf, prompt, images):
     items = model.prompt_items(prompt, images)
-    rows = sum(model.vision.media(image).rows for image in images)
+    rows = sum(model.multimodal.media(image)[0].rows for image in images)
     assert sum(isinstance(t, MediaRow) for t in items) == rows
     close(every_logit(model, items), reference_logits(hf, items, images))
 
@@ -88,11 +88,11 @@ def test_the_layout_around_an_image(model):
     rows = [i for i, t in enumerate(items) if isinstance(t, MediaRow)]
     first, end = rows[0], rows[-1] + 1
     assert rows == list(range(first, end))
-    before, after = model.vision.before, model.vision.after
+    before, after = model.multimodal.before["image"], model.multimodal.after["image"]
     assert items[first - len(before):first] == before
     assert items[end:end + len(after)] == after
     vocab = model.tokenizer.vocab.tokens
-    layout = model.vision.projector.layout
+    layout = model.multimodal.encoders["image"].projector.layout
     specials = [t for t in layout.before + layout.after if t.startswith("<")]
     assert all(t in [vocab[i] for i in before + after] for t in specials)
 
@@ -133,7 +133,7 @@ def test_a_batch_is_cut_before_an_image_not_inside_it(vision_models, hf, kind):
                         threads=2, kv_cache_type="f32")
     try:
         items = small.prompt_items("A bc [img-0] d", [IMAGE_A])
-        rows = small.vision.projector.max_rows
+        rows = small.multimodal.max_rows
         assert small.engine.batch_size == max(6, rows)          # an image fits in a batch
         events = run(small, items)
         assert np.abs(first_logprobs(events) - reference_top(hf, items, [IMAGE_A])).max() < 1e-3
@@ -158,14 +158,14 @@ def test_two_sequences_with_different_images_side_by_side(model, hf):
 
 
 def test_a_second_turn_reuses_the_image_and_matches_a_cold_one(model, hf):
-    encoded = model.vision.encoder.encoded
+    encoded = model.multimodal.encoders["image"].encoded
     first = model.prompt_items("Describe [img-0] briefly.", [png(9, 33, 17)])
     run(model, first)
-    assert model.vision.encoder.encoded == encoded + 1
+    assert model.multimodal.encoders["image"].encoded == encoded + 1
     follow = first + model.tokenize(" And the colours?")
     events = run(model, follow)
     assert events[-1]["prompt_eval_count"] == len(follow) - len(first)     # only the new text
-    assert model.vision.encoder.encoded == encoded + 1           # nor encoded again
+    assert model.multimodal.encoders["image"].encoded == encoded + 1           # nor encoded again
     expected = reference_top(hf, follow, [png(9, 33, 17)])
     assert np.abs(first_logprobs(events) - expected).max() < 1e-3
 
@@ -175,7 +175,7 @@ def test_a_different_image_in_the_same_place_is_evaluated_again(model):
     run(model, first)
     other = model.prompt_items("What is [img-0] here?", [png(11, 16, 16)])
     events = run(model, other)
-    rows = model.vision.media(png(11, 16, 16)).rows
+    rows = model.multimodal.media(png(11, 16, 16))[0].rows
     assert events[-1]["prompt_eval_count"] >= rows + 3          # the rows and what follows
 
 

@@ -1,0 +1,133 @@
+"""The real-time factor of Gemma 4's audio encoder: 30 s of audio through the conformer and
+the embedder at Gemma 4 E2B's audio dimensions (12 layers 1024 wide, 8 heads, 1536-wide
+output, a 1536-wide text model) with random weights (F16 matrices, F32 convolutions, as
+llama.cpp's converter types them).
+
+    python bench/audio.py [--threads 2] [--repeat 3] [--seconds 30]
+
+Prints seconds per encode (best of --repeat, after a warm-up with another clip) and the
+real-time factor (encode time / audio duration: below 1 is faster than real time). The
+log-mel front end (numpy) is timed apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+import pyggml
+from runner import store
+from runner.encoder import Encoder
+from runner.media import digest_of
+from runner.models.audio import gemma4a, melspec
+from runner.models.base import Weights
+
+E2B = dict(embd=1024, layers=12, heads=8, output=1536, text=1536, channels=(128, 32),
+           kernel=5)
+
+
+def mmproj() -> Path:
+    """A gemma4a mmproj of E2B's audio size, random weights (made once)."""
+    path = store.store_dir() / "bench-gemma4a-mmproj.gguf"
+    if path.exists():
+        return path
+    rng = np.random.default_rng(0)
+    d, ffn = E2B["embd"], 4 * E2B["embd"]
+    c0, c1 = E2B["channels"]
+
+    def matrix(*shape, dtype=np.float16):
+        return (rng.standard_normal(shape, np.float32) / np.sqrt(shape[-1])).astype(dtype)
+
+    def norm(n):
+        return (1.0 + 0.05 * rng.standard_normal(n)).astype(np.float32)
+
+    partial = path.with_suffix(".part")
+    writer = gguf.GGUFWriter(str(partial), "clip")
+    A = gguf.Keys.ClipAudio
+    writer.add_bool(gguf.Keys.Clip.HAS_AUDIO_ENCODER, True)
+    writer.add_string(A.PROJECTOR_TYPE, "gemma4a")
+    for key, value in ((A.EMBEDDING_LENGTH, d), (A.FEED_FORWARD_LENGTH, ffn),
+                       (A.BLOCK_COUNT, E2B["layers"]), (A.Attention.HEAD_COUNT, E2B["heads"]),
+                       (A.NUM_MEL_BINS, 128), (A.PROJECTION_DIM, E2B["text"])):
+        writer.add_uint32(key, value)
+    writer.add_float32(A.Attention.LAYERNORM_EPS, 1e-6)
+    writer.add_tensor("a.conv1d.0.weight", matrix(c0, 1, 3, 3, dtype=np.float32))
+    writer.add_tensor("a.conv1d.0.norm.weight", norm(c0))
+    writer.add_tensor("a.conv1d.1.weight", matrix(c1, c0, 3, 3, dtype=np.float32))
+    writer.add_tensor("a.conv1d.1.norm.weight", norm(c1))
+    writer.add_tensor("a.input_projection.weight", matrix(d, 32 * c1, dtype=np.float32))
+    for i in range(E2B["layers"]):
+        shapes = {"ffn_up": (ffn, d), "ffn_down": (d, ffn), "ffn_up_1": (ffn, d),
+                  "ffn_down_1": (d, ffn), "attn_q": (d, d), "attn_k": (d, d),
+                  "attn_v": (d, d), "attn_out": (d, d), "attn_k_rel": (d, d),
+                  "conv_pw1": (2 * d, d), "conv_pw2": (d, d)}
+        for name, shape in shapes.items():
+            writer.add_tensor(f"a.blk.{i}.{name}.weight", matrix(*shape))
+        for name in ("ffn_norm", "ffn_post_norm", "attn_pre_norm", "attn_post_norm",
+                     "conv_norm", "norm_conv", "ffn_norm_1", "ffn_post_norm_1", "ln2"):
+            writer.add_tensor(f"a.blk.{i}.{name}.weight", norm(d))
+        writer.add_tensor(f"a.blk.{i}.per_dim_scale.weight", norm(d // E2B["heads"]))
+        writer.add_tensor(f"a.blk.{i}.conv_dw.weight",
+                          matrix(d, E2B["kernel"], dtype=np.float32))
+    writer.add_tensor("a.pre_encode.out.weight", matrix(E2B["output"], d))
+    writer.add_tensor("a.pre_encode.out.bias", np.zeros(E2B["output"], np.float32))
+    writer.add_tensor("mm.a.input_projection.weight", matrix(E2B["text"], E2B["output"]))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    partial.rename(path)
+    return path
+
+
+def speechlike(seconds: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * melspec.RATE)) / melspec.RATE
+    return (0.3 * np.sin(2 * np.pi * 180 * t * (1 + 0.1 * np.sin(3 * t))) +
+            0.05 * rng.standard_normal(t.shape)).astype(np.float32)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    args = parser.parse_args()
+    gguf_file = pyggml.GGUFFile(mmproj())
+    weights = Weights(gguf_file.tensors())
+    projector = gemma4a.Gemma4Audio.from_metadata(gguf_file.metadata, weights)
+    device = pyggml.cpu_device()
+    taken = {name: t for name, t in weights.tensors.items() if name in weights.taken}
+    memory = device.buffer_type()
+    gguf_file.place(taken, lambda name: memory)
+    backend = device.open(args.threads)
+    scheduler = pyggml.Scheduler([backend])
+    encoder = Encoder(projector, scheduler)
+    scheduler.reserve(encoder.worst_case())
+    mel, encode = [], []
+    for attempt in range(args.repeat + 1):                   # the first warms up
+        samples = speechlike(args.seconds, attempt)
+        start = time.perf_counter()
+        pixels = projector.preprocess(samples)
+        mel.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        rows = encoder.encode(digest_of(samples.tobytes()), pixels)
+        encode.append(time.perf_counter() - start)
+    best_mel, best = min(mel[1:] or mel), min(encode[1:] or encode)
+    print(f"Gemma 4 audio encoder, E2B dimensions, {args.seconds:g} s -> {rows.shape[0]} rows;"
+          f" {args.threads} threads")
+    print(f"{'stage':<22}{'seconds':>9}{'real-time factor':>18}")
+    print(f"{'log-mel (numpy)':<22}{best_mel:>9.3f}{best_mel / args.seconds:>18.3f}")
+    print(f"{'conformer + embedder':<22}{best:>9.3f}{best / args.seconds:>18.3f}")
+    encoder.close()
+    scheduler.close()
+    backend.close()
+    gguf_file.close()
+
+
+if __name__ == "__main__":
+    main()

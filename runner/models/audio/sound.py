@@ -1,0 +1,56 @@
+"""Audio bytes to 16 kHz mono samples: libsndfile (through soundfile) decodes WAV (PCM 8, 16,
+24 and 32 bit, float, WAVE_FORMAT_EXTENSIBLE), FLAC and Ogg; channels are averaged; soxr
+resamples to the rate the encoder was trained at; a long clip is cut into 30 s chunks, each
+its own run of audio rows (the reference extractor reads at most 30 s at a time).
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import soundfile
+import soxr
+
+RATE = 16_000
+CHUNK_SECONDS = 30
+MAGIC = (b"RIFF", b"RIFX", b"RF64", b"fLaC", b"OggS")
+
+
+class AudioError(ValueError):
+    """Bytes that are not audio this runner reads."""
+
+
+def is_audio(data) -> bool:
+    """Whether data looks like a sound file (Ollama sends audio with the images and tells
+    them apart by content, as this does)."""
+    head = bytes(data[:12])
+    if head[:4] in (b"RIFF", b"RIFX", b"RF64"):
+        return head[8:12] == b"WAVE"
+    return head[:4] in MAGIC
+
+
+def decode(data) -> np.ndarray:
+    """float32 mono samples at RATE from an encoded sound file."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise AudioError(f"Audio must be bytes, not {type(data).__name__}.")
+    if not data:
+        raise AudioError("The audio is empty (no bytes).")
+    try:
+        samples, rate = soundfile.read(io.BytesIO(bytes(data)), dtype="float32",
+                                       always_2d=True)
+    except (soundfile.LibsndfileError, RuntimeError, TypeError, ValueError) as error:
+        raise AudioError(f"The data is not audio this runner reads (WAV, FLAC or Ogg): "
+                         f"{error}") from None
+    if samples.shape[0] == 0:
+        raise AudioError("The audio has no samples.")
+    mono = samples.mean(axis=1, dtype=np.float64).astype(np.float32)
+    if rate != RATE:
+        mono = soxr.resample(mono, rate, RATE, quality="HQ").astype(np.float32)
+    return mono
+
+
+def chunks(samples: np.ndarray, seconds: int = CHUNK_SECONDS) -> list[np.ndarray]:
+    """samples cut into pieces of at most `seconds`."""
+    size = seconds * RATE
+    return [samples[start:start + size] for start in range(0, len(samples), size)]
