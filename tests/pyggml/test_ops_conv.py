@@ -45,6 +45,18 @@ def test_im2col_2d(compute, rng):
             np.testing.assert_array_equal(out[0, oh, ow], x[0, :, oh:oh + 2, ow:ow + 2].ravel())
 
 
+def test_im2col_strided_and_padded_in_f32(compute, rng):
+    """As Gemma 4's audio subsampling unfolds (time, mel) planes: 3x3, stride 2, padding 1."""
+    x, w = f32(rng, 1, 2, 7, 6), np.zeros((4, 2, 3, 3), np.float32)
+    out = compute(lambda k, d: k.im2col(d, (2, 2), (1, 1), dtype="F32"), w, x)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    assert out.shape == (1, 4, 3, 2 * 3 * 3)
+    for oh in range(4):
+        for ow in range(3):
+            window = padded[0, :, 2 * oh:2 * oh + 3, 2 * ow:2 * ow + 3]
+            np.testing.assert_array_equal(out[0, oh, ow], window.ravel())
+
+
 @pytest.mark.parametrize("kernel,padding,stride", [(3, 1, 1), (5, 2, 1), (4, 0, 2)])
 def test_conv_1d_dw(compute, rng, kernel, padding, stride):
     channels, length = 6, 40
