@@ -11,6 +11,8 @@ import soundfile
 
 from .models.audio import sound
 
+TOKENS_PER_CHUNK = 448          # the most a chunk's transcription may take (Whisper's bound)
+
 
 def prompt(language: str | None) -> str:
     where = f" in {language}" if language else ""
@@ -30,7 +32,7 @@ def wav_chunks(data: bytes) -> list[bytes]:
 
 
 def transcribe(model, data: bytes, language: str | None = None,
-               num_predict: int = 512) -> Iterator[str]:
+               num_predict: int = TOKENS_PER_CHUNK) -> Iterator[str]:
     """Text pieces of the clip's transcription; a newline between chunks."""
     if model.multimodal is None or "audio" not in model.multimodal.encoders:
         raise ValueError("This model takes no audio; load it with a projector that has an "

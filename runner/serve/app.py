@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import manage, native, openai_api
+from . import manage, native, openai_api, transcriptions
 from .library import Library
 from .options import Settings
 from .scheduler import Scheduler
@@ -57,6 +57,6 @@ def create_app(settings: Settings | None = None, library: Library | None = None)
     async def stop_runners():
         await scheduler.stop()
 
-    for module in (manage, native, openai_api):
+    for module in (manage, native, openai_api, transcriptions):
         app.include_router(module.router(service))
     return app
