@@ -78,9 +78,10 @@ def open_model(name_or_path, pull: bool = False, projector=None) -> Loaded:
         projector_file = pyggml.GGUFFile(projector)
         _attach(loaded, projector_file, projector_file.metadata, projector_file.tensors(),
                 projector)
-    elif ollama.has_vision(meta):
-        clip, aliases = ollama.as_mmproj(meta, gguf_file.tensors_info)
-        _attach(loaded, gguf_file, clip, gguf_file.tensors(aliases), path)
+    elif ollama.has_vision(meta) or ollama.has_audio(meta):
+        clip, names = ollama.as_mmproj(meta, gguf_file.tensors_info)
+        found = gguf_file.tensors()                      # the towers' own, renamed
+        _attach(loaded, gguf_file, clip, {new: found[old] for new, old in names.items()}, path)
     return loaded
 
 
@@ -108,8 +109,8 @@ def _attach(loaded: Loaded, projector_file: pyggml.GGUFFile, meta: dict, tensors
                              "belong together.")
         loaded.projectors[modality] = projector
     loaded.projector_file = projector_file
-    loaded.projector_tensors = {name: t for name, t in weights.tensors.items()
-                                if name in weights.taken}
+    loaded.projector_tensors = {t.name: t for name, t in weights.tensors.items()
+                                if name in weights.taken}         # by their names in the file
 
 
 def load_model(name_or_path, backend: pyggml.Backend | None = None, progress=None,

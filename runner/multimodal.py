@@ -66,11 +66,14 @@ class Multimodal:
             pieces = [encoder.projector.preprocess(chunk)
                       for chunk in sound.chunks(sound.decode(data))]
         digest = digest_of(bytes(data))
-        both_ways = modality == "image"
-        return [Media(digest if len(pieces) == 1 else digest_of(digest + bytes([i])), pixels,
-                      encoder.encode, lambda d, e=encoder: e.cached(d) is not None, both_ways,
-                      modality)
-                for i, pixels in enumerate(pieces)]
+        if len(pieces) > 1:                 # each chunk cached under its own key
+            keys = [digest_of(digest + i.to_bytes(4, "little")) for i in range(len(pieces))]
+        else:
+            keys = [digest]
+        return [Media(key, pixels, encoder.encode,
+                      lambda d, e=encoder: e.cached(d) is not None,
+                      both_ways=modality == "image", modality=modality)
+                for key, pixels in zip(keys, pieces)]
 
     def prompt(self, text: str, data) -> list:
         """The items of a prompt with media (a list, or a mapping id -> bytes): token ids and

@@ -123,8 +123,8 @@ class Gemma4Audio:
                 **{name: (c.embd, c.embd) for name in (
                     "attn_q", "attn_k", "attn_v", "attn_out", "attn_k_rel", "conv_pw2")},
                 "per_dim_scale": (c.head_dim,), "conv_pw1": (2 * c.embd, c.embd)})
-            block.conv_dw = weights.take(f"a.blk.{i}.conv_dw.weight")
-            if block.conv_dw.shape[0] != c.embd or block.conv_dw.ndim != 2:
+            block.conv_dw = weights.take(f"a.blk.{i}.conv_dw.weight")    # (D, K) or (D, 1, K)
+            if block.conv_dw.shape[0] != c.embd or math.prod(block.conv_dw.shape[1:-1]) != 1:
                 raise ModelError(f"a.blk.{i}.conv_dw.weight has shape {block.conv_dw.shape}, "
                                  f"not ({c.embd}, kernel).")
             bind_clamps(block, weights, f"a.blk.{i}.", LINEARS)
@@ -206,7 +206,7 @@ class Gemma4Audio:
         values = h.view((n, d), strides=h.strides).cont()
         gates = h.view((n, d), offset=d * h.strides[-1], strides=h.strides).cont()
         h = values.mul(gates.sigmoid())                                                # (N, D)
-        width = block.conv_dw.shape[1]
+        width = block.conv_dw.shape[-1]
         kernel = x.context.bind(block.conv_dw).reshape(d, 1, width)
         series = h.transpose().cont().pad([(0, 0), (width - 1, 0)])                   # (D, N+K-1)
         h = kernel.conv_1d_dw(series).transpose().cont()                              # (N, D)

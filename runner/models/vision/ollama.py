@@ -1,6 +1,10 @@
-"""Ollama's single-file vision models: the vision tower inside the model's GGUF, under
-<arch>.vision.* keys and Ollama's tensor names. A name map per family reads such a file as
-the mmproj it would be (clip.* keys, llama.cpp's names), so one projector class serves both.
+"""Ollama's single-file multimodal models: the vision tower (and Gemma 4's audio tower)
+inside the model's GGUF, under <arch>.vision.* / <arch>.audio.* keys and Ollama's tensor
+names. A name map per family reads such a file as the mmproj it would be (clip.* keys,
+llama.cpp's names), so one projector class serves both.
+
+Gemma 4's audio names differ from llama.cpp's in six places (AUDIO_NAMES, as Ollama's
+converter writes them by the reference's account; no Ollama blob was at hand to check).
 """
 
 from __future__ import annotations
@@ -43,20 +47,70 @@ LAYOUTS = {
 }
 
 
+AUDIO = gguf.Keys.ClipAudio
+AUDIO_KEYS = ("embedding_length", "feed_forward_length", "block_count", "attention.head_count",
+              "attention.layer_norm_epsilon", "num_mel_bins")
+# Ollama's Gemma 4 audio name -> llama.cpp's (one lookup each: ln2 and layer_pre_norm swap)
+AUDIO_NAMES = {"ln1": "attn_pre_norm", "ln2": "attn_post_norm", "layer_pre_norm": "ln2",
+               "linear_pos": "attn_k_rel"}
+AUDIO_TOP = {"mm.a.fc.": "a.pre_encode.out.", "a.pre_encode.out.": "a.input_projection."}
+AUDIO_BLOCK = re.compile(r"^(a\.blk\.\d+\.)([a-z_0-9]+)(\..+)$")
+
+
 def has_vision(meta: dict) -> bool:
     arch = meta.get("general.architecture")
     return f"{arch}.vision.block_count" in meta
 
 
+def has_audio(meta: dict) -> bool:
+    arch = meta.get("general.architecture")
+    return f"{arch}.audio.block_count" in meta
+
+
 def as_mmproj(meta: dict, names) -> tuple[dict, dict[str, str]]:
     """(the clip.* metadata, {mmproj name: the file's name}) of a single-file model."""
+    names = list(names)
+    clip, aliases = {"general.architecture": "clip"}, {}
+    if has_vision(meta):
+        clip, aliases = _vision(meta, names)
+    if has_audio(meta):
+        clip.update(_audio_keys(meta))
+        aliases.update({_audio_name(name): name for name in names
+                        if name.startswith(("a.", "mm.a."))})
+    return clip, aliases
+
+
+def _audio_keys(meta: dict) -> dict:
+    arch = meta.get("general.architecture")
+    if arch != "gemma4":
+        raise ValueError(f"This {arch} file holds an audio tower in a layout this runner does "
+                         "not read (it reads gemma4's).")
+    clip = {gguf.Keys.Clip.HAS_AUDIO_ENCODER: True, AUDIO.PROJECTOR_TYPE: "gemma4a",
+            AUDIO.PROJECTION_DIM: meta[f"{arch}.embedding_length"]}
+    for key in AUDIO_KEYS:
+        if f"{arch}.audio.{key}" in meta:
+            clip[f"clip.audio.{key}"] = meta[f"{arch}.audio.{key}"]
+    return clip
+
+
+def _audio_name(name: str) -> str:
+    found = AUDIO_BLOCK.match(name)
+    if found and found.group(2) in AUDIO_NAMES:
+        return found.group(1) + AUDIO_NAMES[found.group(2)] + found.group(3)
+    for theirs, ours in AUDIO_TOP.items():
+        if name.startswith(theirs):
+            return ours + name[len(theirs):]
+    return name
+
+
+def _vision(meta: dict, names) -> tuple[dict, dict[str, str]]:
     arch = meta.get("general.architecture")
     layout = LAYOUTS.get(arch)
     if layout is None:
         raise ValueError(f"This {arch} file holds a vision tower in a layout this runner "
                          f"does not read (it reads {', '.join(LAYOUTS)}).")
     clip = {"general.architecture": "clip", gguf.Keys.Clip.HAS_VISION_ENCODER: True,
-            gguf.Keys.Clip.PROJECTOR_TYPE: layout.projector, VISION.USE_GELU: True,
+            VISION.PROJECTOR_TYPE: layout.projector, VISION.USE_GELU: True,
             VISION.PROJECTION_DIM: meta[f"{arch}.embedding_length"],
             VISION.IMAGE_MEAN: list(layout.mean), VISION.IMAGE_STD: list(layout.std)}
     for key in SHARED_KEYS:
@@ -68,7 +122,7 @@ def as_mmproj(meta: dict, names) -> tuple[dict, dict[str, str]]:
         clip[VISION.Projector.SCALE_FACTOR] = side // math.isqrt(int(tokens))
     aliases = {}
     for name in names:
-        if not name.startswith(("v.", "mm.")):
+        if not name.startswith(("v.", "mm.")) or name.startswith("mm.a."):
             continue
         renamed = name
         for pattern, replacement in layout.renames:

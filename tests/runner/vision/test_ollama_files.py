@@ -26,10 +26,19 @@ OLLAMA_NAMES = {
 VISION_KEYS = ("embedding_length", "feed_forward_length", "block_count", "attention.head_count",
                "attention.layer_norm_epsilon", "image_size", "patch_size",
                "projector.scale_factor", "image_max_tokens")
+AUDIO_KEYS = ("embedding_length", "feed_forward_length", "block_count", "attention.head_count",
+              "attention.layer_norm_epsilon", "num_mel_bins")
 
 
-def single_file(model, mmproj, out, family: str):
-    """One GGUF of model's text and mmproj's tower, laid out as Ollama's."""
+def ollama_name(name: str, family: str) -> str:
+    for ours, theirs in OLLAMA_NAMES[family]:
+        name = name.replace(ours, theirs)
+    return name
+
+
+def single_file(model, mmproj, out, family: str, rename=ollama_name):
+    """One GGUF of model's text and mmproj's towers, laid out as Ollama's (rename(name,
+    family): a tower tensor's name there)."""
     text, tower = gguf.GGUFReader(model), gguf.GGUFReader(mmproj)
     arch = text.fields["general.architecture"].contents()
     writer = gguf.GGUFWriter(str(out), arch)
@@ -41,20 +50,20 @@ def single_file(model, mmproj, out, family: str):
             writer.add_array(field.name, value)
         else:
             writer.add_key_value(field.name, value, kind)
-    for key in VISION_KEYS:
-        field = tower.fields.get(f"clip.vision.{key}")
-        if field is not None and not (family == "gemma3" and key.startswith("projector")):
-            writer.add_key_value(f"{arch}.vision.{key}", field.contents(), field.types[0])
+    for modality, keys in (("vision", VISION_KEYS), ("audio", AUDIO_KEYS)):
+        for key in keys:
+            field = tower.fields.get(f"clip.{modality}.{key}")
+            if field is not None and not (family == "gemma3" and key.startswith("projector")):
+                writer.add_key_value(f"{arch}.{modality}.{key}", field.contents(),
+                                     field.types[0])
     if family == "gemma3":
         side = tower.fields["clip.vision.image_size"].contents() // \
             tower.fields["clip.vision.patch_size"].contents()
         pool = tower.fields["clip.vision.projector.scale_factor"].contents()
         writer.add_uint32(f"{arch}.mm_tokens_per_image", (side // pool) ** 2)
-    for reader, rename in ((text, False), (tower, True)):
+    for reader, rename in ((text, None), (tower, rename)):
         for tensor in reader.tensors:
-            name = tensor.name
-            for ours, theirs in OLLAMA_NAMES[family] if rename else ():
-                name = name.replace(ours, theirs)
+            name = rename(tensor.name, family) if rename else tensor.name
             data = np.asarray(tensor.data).reshape(tuple(reversed(tensor.shape.tolist())))
             writer.add_tensor(name, data, raw_dtype=tensor.tensor_type)
     writer.write_header_to_file()
