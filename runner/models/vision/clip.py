@@ -11,7 +11,7 @@ from . import FEATURE_LAYER, Layout, Pixels, register_projector
 from . import images
 from ..base import Metadata, ModelError, Weights
 from .vit import (ViTConfig, as_f32, bind_blocks, embed_patches, encoder_block, layer_norm,
-                  patchify)
+                  square_pixels)
 
 @register_projector("mlp")
 class LlavaVision:
@@ -58,9 +58,7 @@ class LlavaVision:
         resized = images.resize(image, height, width, "bicubic")
         top, left = (height - c.image_size) // 2, (width - c.image_size) // 2
         cropped = resized.crop((left, top, left + c.image_size, top + c.image_size))
-        planes = images.pixels(cropped, c.mean, c.std)
-        side = c.image_size // c.patch
-        return Pixels(patchify(planes, c.patch), (side, side), self.max_rows)
+        return square_pixels(images.pixels(cropped, c.mean, c.std), c, self.max_rows)
 
     def largest(self) -> Pixels:
         return self.preprocess(images.blank(self.config.image_size, self.config.image_size))

@@ -13,7 +13,7 @@ from . import Layout, Pixels, register_projector
 from . import images
 from ..base import Metadata, ModelError, Weights
 from .vit import (ViTConfig, as_f32, bind_blocks, embed_patches, encoder_block, layer_norm,
-                  patch_matrix, patchify)
+                  patch_matrix, square_pixels)
 
 DEFAULT_POOL = 4          # clip.vision.projector.scale_factor when absent, as llama.cpp
 
@@ -55,8 +55,7 @@ class Gemma3Vision:
         c = self.config
         planes = images.pixels(images.resize(image, c.image_size, c.image_size, "bilinear"),
                                c.mean, c.std)                               # (3, S, S)
-        side = c.image_size // c.patch
-        return Pixels(patchify(planes, c.patch), (side, side), self.max_rows)
+        return square_pixels(planes, c, self.max_rows)
 
     def largest(self) -> Pixels:
         """Every image is squashed to one size: that one."""

@@ -13,6 +13,7 @@ import gguf
 import pyggml
 
 from ..base import Layer, Metadata, ModelError, Weights
+from . import Pixels
 
 VISION = gguf.Keys.ClipVision
 ACTIVATIONS = {"gelu": "gelu", "silu": "silu", "gelu_quick": "gelu_quick"}
@@ -89,6 +90,12 @@ def as_f32(weight, ctx):
     """weight as F32 in ctx's graph (a table stored F16 is added to F32 activations)."""
     bound = ctx.bind(weight)
     return bound if bound.dtype == pyggml.F32 else bound.cast("F32")
+
+
+def square_pixels(planes, c: ViTConfig, rows: int) -> Pixels:
+    """The Pixels of planes (3, S, S) at the tower's own size S."""
+    side = c.image_size // c.patch
+    return Pixels(patchify(planes, c.patch), (side, side), rows)
 
 
 def patchify(planes, patch: int):

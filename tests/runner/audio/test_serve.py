@@ -6,7 +6,6 @@ in /api/chat's images (as Ollama sends it), OpenAI's input_audio parts and
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 
 import pytest
@@ -25,15 +24,8 @@ def audio_server(tmp_path_factory, audio_model):
     running = ServerProcess(tmp_path_factory.mktemp("audio-store"),
                             tmp_path_factory.mktemp("audio-serve"), RUNNER_NUM_PARALLEL=1,
                             RUNNER_KV_CACHE_TYPE="f32", RUNNER_FLASH_ATTENTION="false")
-    files = {}
-    for name in ("model", "mmproj"):
-        data = audio_model[name].read_bytes()
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        assert running.client.post(f"/api/blobs/{digest}", content=data).status_code == 201
-        files[f"{name}.gguf"] = digest
-    created = running.client.post("/api/create", json={"model": "tiny-ears", "files": files,
-                                                        "stream": False})
-    assert created.status_code == 200, created.text
+    running.create("tiny-ears", {"model.gguf": audio_model["model"],
+                                 "mmproj.gguf": audio_model["mmproj"]})
     yield running
     assert running.stop() == 0
 
@@ -103,12 +95,7 @@ def test_bad_transcription_requests_are_400(audio_server, data, files, message):
 
 
 def test_a_model_without_ears_cannot_transcribe(audio_server, audio_model):
-    data = audio_model["model"].read_bytes()
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    audio_server.client.post(f"/api/blobs/{digest}", content=data)
-    created = audio_server.client.post("/api/create", json={
-        "model": "tiny-deaf", "files": {"model.gguf": digest}, "stream": False})
-    assert created.status_code == 200, created.text
+    audio_server.create("tiny-deaf", {"model.gguf": audio_model["model"]})
     response = audio_server.client.post("/v1/audio/transcriptions", data={"model": "tiny-deaf"},
                                         files={"file": ("a.wav", CLIP)})
     assert response.status_code == 400

@@ -4,6 +4,7 @@ chat template declares tools and thinking; driven by the official ollama and ope
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -83,6 +84,18 @@ class ServerProcess:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"The server did not start:\n{self.log.read_text()}")
             time.sleep(0.1)
+
+    def create(self, name: str, files: dict) -> None:
+        """/api/create of name from local files ({file name: path}), uploaded as blobs."""
+        digests = {}
+        for file_name, path in files.items():
+            data = Path(path).read_bytes()
+            digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            assert self.client.post(f"/api/blobs/{digest}", content=data).status_code == 201
+            digests[file_name] = digest
+        created = self.client.post("/api/create", json={"model": name, "files": digests,
+                                                         "stream": False})
+        assert created.status_code == 200, created.text
 
     def runner_pids(self) -> list[int]:
         """The server's child processes (its runners)."""

@@ -5,7 +5,6 @@ created from a model file and its mmproj, /api/show's vision capability and proj
 from __future__ import annotations
 
 import base64
-import hashlib
 
 import pytest
 
@@ -24,15 +23,7 @@ def vision_server(tmp_path_factory, vision_models):
                             tmp_path_factory.mktemp("vision-serve"), RUNNER_NUM_PARALLEL=1,
                             RUNNER_KV_CACHE_TYPE="f32", RUNNER_FLASH_ATTENTION="false")
     paths = vision_models("gemma3")
-    files = {}
-    for name in ("model", "mmproj"):
-        data = paths[name].read_bytes()
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        assert running.client.post(f"/api/blobs/{digest}", content=data).status_code == 201
-        files[f"{name}.gguf"] = digest
-    created = running.client.post("/api/create", json={"model": "tiny-vision", "files": files,
-                                                        "stream": False})
-    assert created.status_code == 200, created.text
+    running.create("tiny-vision", {"model.gguf": paths["model"], "mmproj.gguf": paths["mmproj"]})
     yield running
     assert running.stop() == 0
 
