@@ -98,7 +98,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     args = parser.parse_args()
     gguf_file = pyggml.GGUFFile(mmproj())
-    weights = Weights(gguf_file.tensors())
+    weights = Weights(gguf_file.tensors(), reader=gguf_file.read)
     projector = gemma4a.Gemma4Audio.from_metadata(gguf_file.metadata, weights)
     device = pyggml.cpu_device()
     taken = {name: t for name, t in weights.tensors.items() if name in weights.taken}

@@ -48,6 +48,19 @@ class GGUFFile:
         """numpy-order shape."""
         return tuple(reversed(self.tensors_info[name].ne))
 
+    def read(self, name: str) -> np.ndarray:
+        """An F32 or F16 tensor's values as float32, straight from the mapped file (for small
+        constants a graph takes as parameters rather than tensors)."""
+        kinds = {GGMLType.F32: np.float32, GGMLType.F16: np.float16}
+        kind = self.tensor_type(name)
+        if kind not in kinds:
+            raise ValueError(f"The tensor {name} is {kind.name}; only F32 and F16 tensors are "
+                             "read directly.")
+        shape = self.tensor_shape(name)
+        values = np.frombuffer(self.data, kinds[kind], count=int(np.prod(shape)),
+                               offset=self.tensors_info[name].offset)
+        return values.reshape(shape).astype(np.float32)
+
     def tensors(self, aliases: dict[str, str] | None = None) -> dict[str, "Tensor"]:  # noqa: F821
         """Every tensor of the file, described in one storage context but without memory.
         aliases {new: existing} adds tensors that read another's data (a tied output matrix,

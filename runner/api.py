@@ -31,6 +31,7 @@ from .sample import SamplingOptions
 from .sample.grammar import Constraint, compile_grammar
 from .encoder import Encoder
 from .multimodal import Multimodal
+from .projector_memory import add_allocated
 
 log = logging.getLogger("runner")
 
@@ -95,7 +96,7 @@ class Model:
         self.backends = Backends(options.threads)
         with Placer(model, self.loaded.tensors, self.workload.embeddings) as placer:
             layers = choose_layers(model, placer, options.devices, self.workload, self.backends,
-                                   options.repack)
+                                   options.repack, self.loaded)
             self.placement = placer.place(layers, options.repack)
         log.info("placement", extra={"layers": [d.name for d in layers]})
         try:
@@ -270,7 +271,10 @@ class Model:
     def footprint(self) -> Footprint:
         """The memory this model holds, per device and layer, read off its allocations."""
         graph = {b.device.name: self.scheduler.buffer_size(b) for b in self.scheduler.backends}
-        return Footprint.of(self.loaded.tensors, self.placement, self.kv, graph)
+        footprint = Footprint.of(self.loaded.tensors, self.placement, self.kv, graph)
+        add_allocated(footprint, getattr(self, "_encoders", {}),
+                      self.loaded.projector_tensors or {}, self.placement)
+        return footprint
 
     def failure(self) -> str | None:
         """Why the model can no longer compute (a device on another machine went away)."""

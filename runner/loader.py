@@ -98,7 +98,7 @@ def _attach(loaded: Loaded, projector_file: pyggml.GGUFFile, meta: dict, tensors
     if meta.get("general.architecture") != "clip" or not present:
         raise ValueError(f"{where} is not a projector (an mmproj file with a vision or audio "
                          "encoder, general.architecture clip).")
-    weights = Weights(tensors)
+    weights = Weights(tensors, reader=projector_file.read)
     for modality in present:
         kind = meta.get(MODALITIES[modality][1]) or meta.get("clip.projector_type")
         projector = projector_class(kind).from_metadata(meta, weights)

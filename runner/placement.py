@@ -32,6 +32,7 @@ from .batch import Batch
 from .devices import DeviceOptions, accelerators, listed_layers, offload
 from .executor import Executor
 from .kvcache import CausalCache
+from .projector_memory import add_measured
 
 BLOCK = re.compile(r"^blk\.(\d+)\.")
 VIEW_OPS = {"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"}
@@ -216,9 +217,10 @@ class Backends:
 
 
 def measure(model, tensors: dict, placement: Placement, workload: Workload,
-            backends: Backends) -> Footprint:
+            backends: Backends, projectors=None) -> Footprint:
     """The memory placement takes, per device and layer, measured by ggml without
-    allocating (zero-size buffers stand in for weights and cache)."""
+    allocating (zero-size buffers stand in for weights and cache); with projectors (a
+    Loaded with projectors), theirs too."""
     shapes = model.cache_layers()
     kv = CausalCache(shapes, workload.cells, None, workload.cache_type, workload.flash,
                      allocate=False)
@@ -237,13 +239,19 @@ def measure(model, tensors: dict, placement: Placement, workload: Workload,
                                                          workload.embeddings)
         stack.callback(step.ctx.close)
         graph = {b.device.name: size for b, size in scheduler.reserve_size(step.graph).items()}
-    return Footprint.of(tensors, placement, kv, graph)
+    footprint = Footprint.of(tensors, placement, kv, graph)
+    if projectors is not None:
+        add_measured(footprint, projectors.projectors, projectors.projector_tensors or {},
+                     placement, backends)
+    return footprint
 
 
 def choose_layers(model, placer: Placer, options: DeviceOptions, workload: Workload,
-                  backends: Backends, repack: bool = True) -> list[pyggml.Device]:
+                  backends: Backends, repack: bool = True,
+                  projectors=None) -> list[pyggml.Device]:
     """The device of each block, then of the output layer: listed by the options, or
-    offloaded as they ask (num_gpu=-1: as many layers as the accelerators hold, measured)."""
+    offloaded as they ask (num_gpu=-1: as many layers as the accelerators hold, measured,
+    the projectors included)."""
     layers = model.config.layers
     gpus = accelerators(options)
     if options.gpu_layers is not None:
@@ -251,7 +259,7 @@ def choose_layers(model, placer: Placer, options: DeviceOptions, workload: Workl
 
     def need(plan: list[int | None]) -> dict[int, int]:
         footprint = measure(model, placer.tensors, placer.place(layer_devices(plan, gpus), repack),
-                            workload, backends)
+                            workload, backends, projectors)
         return {index: footprint.total(gpu.name) for index, gpu in enumerate(gpus)}
 
     return layer_devices(offload(layers, gpus, options, need), gpus)

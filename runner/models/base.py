@@ -37,11 +37,24 @@ LLM, ATTENTION, ROPE = gguf.Keys.LLM, gguf.Keys.Attention, gguf.Keys.Rope
 
 class Weights:
     """The file's tensors, taken by GGUF name with a shape check; `taken` names the ones a
-    model bound (the others need no memory)."""
+    model bound (the others need no memory). reader(file's tensor name): its values, for the
+    small constants a model reads at bind time (GGUFFile.read)."""
 
-    def __init__(self, tensors: dict[str, pyggml.Tensor]):
+    def __init__(self, tensors: dict[str, pyggml.Tensor], reader=None):
         self.tensors = tensors
         self.taken: set[str] = set()
+        self.reader = reader
+
+    def value(self, name: str):
+        """The values of tensor name (float32 numpy), read from the file now; None where the
+        file has no such tensor. It takes no memory (it is not taken)."""
+        tensor = self.tensors.get(name)
+        if tensor is None:
+            return None
+        if self.reader is None:
+            raise ModelError(f"The tensor {name} must be read as the model binds, but these "
+                             "weights came without a reader of their file.")
+        return self.reader(tensor.name)
 
     def take(self, name: str, shape=None) -> pyggml.Tensor:
         tensor = self.tensors.get(name)

@@ -115,9 +115,9 @@ class RunnerState:
         try:
             with Placer(opened.model, opened.tensors, workload.embeddings) as placer:
                 layers = choose_layers(opened.model, placer, options.devices, workload,
-                                       backends, options.repack)
+                                       backends, options.repack, opened)
                 return measure(opened.model, opened.tensors, placer.place(layers, options.repack),
-                               workload, backends)
+                               workload, backends, opened)
         finally:
             backends.close()
 

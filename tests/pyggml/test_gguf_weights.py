@@ -171,3 +171,15 @@ def test_repacked_weights_multiply_like_the_plain_ones(tmp_path, sched, rng, mon
     expected = x @ gguf.quants.dequantize(raw, gguf.GGMLQuantizationType.Q4_0).T
     for value in results.values():
         np.testing.assert_allclose(value, expected, atol=0.03 * np.abs(expected).max())
+
+
+def test_small_float_tensors_are_read_straight_from_the_file(model_file):
+    path, expected = model_file
+    f = pyggml.GGUFFile(path)
+    for name in ("token_embd.weight", "blk.0.attn_q.weight", "blk.0.ffn_norm.weight"):
+        values = f.read(name)
+        assert values.dtype == np.float32
+        np.testing.assert_array_equal(values, expected[name].astype(np.float32))
+    with pytest.raises(ValueError, match="only F32 and F16"):
+        f.read("blk.0.ffn_down.weight")
+    f.close()

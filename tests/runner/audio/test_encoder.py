@@ -65,3 +65,18 @@ def test_the_blocked_mask_sees_the_eleven_keys_before_and_itself():
     assert not seen[0, 0, :, :12].any()                  # nothing before the audio
     assert not seen[2, 0, :, 18:].any()                  # nor past it (keys 30 and on)
     assert seen.sum(-1).max() == 12
+
+
+def test_both_encoders_are_measured_as_they_are_allocated(audio_model):
+    import runner
+
+    from ..vision.test_memory import measured
+
+    expected = measured(audio_model, True)
+    model = runner.load(audio_model["model"], projector=audio_model["mmproj"], num_ctx=256,
+                        threads=2)
+    try:
+        assert set(model.multimodal.encoders) == {"image", "audio"}
+        assert model.footprint() == expected
+    finally:
+        model.close()
