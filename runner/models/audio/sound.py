@@ -44,6 +44,9 @@ def decode(data) -> np.ndarray:
                          f"{error}") from None
     if samples.shape[0] == 0:
         raise AudioError("The audio has no samples.")
+    if not np.isfinite(samples).all():
+        raise AudioError("The audio has samples that are not finite numbers (NaN or "
+                         "infinity).")
     mono = samples.mean(axis=1, dtype=np.float64).astype(np.float32)
     if rate != RATE:
         mono = soxr.resample(mono, rate, RATE, quality="HQ").astype(np.float32)

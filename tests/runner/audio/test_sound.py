@@ -81,6 +81,13 @@ def test_a_header_without_samples_is_refused():
         sound.decode(empty)
 
 
+def test_samples_that_are_not_numbers_are_refused():
+    clip = hf_audio.tone(0.2, 16000)
+    clip[100] = np.nan
+    with pytest.raises(sound.AudioError, match="not finite"):
+        sound.decode(hf_audio.wav(clip, 16000, "FLOAT"))
+
+
 def test_sound_files_are_told_from_images_by_content():
     assert sound.is_audio(hf_audio.wav(hf_audio.tone(0.1, 16000), 16000))
     assert not sound.is_audio(b"\x89PNG\r\n\x1a\n" + bytes(20))
