@@ -127,7 +127,8 @@ class Model:
         encoders = self._encoders = {}                 # closed with the model if one fails
         for modality, projector in self.loaded.projectors.items():
             scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices))
-            encoder = encoders[modality] = Encoder(projector, scheduler)
+            encoder = encoders[modality] = Encoder(projector, scheduler,
+                                                   flash=self.options.flash_attn)
             scheduler.reserve(encoder.worst_case())
         return Multimodal(encoders, self.tokenizer)
 

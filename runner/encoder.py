@@ -35,8 +35,9 @@ class _Graph:
 
 
 class Encoder:
-    def __init__(self, projector, scheduler: pyggml.Scheduler, cache_bytes: int = CACHE_BYTES):
-        self.projector, self.scheduler = projector, scheduler
+    def __init__(self, projector, scheduler: pyggml.Scheduler, cache_bytes: int = CACHE_BYTES,
+                 flash: bool = False):
+        self.projector, self.scheduler, self.flash = projector, scheduler, flash
         self.cache_bytes = cache_bytes
         self._outputs: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self._kept: _Graph | None = None
@@ -87,7 +88,8 @@ class Encoder:
         inputs = {name: ctx.new_tensor(INPUT_TYPES[array.dtype.kind], array.shape,
                                        name=name).set_input()
                   for name, array in pixels.inputs.items()}
-        output = self.projector.forward(patches, pixels.grid, **inputs).set_output()
+        output = self.projector.forward(patches, pixels.grid, flash=self.flash,
+                                        **inputs).set_output()
         self._kept = _Graph(pixels.key, ctx, ctx.graph(output), patches, inputs, output)
         return self._kept
 

@@ -242,7 +242,7 @@ def measure(model, tensors: dict, placement: Placement, workload: Workload,
     footprint = Footprint.of(tensors, placement, kv, graph)
     if projectors is not None:
         add_measured(footprint, projectors.projectors, projectors.projector_tensors or {},
-                     placement, backends)
+                     placement, backends, workload.flash)
     return footprint
 
 

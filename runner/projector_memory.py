@@ -13,9 +13,11 @@ import pyggml
 from .encoder import Encoder
 
 
-def add_measured(footprint, projectors: dict, tensors: dict, placement, backends) -> None:
-    """Add to footprint what the projectors would take under placement, measured without
-    allocating (zero-size buffers stand in for their weights)."""
+def add_measured(footprint, projectors: dict, tensors: dict, placement, backends,
+                 flash: bool = False) -> None:
+    """Add to footprint what the projectors would take under placement (their encoders
+    with flash attention or not), measured without allocating (zero-size buffers stand in
+    for their weights)."""
     if not projectors:
         return
     memory = placement.layers[-1].buffer_type()
@@ -25,7 +27,7 @@ def add_measured(footprint, projectors: dict, tensors: dict, placement, backends
         for projector in projectors.values():
             scheduler = stack.enter_context(
                 pyggml.Scheduler(backends.ordered(placement.devices)))
-            encoder = Encoder(projector, scheduler)
+            encoder = Encoder(projector, scheduler, flash=flash)
             stack.callback(encoder.close)
             for backend, size in scheduler.reserve_size(encoder.worst_case()).items():
                 _add_graph(footprint, backend.device.name, size)

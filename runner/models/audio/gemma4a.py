@@ -153,8 +153,9 @@ class Gemma4Audio:
     def largest(self) -> Pixels:
         return self.preprocess(np.zeros(MAX_SAMPLES, np.float32))
 
-    def forward(self, patches, grid: tuple[int, int], mask, relative):
-        """patches (frames, bins) log-mel -> (rows, text embd)."""
+    def forward(self, patches, grid: tuple[int, int], mask, relative, flash: bool = False):
+        """patches (frames, bins) log-mel -> (rows, text embd). flash is not used: the
+        blocked attention with its relative-position scores has no fused form."""
         c = self.config
         first_real, rows = grid
         frames = patches.shape[0]

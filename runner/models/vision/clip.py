@@ -63,7 +63,7 @@ class LlavaVision:
     def largest(self) -> Pixels:
         return self.preprocess(images.blank(self.config.image_size, self.config.image_size))
 
-    def forward(self, patches, grid: tuple[int, int], positions=None):
+    def forward(self, patches, grid: tuple[int, int], flash: bool = False):
         """patches (P, 3*p*p) -> (P, text embd)."""
         c = self.config
         n = patches.shape[0]
@@ -73,7 +73,7 @@ class LlavaVision:
         x = x.add(as_f32(self.position_embd, ctx))
         x = layer_norm(x, self.pre_ln, self.pre_ln_b, c.eps)
         for block in self.blocks:
-            x = encoder_block(x, block, c)
+            x = encoder_block(x, block, c, flash)
         x = x.view((n, c.embd), offset=x.strides[0])                          # no class token
         h = self.mm_0.mul_mat(x).add(self.mm_0_b).gelu_erf()
         return self.mm_2.mul_mat(h).add(self.mm_2_b)                          # (P, E)

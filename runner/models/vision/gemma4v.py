@@ -110,7 +110,7 @@ class Gemma4Vision:
         side = int(math.isqrt(self.max_tokens)) * self.pool * self.config.patch
         return self.preprocess(images.blank(side, side))
 
-    def forward(self, patches, grid: tuple[int, int], positions):
+    def forward(self, patches, grid: tuple[int, int], positions, flash: bool = False):
         """patches (P, 3*p*p), positions int32 (2, P) x and y -> (rows, text embd)."""
         c, ctx = self.config, patches.context
         n = patches.shape[0]
@@ -121,7 +121,7 @@ class Gemma4Vision:
         x = embed_patches(patches.scale(2.0, -1.0), self.patch_embd, c)       # (P, D)
         x = x.add(tables[0].get_rows(xs)).add(tables[1].get_rows(ys))
         for block in self.blocks:
-            x = self._block(x, block, xs, ys)
+            x = self._block(x, block, xs, ys, flash)
         height, width = grid
         planes = x.transpose().cont().reshape(1, c.embd, height, width)     # (1, D, H, W)
         pooled = planes.pool_2d("avg", (self.pool, self.pool))              # (1, D, h, w)
@@ -131,7 +131,7 @@ class Gemma4Vision:
             x = x.sub(self.std_bias).mul(self.std_scale)
         return self.input_projection.mul_mat(x.rms_norm(c.eps))              # (rows, E)
 
-    def _block(self, x, block: Layer, xs, ys):
+    def _block(self, x, block: Layer, xs, ys, flash: bool):
         c, n = self.config, x.shape[0]
         d, eps = c.head_dim, c.eps
         h = x.rms_norm(eps).mul(block.ln1)
@@ -140,7 +140,7 @@ class Gemma4Vision:
         v = clamped_linear(block, "attn_v", h).reshape(n, c.heads, d).rms_norm(eps)
         q = self._rope(q.rms_norm(eps).mul(block.attn_q_norm), xs, ys)
         k = self._rope(k.rms_norm(eps).mul(block.attn_k_norm), xs, ys)
-        a = attend_all(q, k, v, 1.0)                                          # (P, D)
+        a = attend_all(q, k, v, 1.0, flash)                                   # (P, D)
         a = clamped_linear(block, "attn_out", a).rms_norm(eps).mul(block.attn_post_norm)
         x = x.add(a)
         h = x.rms_norm(eps).mul(block.ln2)

@@ -61,14 +61,14 @@ class Gemma3Vision:
         """Every image is squashed to one size: that one."""
         return self.preprocess(images.blank(self.config.image_size, self.config.image_size))
 
-    def forward(self, patches, grid: tuple[int, int], positions=None):
+    def forward(self, patches, grid: tuple[int, int], flash: bool = False):
         """patches (P, 3*p*p) -> (rows, text embd)."""
         c = self.config
         height, width = grid
         x = embed_patches(patches, self.patch_embd, c).add(self.patch_embd_b)    # (P, D)
         x = x.add(as_f32(self.position_embd, patches.context))
         for block in self.blocks:
-            x = encoder_block(x, block, c)
+            x = encoder_block(x, block, c, flash)
         x = layer_norm(x, self.post_ln, self.post_ln_b, c.eps)
         grid_planes = x.transpose().cont().reshape(1, c.embd, height, width)     # (1, D, H, W)
         pooled = grid_planes.pool_2d("avg", (self.pool, self.pool))            # (1, D, h, w)

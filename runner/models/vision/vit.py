@@ -111,23 +111,29 @@ def layer_norm(x, weight, bias, eps: float):
     return x.norm(eps).mul(weight).add(bias)
 
 
-def encoder_block(x, block: Layer, c: ViTConfig):
+def encoder_block(x, block: Layer, c: ViTConfig, flash: bool = False):
     """One pre-LayerNorm block over x (P, D), every position attending to every other."""
     n = x.shape[0]
     h = layer_norm(x, block.ln1, block.ln1_b, c.eps)
     q = block.attn_q.mul_mat(h).add(block.attn_q_b).reshape(n, c.heads, c.head_dim)
     k = block.attn_k.mul_mat(h).add(block.attn_k_b).reshape(n, c.heads, c.head_dim)
     v = block.attn_v.mul_mat(h).add(block.attn_v_b).reshape(n, c.heads, c.head_dim)
-    a = attend_all(q, k, v, 1.0 / math.sqrt(c.head_dim))                 # (P, D)
+    a = attend_all(q, k, v, 1.0 / math.sqrt(c.head_dim), flash)          # (P, D)
     x = x.add(block.attn_out.mul_mat(a).add(block.attn_out_b))
     h = layer_norm(x, block.ln2, block.ln2_b, c.eps)
     h = getattr(block.ffn_up.mul_mat(h).add(block.ffn_up_b), ACTIVATIONS[c.activation])()
     return x.add(block.ffn_down.mul_mat(h).add(block.ffn_down_b))
 
 
-def attend_all(q, k, v, scale: float):
-    """Unmasked attention: q, k, v (P, H, d) -> (P, H * d)."""
+def attend_all(q, k, v, scale: float, flash: bool = False):
+    """Unmasked attention: q, k, v (P, H, d) -> (P, H * d). flash: ggml's fused kernel over
+    F16 keys and values (as llama.cpp's clip with flash attention), never the P x P scores."""
     n, heads, dim = q.shape
+    if flash:
+        keys = k.permute(1, 0, 2).cast("F16")                            # (H, P, d)
+        values = v.permute(1, 0, 2).cast("F16")
+        out = q.permute(1, 0, 2).flash_attn_ext(keys, values, None, scale)   # (P, H, d)
+        return out.reshape(n, heads * dim)
     queries = q.permute(1, 0, 2)                                         # (H, P, d)
     keys = k.permute(1, 0, 2)                                            # (H, P, d)
     values = v.permute(1, 2, 0).cont()                                   # (H, d, P)

@@ -96,3 +96,21 @@ def test_the_output_cache_keeps_to_its_budget(encoders):
         assert sum(rows.nbytes for rows in encoder._outputs.values()) <= encoder.cache_bytes
     finally:
         encoder.cache_bytes = budget
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_flash_attention_encodes_close_to_plain(encoders, kind):
+    """The fused kernel over F16 keys and values (llama.cpp's clip does the same)."""
+    plain = encoders(kind)
+    flash = Encoder(plain.projector, pyggml.Scheduler(list(plain.scheduler.backends)),
+                    flash=True)
+    try:
+        image = png(13, 40, 56)
+        pixels = plain.projector.preprocess(images.decode(image))
+        expected = plain.encode(b"plain %d" % id(flash), pixels)
+        ours = flash.encode(b"flash", pixels)
+        assert np.abs(ours - expected).max() <= 2e-3 * max(1.0, np.abs(expected).max())
+        assert flash._kept.graph.n_nodes != plain._kept.graph.n_nodes     # another graph
+    finally:
+        flash.close()
+        flash.scheduler.close()
