@@ -1,18 +1,22 @@
 """The real-time factor of Gemma 4's audio encoder: 30 s of audio through the conformer and
 the embedder at Gemma 4 E2B's audio dimensions (12 layers 1024 wide, 8 heads, 1536-wide
-output, a 1536-wide text model) with random weights (F16 matrices, F32 convolutions, as
-llama.cpp's converter types them).
+output) with random weights (F16 matrices, F32 convolutions, as llama.cpp's converter types
+them), projected to the real Gemma 3 270M's width (640) so that llama.cpp's mtmd has a text
+model to pair it with (E2B's own is 1536 wide: one 1536 x 640 matrix of the 12-layer tower
+differs).
 
-    python bench/audio.py [--threads 2] [--repeat 3] [--seconds 30]
+    python bench/audio.py [--threads 2] [--repeat 3] [--seconds 30] [--flash]
 
 Prints seconds per encode (best of --repeat, after a warm-up with another clip) and the
-real-time factor (encode time / audio duration: below 1 is faster than real time). The
-log-mel front end (numpy) is timed apart.
+real-time factor (encode time / audio duration: below 1 is faster than real time), ours and
+llama.cpp's (through llama-cpp-python, `pip install '.[llamacpp]'`, where installed). The
+log-mel front ends are timed apart (ours in numpy; llama.cpp's runs as it tokenizes).
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import time
 from pathlib import Path
 
@@ -26,13 +30,14 @@ from runner.media import digest_of
 from runner.models.audio import gemma4a, melspec
 from runner.models.base import Weights
 
-E2B = dict(embd=1024, layers=12, heads=8, output=1536, text=1536, channels=(128, 32),
+TEXT = "gemma3:270m"
+E2B = dict(embd=1024, layers=12, heads=8, output=1536, text=640, channels=(128, 32),
            kernel=5)
 
 
 def mmproj() -> Path:
     """A gemma4a mmproj of E2B's audio size, random weights (made once)."""
-    path = store.store_dir() / "bench-gemma4a-mmproj.gguf"
+    path = store.store_dir() / f"bench-gemma4a-mmproj-{E2B['text']}.gguf"
     if path.exists():
         return path
     rng = np.random.default_rng(0)
@@ -96,6 +101,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--flash", action="store_true",
+                        help="llama.cpp's encoder with flash attention (ours has no fused "
+                             "form of its blocked attention)")
     args = parser.parse_args()
     gguf_file = pyggml.GGUFFile(mmproj())
     weights = Weights(gguf_file.tensors(), reader=gguf_file.read)
@@ -127,6 +135,56 @@ def main() -> None:
     scheduler.close()
     backend.close()
     gguf_file.close()
+    try:
+        theirs = llama_cpp_encode(args)
+    except ImportError:
+        print("llama.cpp: llama-cpp-python is not installed (pip install '.[llamacpp]')")
+        return
+    print(f"{'llama.cpp conformer':<22}{theirs:>9.3f}{theirs / args.seconds:>18.3f}")
+    print(f"ratio (llama.cpp's encode time / ours): {theirs / best:.2f}")
+
+
+def llama_cpp_encode(args) -> float:
+    """Best seconds of llama.cpp's mtmd encoding the same clips (its front end runs when the
+    clip is tokenized, before the timing)."""
+    import llama_cpp as L
+    import llama_cpp.mtmd_cpp as M
+
+    L.llama_backend_init()
+    quiet = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)(
+        lambda level, text, user: None)
+    L.llama_log_set(quiet, None)
+    model = L.llama_model_load_from_file(str(store.resolve(TEXT, pull_missing=True)).encode(),
+                                         L.llama_model_default_params())
+    params = M.mtmd_context_params_default()
+    params.use_gpu, params.n_threads, params.print_timings = False, args.threads, False
+    params.flash_attn_type = 1 if args.flash else 0
+    ctx = M.mtmd_init_from_file(str(mmproj()).encode(), model, params)
+    best = np.inf
+    try:
+        for attempt in range(args.repeat + 1):
+            samples = speechlike(args.seconds, attempt)
+            bitmap = M.mtmd_bitmap_init_from_audio(
+                samples.size, (ctypes.c_float * samples.size).from_buffer_copy(samples.tobytes()))
+            chunks = M.mtmd_input_chunks_init()
+            marker = M.mtmd_default_marker()
+            text = M.mtmd_input_text(marker, len(marker), False, True)
+            M.mtmd_tokenize(ctx, chunks, ctypes.byref(text), (M.mtmd_bitmap_p_ctypes * 1)(bitmap),
+                            1)
+            found = [M.mtmd_input_chunks_get(chunks, i)
+                     for i in range(M.mtmd_input_chunks_size(chunks))]
+            chunk = next(c for c in found
+                         if M.mtmd_input_chunk_get_type(c) == M.MTMD_INPUT_CHUNK_TYPE_AUDIO)
+            start = time.perf_counter()
+            M.mtmd_encode_chunk(ctx, chunk)
+            if attempt:
+                best = min(best, time.perf_counter() - start)
+            M.mtmd_input_chunks_free(chunks)
+            M.mtmd_bitmap_free(bitmap)
+    finally:
+        M.mtmd_free(ctx)
+        L.llama_model_free(model)
+    return best
 
 
 if __name__ == "__main__":
