@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 
+import numpy as np
+
 import pyggml
 from pyggml.profile import NodeClock, Profiler
 from runner import store
@@ -21,6 +23,15 @@ from runner.placement import Placer
 
 def model_path(name: str):
     return store.pull(name, progress=False) if name in store.CATALOG else store.resolve(name)
+
+
+def token_ids(path, n: int, seed: int = 0) -> list[int]:
+    """n random token ids that the model's vocabulary holds (100 to 10000 where it is that
+    large), the same for both engines."""
+    with pyggml.GGUFFile(path) as f:
+        vocab = len(f.metadata["tokenizer.ggml.tokens"])
+    return np.random.default_rng(seed).integers(min(100, vocab // 2), min(10000, vocab),
+                                                n).tolist()
 
 
 class Ours:

@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 import runner
+from engines import token_ids
 from runner import store
 from runner.api import split_options
 from runner.devices import add_device_flags, device_options
@@ -36,7 +37,8 @@ def ours(path, prompt, n_gen, threads, flash, devices) -> tuple[float, float]:
         model.engine.submit(Request(tokens, events.put, sampling,
                                     split_options({"num_predict": n})[1]))
         while not (done := events.get()).get("done"):
-            pass
+            if "error" in done:
+                raise RuntimeError(f"The request failed: {done['error']}")
     model.close()
     return (done["prompt_eval_count"] / done["prompt_eval_duration"] * 1e9,
             done["eval_count"] / done["eval_duration"] * 1e9)
@@ -83,11 +85,11 @@ def main() -> None:
     add_device_flags(parser)
     args = parser.parse_args()
     devices = device_options(args)
-    prompt = np.random.default_rng(0).integers(100, 10000, args.prompt).tolist()
     print(f"{'model':<14}{'flash':<7}{'ours pp':>9}{'llama pp':>10}{'ratio':>7}"
           f"{'ours tg':>9}{'llama tg':>10}{'ratio':>7}   (tokens/s)")
     for name in args.model or store.CATALOG:
         path = store.resolve(name) if args.model else store.pull(name, progress=False)
+        prompt = token_ids(path, args.prompt)
         for flash in (False, True):
             runs_ours, runs_ref = [], []
             for _ in range(args.repeat):

@@ -18,10 +18,8 @@ import statistics
 import time
 from collections import defaultdict
 
-import numpy as np
-
 import pyggml
-from engines import engines, model_path
+from engines import engines, model_path, token_ids
 from pyggml.profile import by_op
 
 
@@ -74,9 +72,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
     path = model_path(args.model)
-    rng = np.random.default_rng(0)
-    prompt = rng.integers(100, 10000, args.context).tolist()
-    step_tokens = rng.integers(100, 10000, args.batch).tolist()
+    prompt = token_ids(path, args.context)
+    step_tokens = token_ids(path, args.batch, seed=1)
     results = {cls.name: measure(cls, path, args, prompt, step_tokens) for cls in engines()}
     names = list(results)
     print(f"{args.model}, {args.threads} threads, a step of {args.batch} token(s) after "

@@ -14,17 +14,14 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
-
 import pyggml
-from engines import engines, model_path
+from engines import engines, model_path, token_ids
 
 
 def speeds(cls, path, threads: int, repack: bool, args) -> tuple[float, float]:
     """(prompt tokens/s, generated tokens/s), the best of args.repeat."""
     engine = cls(path, threads, args.flash, repack, args.prompt + args.generate + 256)
-    rng = np.random.default_rng(0)
-    prompt = rng.integers(100, 10000, args.prompt).tolist()
+    prompt = token_ids(path, args.prompt)
     best = [0.0, 0.0]
     try:
         engine.decode(prompt[:8], 0)                          # warm up
