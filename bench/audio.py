@@ -24,6 +24,7 @@ import gguf
 import numpy as np
 
 import pyggml
+from engines import mtmd_chunk
 from runner import store
 from runner.encoder import Encoder
 from runner.media import digest_of
@@ -166,15 +167,7 @@ def llama_cpp_encode(args) -> float:
             samples = speechlike(args.seconds, attempt)
             bitmap = M.mtmd_bitmap_init_from_audio(
                 samples.size, (ctypes.c_float * samples.size).from_buffer_copy(samples.tobytes()))
-            chunks = M.mtmd_input_chunks_init()
-            marker = M.mtmd_default_marker()
-            text = M.mtmd_input_text(marker, len(marker), False, True)
-            M.mtmd_tokenize(ctx, chunks, ctypes.byref(text), (M.mtmd_bitmap_p_ctypes * 1)(bitmap),
-                            1)
-            found = [M.mtmd_input_chunks_get(chunks, i)
-                     for i in range(M.mtmd_input_chunks_size(chunks))]
-            chunk = next(c for c in found
-                         if M.mtmd_input_chunk_get_type(c) == M.MTMD_INPUT_CHUNK_TYPE_AUDIO)
+            chunks, chunk = mtmd_chunk(ctx, bitmap, M.MTMD_INPUT_CHUNK_TYPE_AUDIO)
             start = time.perf_counter()
             M.mtmd_encode_chunk(ctx, chunk)
             if attempt:

@@ -25,6 +25,20 @@ def model_path(name: str):
     return store.pull(name, progress=False) if name in store.CATALOG else store.resolve(name)
 
 
+def mtmd_chunk(mctx, bitmap, kind: int):
+    """llama.cpp's mtmd: a prompt of just the default marker with bitmap tokenized, and its
+    chunk of kind (MTMD_INPUT_CHUNK_TYPE_IMAGE or _AUDIO). Returns (chunks, chunk); free
+    chunks with mtmd_input_chunks_free."""
+    import llama_cpp.mtmd_cpp as M
+
+    chunks = M.mtmd_input_chunks_init()
+    marker = M.mtmd_default_marker()
+    text = M.mtmd_input_text(marker, len(marker), False, True)
+    M.mtmd_tokenize(mctx, chunks, ctypes.byref(text), (M.mtmd_bitmap_p_ctypes * 1)(bitmap), 1)
+    found = [M.mtmd_input_chunks_get(chunks, i) for i in range(M.mtmd_input_chunks_size(chunks))]
+    return chunks, next(c for c in found if M.mtmd_input_chunk_get_type(c) == kind)
+
+
 def token_ids(path, n: int, seed: int = 0) -> list[int]:
     """n random token ids that the model's vocabulary holds (100 to 10000 where it is that
     large), the same for both engines."""

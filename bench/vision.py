@@ -24,6 +24,7 @@ import gguf
 import numpy as np
 
 import runner
+from engines import mtmd_chunk
 from runner import store
 from runner.batch import Batch
 from runner.convert.mmproj import write_vit
@@ -141,15 +142,7 @@ def llama_cpp_mtmd(text: Path, projector: Path, args) -> tuple[float, float]:
             height, width, _ = rgb.shape
             bitmap = M.mtmd_bitmap_init(width, height, (ctypes.c_uint8 * rgb.size)
                                         .from_buffer_copy(rgb.tobytes()))
-            chunks = M.mtmd_input_chunks_init()
-            marker = M.mtmd_default_marker()
-            text_in = M.mtmd_input_text(marker, len(marker), False, True)
-            M.mtmd_tokenize(mctx, chunks, ctypes.byref(text_in),
-                            (M.mtmd_bitmap_p_ctypes * 1)(bitmap), 1)
-            found = [M.mtmd_input_chunks_get(chunks, i)
-                     for i in range(M.mtmd_input_chunks_size(chunks))]
-            chunk = next(c for c in found
-                         if M.mtmd_input_chunk_get_type(c) == M.MTMD_INPUT_CHUNK_TYPE_IMAGE)
+            chunks, chunk = mtmd_chunk(mctx, bitmap, M.MTMD_INPUT_CHUNK_TYPE_IMAGE)
             start = time.perf_counter()
             M.mtmd_encode_chunk(mctx, chunk)
             encode = time.perf_counter() - start
