@@ -9,6 +9,7 @@ import argparse
 import base64
 import json
 import math
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -374,7 +375,13 @@ def main(argv=None) -> int:
     if not argv:
         print(commands(parser()))
         return 0
-    args = parser().parse_args(argv)
+    top = parser()
+    args, extra = top.parse_known_args(argv)
+    if extra and getattr(args, "prompt", "") is None and len(extra) == 1 and \
+            not extra[0].startswith("-"):
+        args.prompt = extra[0]       # a prompt after the options (argparse takes it not)
+    elif extra:
+        top.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.run(args)
     except (store.StoreError, ValueError, FileNotFoundError, GGMLError, LookupError,
@@ -383,3 +390,6 @@ def main(argv=None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:          # the reader went away (| head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

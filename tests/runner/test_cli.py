@@ -39,6 +39,23 @@ def test_run_with_the_chat_template_and_interactive_history():
     assert len([line for line in result.stdout.splitlines() if line.strip()]) >= 2
 
 
+def test_the_prompt_may_follow_the_options():
+    result = cli("run", "smollm2:135m", "--raw", "--temperature", "0", "--num-predict", "6",
+                 "--local", "The capital of France is")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == " Paris.\n\nThe United\n"
+    two = cli("run", "smollm2:135m", "--local", "one", "two")
+    assert two.returncode == 2 and "unrecognized arguments" in two.stderr
+
+
+def test_a_reader_that_goes_away_ends_the_output_quietly():
+    shell = subprocess.run(f"{sys.executable} -m runner run smollm2:135m --raw --local "
+                           "--temperature 0 --num-predict 200 'Once upon a time' | head -c 5",
+                           shell=True, capture_output=True, text=True, timeout=300,
+                           cwd=tempfile.gettempdir())
+    assert len(shell.stdout) == 5 and "Traceback" not in shell.stderr
+
+
 def test_tokenize_reads_stdin():
     parsed = json.loads(cli("tokenize", "smollm2:135m", stdin="Hi <|im_end|>").stdout)
     plain = json.loads(cli("tokenize", "smollm2:135m", "--no-parse-special",
