@@ -34,7 +34,8 @@ class Media:
     pixels: Pixels
     encode: Callable[[bytes, Pixels], np.ndarray]    # the encoder's (cached) encode
     is_ready: Callable[[bytes], bool]
-    both_ways: bool = True       # its rows may attend to each other (where the model says)
+    both_ways: bool = True       # its rows may attend to each other (as its projector's
+                                 # layout says; on the layers the model says)
     modality: str = "image"
 
     @property

@@ -72,7 +72,7 @@ class Multimodal:
             keys = [digest]
         return [Media(key, pixels, encoder.encode,
                       lambda d, e=encoder: e.cached(d) is not None,
-                      both_ways=modality == "image", modality=modality)
+                      both_ways=encoder.projector.layout.bidirectional, modality=modality)
                 for key, pixels in zip(keys, pieces)]
 
     def prompt(self, text: str, data) -> list:

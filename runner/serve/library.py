@@ -59,6 +59,7 @@ class Entry:
     parameters: dict = field(default_factory=dict)
     projector: Path | None = None     # the vision encoder's mmproj file
     _metadata: dict | None = field(default=None, repr=False)
+    _projector_metadata: dict | None = field(default=None, repr=False)
 
     @property
     def size(self) -> int:
@@ -105,7 +106,9 @@ class Entry:
         return found
 
     def projector_metadata(self) -> dict | None:
-        return None if self.projector is None else pyggml.GGUFFile(self.projector).metadata
+        if self.projector is not None and self._projector_metadata is None:
+            self._projector_metadata = pyggml.GGUFFile(self.projector).metadata
+        return self._projector_metadata
 
     def projector_info(self) -> dict | None:
         """The projector file's metadata, as Ollama's show reports it."""

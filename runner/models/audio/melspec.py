@@ -57,20 +57,28 @@ def log_mel(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """float32 (frames, 128) log-mel features, invalid frames zeroed, and the bool (frames,)
     mask of the frames that are real audio. At most 30 s are read."""
     samples = np.asarray(samples, np.float32)[:MAX_SAMPLES]
-    padded = -(-len(samples) // PAD_MULTIPLE) * PAD_MULTIPLE
-    real = np.zeros(HOP + padded, bool)
-    real[HOP:HOP + len(samples)] = True
-    wave = np.zeros(HOP + padded, np.float32)
+    mask = real_frames(len(samples))
+    if not len(mask):
+        return np.zeros((0, BINS), np.float32), mask
+    wave = np.zeros(HOP + _padded(len(samples)), np.float32)
     wave[HOP:HOP + len(samples)] = samples
-    count = (len(wave) - (FRAME + 1)) // HOP + 1
-    if count <= 0:
-        return np.zeros((0, BINS), np.float32), np.zeros(0, bool)
-    starts = np.arange(count) * HOP
+    starts = np.arange(len(mask)) * HOP
     frames = wave[starts[:, None] + np.arange(FRAME)[None, :]] * WINDOW           # (n, 320)
     magnitude = np.abs(np.fft.rfft(frames, n=FFT, axis=-1))                        # (n, 257)
     features = np.log(magnitude @ FILTERS + FLOOR).astype(np.float32)              # (n, 128)
-    mask = real[starts + FRAME]
     return features * mask[:, None], mask
+
+
+def real_frames(samples: int) -> np.ndarray:
+    """bool (frames,): for that many samples (at most 30 s read), the frames whose last
+    sample is audio rather than padding."""
+    samples = min(samples, MAX_SAMPLES)
+    count = (HOP + _padded(samples) - (FRAME + 1)) // HOP + 1
+    return np.arange(max(count, 0)) * HOP + FRAME < HOP + samples
+
+
+def _padded(samples: int) -> int:
+    return -(-samples // PAD_MULTIPLE) * PAD_MULTIPLE
 
 
 def subsampled(mask: np.ndarray) -> np.ndarray:
@@ -80,5 +88,4 @@ def subsampled(mask: np.ndarray) -> np.ndarray:
 
 def tokens(samples: int) -> int:
     """Audio rows that many samples (at most 30 s) become: one per 40 ms."""
-    _, mask = log_mel(np.zeros(min(samples, MAX_SAMPLES), np.float32))
-    return int(subsampled(subsampled(mask)).sum())
+    return int(subsampled(subsampled(real_frames(samples))).sum())

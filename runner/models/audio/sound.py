@@ -12,8 +12,8 @@ import numpy as np
 import soundfile
 import soxr
 
-RATE = 16_000
-CHUNK_SECONDS = 30
+from .melspec import MAX_SAMPLES, RATE
+
 MAGIC = (b"RIFF", b"RIFX", b"RF64", b"fLaC", b"OggS")
 
 
@@ -53,7 +53,7 @@ def decode(data) -> np.ndarray:
     return mono
 
 
-def chunks(samples: np.ndarray, seconds: int = CHUNK_SECONDS) -> list[np.ndarray]:
-    """samples cut into pieces of at most `seconds`."""
-    size = seconds * RATE
-    return [samples[start:start + size] for start in range(0, len(samples), size)]
+def chunks(samples: np.ndarray) -> list[np.ndarray]:
+    """samples cut into pieces of at most 30 s (what the front end reads at a time)."""
+    return [samples[start:start + MAX_SAMPLES]
+            for start in range(0, len(samples), MAX_SAMPLES)]

@@ -54,7 +54,7 @@ def fitted_size(height: int, width: int, patch: int, max_patches: int,
 
 @register_projector("gemma4v")
 class Gemma4Vision:
-    layout = Layout(before=["<|image>"], after=["<image|>"])
+    layout = Layout(before=["<|image>"], after=["<image|>"], bidirectional=True)
 
     def __init__(self, config: ViTConfig, pool: int, max_tokens: int, weights: Weights):
         c = self.config = config

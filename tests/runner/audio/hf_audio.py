@@ -35,40 +35,14 @@ def tokenizer():
     return hf_tiny.tokenizer(kind)
 
 
-def gemma4(directory: Path, seed: int = 0, vision: bool = True) -> Path:
-    import torch
-    from transformers import (Gemma4AudioConfig, Gemma4Config, Gemma4ForConditionalGeneration,
-                              Gemma4ImageProcessorPil, Gemma4TextConfig, Gemma4VisionConfig)
+def gemma4(directory: Path, seed: int = 0) -> Path:
+    """The tiny Gemma 4 of hf_vision with an audio tower beside its vision tower, clamps
+    near +-2.5 and Gemma 4's turns as its template."""
+    from transformers import Gemma4AudioConfig
 
-    tok = tokenizer()
-    ids = {t: tok.convert_tokens_to_ids(t)
-           for t in hf_vision.IMAGE_TOKENS["gemma4"] + AUDIO_TOKENS}
-    text = Gemma4TextConfig(**{**hf_tiny.SHAPE, **hf_tiny.GEMMA4_KINDS["gemma4"]},
-                            vocab_size=len(tok), vocab_size_per_layer_input=len(tok),
-                            bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                            pad_token_id=0)
-    config = Gemma4Config(
-        text_config=text.to_dict(),
-        vision_config=Gemma4VisionConfig(**hf_vision.GEMMA4_VISION).to_dict() if vision
-        else None,
-        audio_config=Gemma4AudioConfig(**GEMMA4_AUDIO).to_dict(),
-        boi_token_id=ids["<|image>"], eoi_token_id=ids["<image|>"],
-        image_token_id=ids["<|image|>"], boa_token_id=ids["<|audio>"],
-        eoa_token_index=ids["<audio|>"], audio_token_id=ids["<|audio|>"])
-    torch.manual_seed(seed)
-    model = Gemma4ForConditionalGeneration(config).eval()
-    hf_tiny._vary_unit_weights(model)
-    hf_vision._randomize(model)
-    with torch.no_grad():
-        for name, value in model.named_parameters():
-            if name.endswith("per_dim_scale"):
-                value.copy_(0.5 * torch.randn_like(value))
-    hf_vision.set_gemma4_buffers(model, 2.5)
-    model.save_pretrained(directory)
-    tok.chat_template = TEMPLATE
-    tok.save_pretrained(directory)
-    Gemma4ImageProcessorPil(**hf_vision.GEMMA4_PROCESSOR).save_pretrained(directory)
-    return directory
+    return hf_vision.gemma4(directory, seed, tok=tokenizer(),
+                            audio_config=Gemma4AudioConfig(**GEMMA4_AUDIO).to_dict(),
+                            bidirectional=None, bound=2.5, template=TEMPLATE)
 
 
 def features(samples: np.ndarray) -> dict:

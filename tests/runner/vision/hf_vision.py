@@ -84,27 +84,41 @@ def llava(directory: Path, seed: int = 0) -> Path:
     return directory
 
 
-def gemma4(directory: Path, seed: int = 0) -> Path:
+def gemma4(directory: Path, seed: int = 0, tok=None, audio_config: dict | None = None,
+           bidirectional: str | None = "vision", bound: float = 1.5,
+           template: str | None = None) -> Path:
+    """A tiny Gemma 4 with its vision tower (and, given audio_config, an audio tower; tok
+    then has the audio tokens), clamps near +-bound, and a chat template if given."""
     import torch
     from transformers import (Gemma4Config, Gemma4ForConditionalGeneration,
                               Gemma4ImageProcessorPil, Gemma4TextConfig, Gemma4VisionConfig)
 
-    tok = tokenizer("gemma4")
-    ids = {t: tok.convert_tokens_to_ids(t) for t in IMAGE_TOKENS["gemma4"]}
+    tok = tok or tokenizer("gemma4")
+    ids = tok.convert_tokens_to_ids
+    both_ways = {"use_bidirectional_attention": bidirectional} if bidirectional else {}
     text = Gemma4TextConfig(**{**hf_tiny.SHAPE, **hf_tiny.GEMMA4_KINDS["gemma4"]},
                             vocab_size=len(tok), vocab_size_per_layer_input=len(tok),
                             bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                            pad_token_id=0, use_bidirectional_attention="vision")
+                            pad_token_id=0, **both_ways)
+    audio_ids = dict(boa_token_id=ids("<|audio>"), eoa_token_index=ids("<audio|>"),
+                     audio_token_id=ids("<|audio|>")) if audio_config else {}
     config = Gemma4Config(text_config=text.to_dict(),
                           vision_config=Gemma4VisionConfig(**GEMMA4_VISION).to_dict(),
-                          audio_config=None, boi_token_id=ids["<|image>"],
-                          eoi_token_id=ids["<image|>"], image_token_id=ids["<|image|>"])
+                          audio_config=audio_config, boi_token_id=ids("<|image>"),
+                          eoi_token_id=ids("<image|>"), image_token_id=ids("<|image|>"),
+                          **audio_ids)
     torch.manual_seed(seed)
     model = Gemma4ForConditionalGeneration(config).eval()
     hf_tiny._vary_unit_weights(model)
     _randomize(model)
-    set_gemma4_buffers(model, 1.5)
+    with torch.no_grad():
+        for name, value in model.named_parameters():
+            if name.endswith("per_dim_scale"):               # the audio tower's
+                value.copy_(0.5 * torch.randn_like(value))
+    set_gemma4_buffers(model, bound)
     model.save_pretrained(directory)
+    if template:
+        tok.chat_template = template
     tok.save_pretrained(directory)
     Gemma4ImageProcessorPil(**GEMMA4_PROCESSOR).save_pretrained(directory)
     return directory
