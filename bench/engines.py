@@ -1,5 +1,6 @@
-"""Ours and llama.cpp on the CPU behind one small interface, for the benchmarks that time
-single graph computes (profile.py, threads.py): decode(tokens, start) evaluates tokens at
+"""Ours and llama.cpp behind one small interface, for the benchmarks that time single graph
+computes (profile.py, threads.py): on the CPU, or with every layer on device (a GPU's
+name, as `python -m pyggml` lists it). decode(tokens, start) evaluates tokens at
 positions start... of sequence 0 and computes the last one's logits; forget(start) drops the
 cache from start on. llama.cpp comes from llama-cpp-python (`pip install '.[llamacpp]'`), the
 same ggml version, so its graph nodes read with pyggml's cffi."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 
 import numpy as np
 
@@ -51,14 +53,21 @@ def token_ids(path, n: int, seed: int = 0) -> list[int]:
 class Ours:
     name = "ours"
 
-    def __init__(self, path, threads: int, flash: bool, repack: bool, cells: int):
+    @staticmethod
+    def available() -> bool:
+        return True
+
+    def __init__(self, path, threads: int, flash: bool, repack: bool, cells: int,
+                 device: str | None = None):
         self.loaded = open_model(path)
         self.backend = pyggml.cpu_backend(threads)
-        layers = [self.backend.device] * (self.loaded.model.config.layers + 1)
+        self.accelerator = pyggml.device(device).open() if device else None
+        where = self.accelerator or self.backend
+        layers = [where.device] * (self.loaded.model.config.layers + 1)
         with Placer(self.loaded.model, self.loaded.tensors, embeddings=False) as placer:
             self.loaded.load(placer.place(layers, repack))
-        self.kv = CausalCache(self.loaded.model.cache_layers(), cells, self.backend, flash=flash)
-        self.scheduler = pyggml.Scheduler([self.backend])
+        self.kv = CausalCache(self.loaded.model.cache_layers(), cells, where, flash=flash)
+        self.scheduler = pyggml.Scheduler([b for b in (self.accelerator, self.backend) if b])
         self.executor = Executor(self.loaded.model, self.kv, self.scheduler)
 
     def decode(self, tokens, start: int) -> None:
@@ -75,6 +84,8 @@ class Ours:
         self.kv.close()
         self.loaded.file.close()
         self.backend.close()
+        if self.accelerator:
+            self.accelerator.close()
 
 
 class LlamaCpp:
@@ -88,7 +99,8 @@ class LlamaCpp:
             return False
         return True
 
-    def __init__(self, path, threads: int, flash: bool, repack: bool, cells: int):
+    def __init__(self, path, threads: int, flash: bool, repack: bool, cells: int,
+                 device: str | None = None):
         import llama_cpp as L
 
         self.L = L
@@ -97,7 +109,7 @@ class LlamaCpp:
             lambda level, text, user: None)
         L.llama_log_set(self._quiet, None)
         model_params = L.llama_model_default_params()
-        model_params.n_gpu_layers = 0
+        model_params.n_gpu_layers = 999 if device else 0
         model_params.use_extra_bufts = repack
         self.model = L.llama_model_load_from_file(str(path).encode(), model_params)
         self.clock, self.watching = NodeClock(), False
@@ -146,4 +158,6 @@ class LlamaCpp:
 
 
 def engines() -> list[type]:
-    return [Ours] + ([LlamaCpp] if LlamaCpp.available() else [])
+    """Ours, and llama.cpp where it is installed (BENCH_ENGINES=ours leaves it out)."""
+    wanted = os.environ.get("BENCH_ENGINES", "ours,llama.cpp").split(",")
+    return [cls for cls in (Ours, LlamaCpp) if cls.name in wanted and cls.available()]

@@ -2,11 +2,13 @@
 llama.cpp on the same file: where the many-core gap shows, and whether more threads help.
 
     python bench/threads.py [--model smollm2:135m] [--threads 1,2,4,8,16] [--prompt 512]
-        [--generate 64] [--repeat 3] [--flash]
+        [--generate 64] [--repeat 3] [--flash] [--device CUDA0]
 
 As llama-bench's pp512 and tg64: a prompt of --prompt tokens in one batch, then --generate
 single-token steps, each from an empty cache, on the CPU; tokens/s, best of --repeat. The
 thread counts default to 1, 2, 4, ... up to this machine's physical cores.
+--device puts every layer on that device (a GPU: then the thread count is the CPU's, which
+only feeds the GPU, and the table is llama-bench's -ngl 99).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from engines import engines, model_path, token_ids
 
 def speeds(cls, path, threads: int, repack: bool, args) -> tuple[float, float]:
     """(prompt tokens/s, generated tokens/s), the best of args.repeat."""
-    engine = cls(path, threads, args.flash, repack, args.prompt + args.generate + 256)
+    engine = cls(path, threads, args.flash, repack, args.prompt + args.generate + 256,
+                 args.device)
     prompt = token_ids(path, args.prompt)
     best = [0.0, 0.0]
     try:
@@ -51,12 +54,13 @@ def main() -> None:
     parser.add_argument("--generate", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--flash", action="store_true")
+    parser.add_argument("--device", help="a GPU to put every layer on (default: the CPU)")
     args = parser.parse_args()
     counts = [int(t) for t in args.threads.split(",")] if args.threads else \
         sorted({min(1 << i, cores) for i in range(cores.bit_length() + 1)})
     path = model_path(args.model)
     columns = [(cls, repack) for repack in (True, False) for cls in engines()]
-    print(f"{args.model}, pp{args.prompt} / tg{args.generate} tokens/s, flash "
+    print(f"{args.model} on {args.device or 'the CPU'}, pp{args.prompt} / tg{args.generate} tokens/s, flash "
           f"{'on' if args.flash else 'off'}, best of {args.repeat}")
     print(f"{'threads':<9}" + "".join(f"{cls.name + (' repack' if repack else ' plain'):>22}"
                                       for cls, repack in columns)
