@@ -28,6 +28,13 @@ def sched(request):
         yield scheduler
 
 
+@pytest.fixture(scope="session")
+def same_kernels(sched) -> bool:
+    """Whether the ops run on the CPU, whose fused and separate kernels share their math
+    (bit-equal); another device's may differ in the last bits (CUDA's fused GEGLU)."""
+    return sched.backends[0].is_cpu
+
+
 NOT_COMPUTED = {"NONE", "VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"}
 
 

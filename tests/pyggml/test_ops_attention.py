@@ -87,9 +87,10 @@ def rope_reference(x, pos, n_dims, base, neox, freq_scale=1.0, freq_factors=None
 def test_rope(compute, rng, mode, n_dims):
     x, pos = f32(rng, 6, 3, 64), np.array([0, 1, 2, 7, 100, 5000], np.int32)
     out = compute(lambda t, p: t.rope_ext(p, n_dims, mode, freq_base=10000.0), x, pos)
-    # ggml builds the angle in float32 by repeated products: ~1e-3 rad off at position 5000
+    # the angle in float32: the CPU's repeated products are ~1e-3 rad off at position 5000,
+    # CUDA's powf 1.2e-3
     np.testing.assert_allclose(out, rope_reference(x, pos, n_dims, 10000.0, mode == "neox"),
-                               rtol=0, atol=1e-3)
+                               rtol=0, atol=2e-3)
 
 
 def test_rope_with_frequency_factors_and_scaling(compute, rng):
@@ -109,7 +110,7 @@ def test_rope_yarn(compute, rng):
     out = compute(lambda t, p: t.rope_ext(p, 64, "neox", **params), x, pos)
     expected = rope_reference(x, pos, 64, 10000.0, True, freq_scale=0.25, ext_factor=1.0,
                               n_ctx_orig=2048)
-    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-3)  # float32 angles, pos 8191
+    np.testing.assert_allclose(out, expected, rtol=0, atol=2e-3)  # float32 angles, pos 8191
 
 
 def test_rope_multi_with_one_section_is_neox_rope(compute, rng):

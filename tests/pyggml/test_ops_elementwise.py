@@ -115,10 +115,13 @@ def test_fused_gates_equal_activation_times_up(compute, rng, name, activation):
     np.testing.assert_array_equal(fused, separate)
 
 
-def test_geglu_halves_gates_the_second_half_by_the_first(compute, rng):
+def test_geglu_halves_gates_the_second_half_by_the_first(compute, rng, same_kernels):
     gate_up = f32(rng, 3, 2, 64, scale=3)            # (..., 2F): gate, then up
     fused, separate = compute(lambda t: (t.geglu_halves(), t.view(
         (3, 2, 32), strides=t.strides).gelu().mul(t.view((3, 2, 32), offset=32 * 4,
                                                           strides=t.strides))), gate_up)
     assert fused.shape == (3, 2, 32)
-    np.testing.assert_array_equal(fused, separate)
+    if same_kernels:
+        np.testing.assert_array_equal(fused, separate)
+    else:                      # CUDA on an H100: 3e-4 relative, 1.2e-4 absolute near zero
+        np.testing.assert_allclose(fused, separate, rtol=2e-3, atol=5e-4)

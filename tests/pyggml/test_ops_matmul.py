@@ -89,7 +89,8 @@ def test_mul_mat_id_routes_tokens_to_experts(compute, rng):
     n_expert, rows, cols, tokens, used = 4, 6, 32, 5, 2
     experts = f32(rng, n_expert, rows, cols)
     x = f32(rng, tokens, 1, cols)                   # one input row per token, shared by slots
-    ids = rng.integers(0, n_expert, size=(tokens, used)).astype(np.int32)
+    # a router's top-k: distinct experts per token (CUDA's kernel counts on it)
+    ids = np.stack([rng.permutation(n_expert)[:used] for _ in range(tokens)]).astype(np.int32)
     out = compute(lambda e, t, i: e.mul_mat_id(t, i), experts, x, ids)
     expected = np.stack([[experts[ids[t, u]] @ x[t, 0] for u in range(used)]
                          for t in range(tokens)])

@@ -28,7 +28,8 @@ def test_connect_adds_the_servers_device(server):
     assert device.name.startswith("RPC") and device.type == "gpu"
     assert device.endpoint == server.endpoint and device.memory_total > 0
     assert device.name in [d.name for d in pyggml.devices()]
-    assert pyggml.rpc.connect(server.endpoint) == devices            # once per endpoint
+    again = pyggml.rpc.connect(server.endpoint)                      # once per endpoint
+    assert [(d.index, d.name) for d in again] == [(d.index, d.name) for d in devices]
 
 
 def test_weights_and_ops_live_on_the_remote_device(server):
