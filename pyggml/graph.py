@@ -3,7 +3,10 @@
 Build a graph in a Context, let a Scheduler allocate it (inputs and intermediate tensors get
 compute memory on the backend that runs them), fill the inputs, compute. compute_async runs
 the compute on the scheduler's worker thread, with the GIL released, so Python can build the
-next graph meanwhile; wait() collects the result.
+next graph meanwhile; wait() collects the result. A scheduler made with inline=True starts
+the compute on the calling thread instead: for devices that compute asynchronously (GPUs) the
+call returns once the work is queued, sparing two thread hand-offs per step; the CPU's share
+of the graph then runs in the call.
 """
 
 from __future__ import annotations
@@ -64,17 +67,26 @@ class Graph:
 
 
 class Computation:
-    """A compute in flight; wait() returns when it is done and raises if it failed."""
+    """A compute in flight; wait() returns when it is done and raises if it failed. future:
+    the worker's (its result is the status), or None when the compute was queued inline
+    with status (then wait() synchronizes the scheduler)."""
 
-    def __init__(self, future: Future, scheduler: "Scheduler"):
-        self._future = future
+    def __init__(self, future: Future | None, scheduler: "Scheduler", status: int = 0):
+        self._future, self._status = future, status
         self._scheduler = scheduler
+        self._synchronized = future is not None
 
     def done(self) -> bool:
-        return self._future.done()
+        return self._future.done() if self._future is not None else self._synchronized
 
     def wait(self) -> None:
-        status = self._future.result()
+        if self._future is not None:
+            status = self._future.result()
+        else:
+            if not self._synchronized:
+                lib.ggml_backend_sched_synchronize(self._scheduler.ptr)
+                self._synchronized = True
+            status = self._status
         if status != lib.GGML_STATUS_SUCCESS:
             reason = self._scheduler.failure() or STATUS_TEXT.get(status, f"status {status}")
             raise GGMLError(f"Computing the graph failed: {reason}.")
@@ -85,7 +97,7 @@ class Scheduler:
     """ggml_backend_sched over backends (the CPU is appended when missing; it must be last)."""
 
     def __init__(self, backends: list[Backend] | None = None, graph_size: int = 8192,
-                 parallel: bool = False):
+                 parallel: bool = False, inline: bool = False):
         backends = list(backends or [])
         if not backends or not backends[-1].is_cpu:
             backends = [b for b in backends if not b.is_cpu] + [cpu_backend()]
@@ -96,7 +108,7 @@ class Scheduler:
         if raw == ffi.NULL:
             raise GGMLError("Could not create a backend scheduler.")
         self._ptr = ffi.gc(raw, lib.ggml_backend_sched_free)
-        self.graph_size = graph_size
+        self.graph_size, self.inline = graph_size, inline
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyggml-compute")
         self._in_flight: Computation | None = None
         self._allocated: weakref.WeakSet[Context] = weakref.WeakSet()
@@ -196,7 +208,8 @@ class Scheduler:
         graph.context.unfilled = dict(self._index_inputs)
 
     def compute_async(self, graph: Graph) -> Computation:
-        """Start computing an allocated graph on the worker thread."""
+        """Start computing an allocated graph on the worker thread (inline: queue it from
+        this thread)."""
         self._check_size(graph)
         unfilled = graph.context.unfilled
         if unfilled:
@@ -207,7 +220,11 @@ class Scheduler:
             if self._in_flight is not None and not self._in_flight.done():
                 raise GGMLError("A compute is already in flight on this scheduler; wait() first.")
             sched, cgraph = self.ptr, graph.ptr
-            self._in_flight = Computation(self._worker.submit(_compute, sched, cgraph), self)
+            if self.inline:
+                status = lib.ggml_backend_sched_graph_compute_async(sched, cgraph)
+                self._in_flight = Computation(None, self, status)
+            else:
+                self._in_flight = Computation(self._worker.submit(_compute, sched, cgraph), self)
             return self._in_flight
 
     def wait(self) -> None:

@@ -68,9 +68,11 @@ class _HostView:
                                     "typestr": dtype.str, "data": (address, False)}
 
 
-def to_numpy(tensor, copy: bool = False) -> np.ndarray:
+def to_numpy(tensor, copy: bool = False, out: np.ndarray | None = None) -> np.ndarray:
     _require_memory(tensor)
     ggml_type = tensor.dtype
+    if out is not None:
+        return _read_into(tensor, out)
     if ggml_type.is_quantized:
         return _dequantized(tensor)
     if ggml_type not in NUMPY_DTYPE:
@@ -87,6 +89,47 @@ def to_numpy(tensor, copy: bool = False) -> np.ndarray:
     raw = np.empty(tensor.nbytes, dtype=np.uint8)
     lib.ggml_backend_tensor_get(tensor.ptr, ffi.from_buffer(raw), 0, raw.nbytes)
     return np.lib.stride_tricks.as_strided(raw.view(dtype), shape, strides).copy()
+
+
+class _PinnedArray:
+    """Owner of host memory from a device's host buffer type, seen by numpy."""
+
+    def __init__(self, buffer, shape, dtype: np.dtype):
+        self.buffer = ffi.gc(buffer, lib.ggml_backend_buffer_free)
+        address = int(ffi.cast("uintptr_t", lib.ggml_backend_buffer_get_base(buffer)))
+        self.__array_interface__ = {"version": 3, "shape": shape, "typestr": dtype.str,
+                                    "data": (address, False)}
+
+
+def host_array(tensor, shape) -> np.ndarray:
+    """An uninitialized array of tensor's dtype and the given shape, in the host memory that
+    tensor's device copies to fastest (CUDA's pinned memory), or ordinary memory where the
+    tensor lives in host memory or its device has none: for repeated numpy(out=...)."""
+    dtype = np.dtype(NUMPY_DTYPE[tensor.dtype])
+    shape = tuple(shape)
+    buffer = tensor.ptr.buffer
+    if buffer == ffi.NULL or lib.ggml_backend_buffer_is_host(buffer):
+        return np.empty(shape, dtype)
+    device = lib.ggml_backend_buft_get_device(lib.ggml_backend_buffer_get_type(buffer))
+    pinned = ffi.NULL if device == ffi.NULL else lib.ggml_backend_dev_host_buffer_type(device)
+    nbytes = max(1, int(np.prod(shape)) * dtype.itemsize)
+    raw = ffi.NULL if pinned == ffi.NULL else lib.ggml_backend_buft_alloc_buffer(pinned, nbytes)
+    if raw == ffi.NULL:
+        return np.empty(shape, dtype)
+    return np.asarray(_PinnedArray(raw, shape, dtype))
+
+
+def _read_into(tensor, out: np.ndarray) -> np.ndarray:
+    """Copy a contiguous tensor into out, an array of its exact shape and dtype (reused
+    across reads: no allocation, one copy from any device)."""
+    expected = (tensor.shape, NUMPY_DTYPE.get(tensor.dtype))
+    if (out.shape, out.dtype) != expected or not out.flags.c_contiguous or \
+            not out.flags.writeable or not tensor.is_contiguous:
+        raise ValueError(f"Cannot read {describe(tensor)} into an array of shape {out.shape} "
+                         f"and dtype {out.dtype}: it takes a contiguous, writable array of "
+                         f"shape {expected[0]} and dtype {expected[1]}.")
+    lib.ggml_backend_tensor_get(tensor.ptr, ffi.from_buffer(out), 0, out.nbytes)
+    return out
 
 
 def _dequantized(tensor) -> np.ndarray:

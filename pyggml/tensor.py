@@ -270,13 +270,21 @@ class Tensor(TensorOps):
         copy_in(self, array)
         return self
 
-    def numpy(self, copy: bool = False):
+    def numpy(self, copy: bool = False, out=None):
         """The data as a numpy array: a zero-copy view of host storage (weights, caches)
         unless copy=True; always a copy of a graph's results (the scheduler reuses and frees
-        that memory) and of quantized tensors (dequantized to float32)."""
+        that memory) and of quantized tensors (dequantized to float32). out: an array of
+        the tensor's shape and dtype to copy into and return (no allocation)."""
         from .numpy_interop import to_numpy
 
-        return to_numpy(self, copy)
+        return to_numpy(self, copy, out)
+
+    def host_array(self, shape=None):
+        """A new array of this tensor's dtype (and shape, or the one given) in the host memory
+        its device copies to fastest (pinned, for a GPU): numpy(out=...) reads into it."""
+        from .numpy_interop import host_array
+
+        return host_array(self, self.shape if shape is None else shape)
 
 
 def describe(tensor: Tensor) -> str:

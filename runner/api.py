@@ -105,7 +105,10 @@ class Model:
             self.kv = CausalCache(shapes, self.workload.cells,
                                   [self.backends[d] for d in layers[:len(shapes)]],
                                   options.kv_cache_type, options.flash_attn)
-            self.scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices))
+            # GPUs and RPC servers queue a graph and return: started from the batch loop's
+            # own thread, a step spares two thread hand-offs; CPU layers would block it
+            self.scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices),
+                                              inline=not any(d.is_cpu for d in layers))
             self.executor = Executor(model, self.kv, self.scheduler)
             self.multimodal = self._see(layers[-1]) if loaded.projectors else None
             batch = max(options.batch_size,

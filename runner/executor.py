@@ -8,7 +8,7 @@ behind the compute; the token values arrive at launch.
 A graph's structure depends only on the batch's size, its number of outputs and the cache
 cells it sees (n_kv); positions, tokens, slots and masks are inputs. So the last graph is
 kept and reused while that shape holds, as llama.cpp does: decode steps rebuild once every
-32 (256 with flash attention) tokens.
+256 tokens.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ class Executor:
     def __init__(self, model, kv: CausalCache, scheduler: pyggml.Scheduler):
         self.model, self.kv, self.scheduler = model, kv, scheduler
         self._kept: Step | None = None      # the last graph, reused while its shape holds
+        self._outputs: np.ndarray | None = None      # what finish(reuse=True) reads into
 
     def build(self, batch: Batch, embeddings: bool = False) -> Step:
         """Take cache cells for the batch and build its graph, or reuse the last one of the
@@ -54,9 +55,10 @@ class Executor:
         kept = self._kept
         if kept is not None and kept.key == key:
             kept.batch = batch
-            kept.kv_inputs.placement = self.kv.current
+            kept.kv_inputs.prepare(self.kv.current)
             return kept
         step = self._build(batch, key)
+        step.kv_inputs.prepare(self.kv.current)
         if kept is not None:
             self._retire(kept)
         self._kept = step
@@ -108,11 +110,21 @@ class Executor:
         step.kv_inputs.feed()
         step.computation = self.scheduler.compute_async(step.graph)
 
-    def finish(self, step: Step) -> np.ndarray:
-        """Wait; float32 (len(batch.outputs), vocab), or (..., embd) for embeddings."""
+    def finish(self, step: Step, reuse: bool = False) -> np.ndarray:
+        """Wait; float32 (len(batch.outputs), vocab), or (..., embd) for embeddings. reuse:
+        read into the array the last such call returned (valid until the next one), which
+        spares a step a fresh allocation of the whole vocabulary."""
         try:
             step.computation.wait()
-            logits = step.logits.numpy(copy=True)
+            if reuse:
+                rows, width = step.logits.shape
+                if self._outputs is None or self._outputs.shape[0] < rows or \
+                        self._outputs.shape[1] != width:
+                    # pinned memory where the logits live on a GPU: a faster copy
+                    self._outputs = step.logits.host_array((max(rows, 4), width))
+                logits = step.logits.numpy(out=self._outputs[:rows])
+            else:
+                logits = step.logits.numpy(copy=True)
             self.scheduler.check()        # a device on another machine may be gone: not data
             return logits
         except Exception:

@@ -65,6 +65,7 @@ enum ggml_backend_dev_type ggml_backend_dev_type(struct ggml_backend_device * de
 struct ggml_backend_reg * ggml_backend_dev_backend_reg(struct ggml_backend_device * device);
 struct ggml_backend * ggml_backend_dev_init(struct ggml_backend_device * device, const char * params);
 struct ggml_backend_buffer_type * ggml_backend_dev_buffer_type(struct ggml_backend_device * device);
+struct ggml_backend_buffer_type * ggml_backend_dev_host_buffer_type(struct ggml_backend_device * device);
 bool ggml_backend_dev_supports_op(struct ggml_backend_device * device, const struct ggml_tensor * op);
 
 size_t ggml_backend_reg_count(void);

@@ -307,7 +307,8 @@ class Engine:
 
     def _complete(self, flight: Flight) -> None:
         """Wait for the flight, sample for each sequence that asked for logits, stream."""
-        logits = self.executor.finish(flight.step)
+        # embeddings keep their rows past the next step: only logits share one array
+        logits = self.executor.finish(flight.step, reuse=self.pooling is None)
         self.in_flight = None
         for entry in flight.entries:
             entry.active.placed -= 1

@@ -7,8 +7,10 @@ Model side (inside a graph): inputs(ctx) once per graph, then put(layer, k, v) a
 keys/values(layer) views, and mask(window) for each kind of layer.
 
 Layout: K is (cells, kv_dim) per layer. V is the same with flash attention, else stored
-transposed, (kv_dim, cells), so the attention product reads it without a copy. With flash
-attention the cells a graph sees are padded to 256 and the mask is F16.
+transposed, (kv_dim, cells), so the attention product reads it without a copy. The cells a
+graph sees are padded to 256, as llama.cpp pads them, so that a decode step's graph (and a
+GPU's captured CUDA graph) stays the same for 256 tokens; with flash attention the mask is
+F16.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 import pyggml
 
 CACHE_TYPES = {"f16": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0", "f32": "F32"}
-PAD_FLASH, PAD_PLAIN = 256, 32
+PAD = 256             # cells a graph sees come in multiples of this (llama.cpp's)
 NO_SEQ = 0
 MAX_SEQS = 63          # a cell's sequences are bits of an int64
 
@@ -105,7 +107,7 @@ class CausalCache:
         """Give each of sequences a home region of cells, aligned to 256, that start() fills
         first. A sequence's cells then sit at the same offsets whoever else is in the cache,
         so the attention sums group their terms the same way (see docs/runner.md)."""
-        self.region = (self.size // sequences) // PAD_FLASH * PAD_FLASH
+        self.region = (self.size // sequences) // PAD * PAD
 
     # -- runner side ----------------------------------------------------------------------
 
@@ -135,8 +137,7 @@ class CausalCache:
         self.seq[slots] = 1 << batch.seqs.astype(np.int64)
         self.block[slots] = batch.blocks
         used = np.flatnonzero(self.seq != NO_SEQ)
-        pad = PAD_FLASH if self.flash else PAD_PLAIN
-        n_kv = min(self.size, -(-(int(used.max()) + 1) // pad) * pad)
+        n_kv = min(self.size, -(-(int(used.max()) + 1) // PAD) * PAD)
         self._placement = Placement(batch, slots, self.size if all_cells else n_kv)
 
     def _home_cells(self, batch, free: np.ndarray) -> np.ndarray:
@@ -241,20 +242,27 @@ class GraphView:
             self.v_index = {d: ctx.new_tensor("I64", (n * d,), name=f"v_idx_{d}").set_input()
                             for d in v_dims}
 
-    def feed(self) -> None:
-        """Fill this graph's cache inputs (after the scheduler allocated the graph)."""
-        cache, placement = self.cache, self.placement
-        self.slots.set(placement.slots.astype(np.int64))
-        batch = placement.batch
+    def prepare(self, placement: Placement) -> None:
+        """Compute the cache inputs of placement (the batch's cells) now, while an earlier
+        step may still be computing with this graph's memory: feed() only copies them."""
+        cache = self.cache
+        self.placement = placement
+        values = [(self.slots, placement.slots.astype(np.int64))]
         for window, tensor in self.masks.items():
-            mask = cache.mask(batch, placement.n_kv, window, self.causal,
+            mask = cache.mask(placement.batch, placement.n_kv, window, self.causal,
                               window in self.block_windows)
-            tensor.set(mask.astype(np.float16) if cache.flash else mask)
+            values.append((tensor, mask.astype(np.float16) if cache.flash else mask))
         for dims, tensor in (self.v_index or {}).items():
             # element (t, d) of the new V rows goes to row d, column slot[t] of the
             # transposed cache, flattened: d * cells + slot[t]
             index = np.arange(dims)[None, :] * cache.size + placement.slots[:, None]
-            tensor.set(index.reshape(-1).astype(np.int64))
+            values.append((tensor, index.reshape(-1).astype(np.int64)))
+        self._values = values
+
+    def feed(self) -> None:
+        """Fill this graph's cache inputs (after the scheduler allocated the graph)."""
+        for tensor, value in self._values:
+            tensor.set(value)
 
     def put(self, layer: int, k, v):
         """Store k (T, kv_heads, head_dim) and v (T, kv_heads, v_dim); returns the K and V

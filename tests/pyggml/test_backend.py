@@ -3,8 +3,10 @@
 import json
 import logging
 import os
+import threading
 from importlib import resources
 
+import numpy as np
 import pytest
 
 import pyggml
@@ -125,3 +127,30 @@ def test_the_cpu_keeps_one_thread_pool_and_counts_physical_cores():
     backend.close()
     assert backend._pool is None
     assert 1 <= pyggml.backend.default_threads() <= os.cpu_count()
+
+
+def test_an_inline_scheduler_computes_from_the_calling_thread():
+    """inline=True queues the graph from the caller (a GPU returns at once; the CPU's share
+    runs in the call); wait() synchronizes. Same results as the worker thread's."""
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    found = {}
+    for inline in (False, True):
+        with pyggml.Scheduler([pyggml.cpu_backend(threads=1)], inline=inline) as sched, \
+                pyggml.Context() as ctx:
+            t = ctx.new_tensor("F32", (4, 6)).set_input()
+            out = t.scale(2.0).set_output()
+            graph = ctx.graph(out)
+            sched.alloc(graph)
+            t.set(x)
+            workers = sum(t.name.startswith("pyggml-compute") for t in threading.enumerate())
+            computation = sched.compute_async(graph)
+            if inline:                                      # no worker thread was started
+                assert sum(t.name.startswith("pyggml-compute")
+                           for t in threading.enumerate()) == workers
+                with pytest.raises(pyggml.GGMLError, match="already in flight"):
+                    sched.compute_async(graph)
+            computation.wait()
+            assert computation.done()
+            found[inline] = out.numpy(copy=True)
+    np.testing.assert_array_equal(found[True], 2 * x)
+    np.testing.assert_array_equal(found[False], found[True])

@@ -61,6 +61,23 @@ def test_numpy_of_a_view_of_a_result_is_a_copy(sched, rng):
         assert array.flags["OWNDATA"] or array.base.flags["OWNDATA"]
 
 
+def test_numpy_into_a_given_array_copies_without_allocating(sched, rng):
+    x = f32(rng, 4, 6)
+    with pyggml.Context() as ctx:
+        t = ctx.new_tensor("F32", (4, 6)).set_input()
+        out = t.scale(2.0).set_output()
+        sched.compute(ctx.graph(out), {t: x})
+        into = np.zeros((4, 6), dtype=np.float32)
+        assert out.numpy(out=into) is into
+        np.testing.assert_array_equal(into, 2 * x)
+        for wrong in (np.zeros((6, 4), np.float32), np.zeros((4, 6), np.float64),
+                      np.zeros((6, 4), np.float32).T):
+            with pytest.raises(ValueError, match="contiguous, writable array of shape"):
+                out.numpy(out=wrong)
+        with pytest.raises(ValueError, match="contiguous"):
+            out.transpose().numpy(out=np.zeros((6, 4), np.float32))
+
+
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_concat(compute, rng, axis):
     a, b = f32(rng, 2, 3, 4), f32(rng, 2, 3, 4)

@@ -56,6 +56,12 @@ def test_weights_and_ops_live_on_the_remote_device(server):
         expected = x @ w.T
         np.testing.assert_allclose(out.numpy(), expected / (1 + np.exp(-expected)), rtol=1e-5)
         np.testing.assert_array_equal(weight.numpy(), w)           # read back over the wire
+        into = weight.host_array()             # no pinned memory over RPC: plain numpy
+        assert into.shape == (5, 8) and into.dtype == np.float32
+        assert weight.numpy(out=into) is into
+        np.testing.assert_array_equal(into, w)
+        rows = weight.host_array((9, 8))[:5]                 # the first rows of a larger one
+        np.testing.assert_array_equal(weight.numpy(out=rows), w)
 
 
 def test_an_unreachable_server_is_an_error_within_seconds():
