@@ -1,6 +1,6 @@
 """Does a model compute on other devices what it computes on the CPU? A greedy continuation
 with log-probabilities, every layer on the CPU against half and all of them offloaded
-(where the device flags say, as `run` takes them), printed as a table with the speed.
+(where the device flags say, as `run` takes them), printed as a table (bench/generate.py measures speed: log-probabilities cost time).
 
     python bench/offload.py [--model smollm2:135m ...] [--prompt 600] [--generate 64]
         [--flash] [--threads 4] [--rpc HOST:PORT] [--tensor-split 3,1] [--main-gpu I]
@@ -26,8 +26,8 @@ from runner.devices import add_device_flags, device_options
 from runner.engine import Request
 
 
-def continuation(model, prompt, n: int) -> tuple[list[dict], dict]:
-    """(the generated tokens' logprob entries with their top two, the final event)."""
+def continuation(model, prompt, n: int) -> list[dict]:
+    """The generated tokens' logprob entries, each with its top two."""
     sampling, generation = split_options({"temperature": 0, "num_predict": n})
     events, found = queue.Queue(), []
     model.engine.submit(Request(prompt, events.put, sampling, generation, logprobs=True,
@@ -36,7 +36,7 @@ def continuation(model, prompt, n: int) -> tuple[list[dict], dict]:
         if "error" in event:
             raise RuntimeError(f"The request failed: {event['error']}")
         found += event.get("logprobs", [])
-    return found, event
+    return found
 
 
 def compare(reference: list[dict], found: list[dict]) -> tuple[int, float, float | None]:
@@ -74,8 +74,7 @@ def main() -> None:
     add_device_flags(parser)
     args = parser.parse_args()
     devices = vars(device_options(args))
-    print(f"{'model':<16}{'layers':<28}{'agree':>8}{'max dlogp':>11}{'margin':>9}"
-          f"{'pp tok/s':>10}{'tg tok/s':>10}")
+    print(f"{'model':<16}{'layers':<28}{'agree':>8}{'max dlogp':>11}{'margin':>9}")
     for name in args.model or store.CATALOG:
         path = store.resolve(name) if args.model else store.pull(name, progress=False)
         prompt = token_ids(path, args.prompt)
@@ -86,16 +85,14 @@ def main() -> None:
                                 threads=args.threads, flash_attn=args.flash, repack=False,
                                 **{**devices, "num_gpu": num_gpu})
             try:
-                found, done = continuation(model, prompt, args.generate)
+                found = continuation(model, prompt, args.generate)
                 where = layout(model)
             finally:
                 model.close()
             reference = reference or found
             agree, worst, margin = compare(reference, found)
             print(f"{str(name)[-15:]:<16}{where[:27]:<28}{agree:>4}/{len(reference):<3}"
-                  f"{worst:>11.2e}{'-' if margin is None else f'{margin:.3f}':>9}"
-                  f"{done['prompt_eval_count'] / done['prompt_eval_duration'] * 1e9:>10.0f}"
-                  f"{done['eval_count'] / done['eval_duration'] * 1e9:>10.1f}", flush=True)
+                  f"{worst:>11.2e}{'-' if margin is None else f'{margin:.3f}':>9}", flush=True)
 
 
 if __name__ == "__main__":
