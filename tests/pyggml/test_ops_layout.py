@@ -50,32 +50,35 @@ def test_numpy_of_a_view_of_storage_is_strided_not_copied(rng):
         assert array.base is not None
 
 
-def test_numpy_of_a_view_of_a_result_is_a_copy(sched, rng):
-    x = f32(rng, 4, 6)
-    with pyggml.Context() as ctx:
-        t = ctx.new_tensor("F32", (4, 6)).set_input()
-        out = t.scale(1.0).set_output()
-        sched.compute(ctx.graph(out), {t: x})
-        array = out.transpose().numpy()
-        np.testing.assert_array_equal(array, x.T)
-        assert array.flags["OWNDATA"] or array.base.flags["OWNDATA"]
-
-
-def test_numpy_into_a_given_array_copies_without_allocating(sched, rng):
+@pytest.fixture
+def doubled(sched, rng):
+    """(x, the computed graph result 2x), its context still open."""
     x = f32(rng, 4, 6)
     with pyggml.Context() as ctx:
         t = ctx.new_tensor("F32", (4, 6)).set_input()
         out = t.scale(2.0).set_output()
         sched.compute(ctx.graph(out), {t: x})
-        into = np.zeros((4, 6), dtype=np.float32)
-        assert out.numpy(out=into) is into
-        np.testing.assert_array_equal(into, 2 * x)
-        for wrong in (np.zeros((6, 4), np.float32), np.zeros((4, 6), np.float64),
-                      np.zeros((6, 4), np.float32).T):
-            with pytest.raises(ValueError, match="contiguous, writable array of shape"):
-                out.numpy(out=wrong)
-        with pytest.raises(ValueError, match="contiguous"):
-            out.transpose().numpy(out=np.zeros((6, 4), np.float32))
+        yield x, out
+
+
+def test_numpy_of_a_view_of_a_result_is_a_copy(doubled):
+    x, out = doubled
+    array = out.transpose().numpy()
+    np.testing.assert_array_equal(array, 2 * x.T)
+    assert array.flags["OWNDATA"] or array.base.flags["OWNDATA"]
+
+
+def test_numpy_into_a_given_array_copies_without_allocating(doubled):
+    x, out = doubled
+    into = np.zeros((4, 6), dtype=np.float32)
+    assert out.numpy(out=into) is into
+    np.testing.assert_array_equal(into, 2 * x)
+    for wrong in (np.zeros((6, 4), np.float32), np.zeros((4, 6), np.float64),
+                  np.zeros((6, 4), np.float32).T):
+        with pytest.raises(ValueError, match="contiguous, writable array of shape"):
+            out.numpy(out=wrong)
+    with pytest.raises(ValueError, match="contiguous"):
+        out.transpose().numpy(out=np.zeros((6, 4), np.float32))
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
