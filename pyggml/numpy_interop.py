@@ -59,13 +59,14 @@ def copy_in(tensor, array) -> None:
 
 
 class _HostView:
-    """Owner of a zero-copy numpy view: exposes the memory and keeps the tensor alive."""
+    """Owner of host memory seen by numpy without a copy: keeps owner (a tensor, or a
+    buffer) alive while the array lives."""
 
-    def __init__(self, tensor, shape, strides, dtype: np.dtype):
-        self.tensor = tensor
-        address = int(ffi.cast("uintptr_t", tensor.ptr.data))
+    def __init__(self, owner, address, shape, dtype: np.dtype, strides=None):
+        self.owner = owner
         self.__array_interface__ = {"version": 3, "shape": shape, "strides": strides,
-                                    "typestr": dtype.str, "data": (address, False)}
+                                    "typestr": dtype.str,
+                                    "data": (int(ffi.cast("uintptr_t", address)), False)}
 
 
 def to_numpy(tensor, copy: bool = False, out: np.ndarray | None = None) -> np.ndarray:
@@ -84,21 +85,11 @@ def to_numpy(tensor, copy: bool = False, out: np.ndarray | None = None) -> np.nd
     # scheduler: a view of it would change or dangle, so it is always copied
     compute = lib.ggml_backend_buffer_get_usage(buffer) == lib.GGML_BACKEND_BUFFER_USAGE_COMPUTE
     if lib.ggml_backend_buffer_is_host(buffer):
-        view = np.asarray(_HostView(tensor, shape, strides, dtype))
+        view = np.asarray(_HostView(tensor, tensor.ptr.data, shape, dtype, strides))
         return view.copy() if copy or compute else view
     raw = np.empty(tensor.nbytes, dtype=np.uint8)
     lib.ggml_backend_tensor_get(tensor.ptr, ffi.from_buffer(raw), 0, raw.nbytes)
     return np.lib.stride_tricks.as_strided(raw.view(dtype), shape, strides).copy()
-
-
-class _PinnedArray:
-    """Owner of host memory from a device's host buffer type, seen by numpy."""
-
-    def __init__(self, buffer, shape, dtype: np.dtype):
-        self.buffer = ffi.gc(buffer, lib.ggml_backend_buffer_free)
-        address = int(ffi.cast("uintptr_t", lib.ggml_backend_buffer_get_base(buffer)))
-        self.__array_interface__ = {"version": 3, "shape": shape, "typestr": dtype.str,
-                                    "data": (address, False)}
 
 
 def host_array(tensor, shape) -> np.ndarray:
@@ -116,7 +107,8 @@ def host_array(tensor, shape) -> np.ndarray:
     raw = ffi.NULL if pinned == ffi.NULL else lib.ggml_backend_buft_alloc_buffer(pinned, nbytes)
     if raw == ffi.NULL:
         return np.empty(shape, dtype)
-    return np.asarray(_PinnedArray(raw, shape, dtype))
+    buffer = ffi.gc(raw, lib.ggml_backend_buffer_free)         # freed with the array
+    return np.asarray(_HostView(buffer, lib.ggml_backend_buffer_get_base(raw), shape, dtype))
 
 
 def _read_into(tensor, out: np.ndarray) -> np.ndarray:

@@ -120,7 +120,8 @@ class Executor:
                 rows, width = step.logits.shape
                 if self._outputs is None or self._outputs.shape[0] < rows or \
                         self._outputs.shape[1] != width:
-                    # pinned memory where the logits live on a GPU: a faster copy
+                    # pinned memory where the logits live on a GPU: a faster copy; room
+                    # for a few parallel rows, so that their count can vary without a new one
                     self._outputs = step.logits.host_array((max(rows, 4), width))
                 logits = step.logits.numpy(out=self._outputs[:rows])
             else:

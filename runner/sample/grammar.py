@@ -36,7 +36,8 @@ def compile_grammar(tokenizer: Tokenizer, vocab_size: int, format=None,
                     grammar: str = "") -> str | None:
     """llguidance grammar text for a request's format ("json", a JSON Schema object, or its
     JSON text) or GBNF grammar; None when neither constrains the output."""
-    if not grammar and schema_of(format) is None:
+    schema = None if grammar else schema_of(format)
+    if not grammar and schema is None:
         return None                       # llguidance is loaded only for constrained output
     import llguidance
 
@@ -52,7 +53,7 @@ def compile_grammar(tokenizer: Tokenizer, vocab_size: int, format=None,
             raise GrammarError(f"The grammar is not valid GBNF: {str(error).rstrip('.')}.") \
                 from None
     else:
-        text = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema_of(format)),
+        text = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema),
                                                              overrides=JSON_OPTIONS)
     failed, messages = llguidance.LLMatcher.validate_grammar_with_warnings(
         text, vocabulary(tokenizer, vocab_size))

@@ -21,11 +21,9 @@ GREEDY = {"temperature": 0, "num_predict": 5}
 
 @pytest.fixture(scope="module")
 def audio_server(tmp_path_factory, audio_model):
-    running = ServerProcess(tmp_path_factory.mktemp("audio-store"),
-                            tmp_path_factory.mktemp("audio-serve"), RUNNER_NUM_PARALLEL=1,
-                            RUNNER_KV_CACHE_TYPE="f32", RUNNER_FLASH_ATTENTION="false")
-    running.create("tiny-ears", {"model.gguf": audio_model["model"],
-                                 "mmproj.gguf": audio_model["mmproj"]})
+    running = ServerProcess.exact(tmp_path_factory, "tiny-ears",
+                                  {"model.gguf": audio_model["model"],
+                                   "mmproj.gguf": audio_model["mmproj"]})
     yield running
     assert running.stop() == 0
 

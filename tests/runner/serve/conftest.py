@@ -97,6 +97,16 @@ class ServerProcess:
                                                          "stream": False})
         assert created.status_code == 200, created.text
 
+    @classmethod
+    def exact(cls, tmp_path_factory, name: str, files: dict) -> "ServerProcess":
+        """A server computing as the in-process comparisons do (one slot, an f32 cache, no
+        flash attention), holding one model created from files ({file name: path})."""
+        running = cls(tmp_path_factory.mktemp(f"{name}-store"),
+                      tmp_path_factory.mktemp(f"{name}-serve"), RUNNER_NUM_PARALLEL=1,
+                      RUNNER_KV_CACHE_TYPE="f32", RUNNER_FLASH_ATTENTION="false")
+        running.create(name, files)
+        return running
+
     def runner_pids(self) -> list[int]:
         """The server's child processes (its runners)."""
         found = []

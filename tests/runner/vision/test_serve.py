@@ -19,11 +19,9 @@ GREEDY = {"temperature": 0, "num_predict": 5}
 
 @pytest.fixture(scope="module")
 def vision_server(tmp_path_factory, vision_models):
-    running = ServerProcess(tmp_path_factory.mktemp("vision-store"),
-                            tmp_path_factory.mktemp("vision-serve"), RUNNER_NUM_PARALLEL=1,
-                            RUNNER_KV_CACHE_TYPE="f32", RUNNER_FLASH_ATTENTION="false")
     paths = vision_models("gemma3")
-    running.create("tiny-vision", {"model.gguf": paths["model"], "mmproj.gguf": paths["mmproj"]})
+    running = ServerProcess.exact(tmp_path_factory, "tiny-vision",
+                                  {"model.gguf": paths["model"], "mmproj.gguf": paths["mmproj"]})
     yield running
     assert running.stop() == 0
 
