@@ -117,7 +117,7 @@ def test_parallel_plus_one_streams_all_finish_and_a_gone_client_frees_its_place(
         def chat():
             with httpx.Client(base_url=server.url, timeout=300) as client:
                 with client.stream("POST", "/api/chat", json={
-                        "model": "smollm2:135m", "options": {"num_predict": 8},
+                        "model": "smollm2:135m", "options": {"temperature": 0, "num_predict": 8},
                         "messages": [{"role": "user", "content": "Tell me a story."}]}) as r:
                     lines = [json.loads(line) for line in r.iter_lines()]
                 done.append(lines[-1])

@@ -144,7 +144,7 @@ def test_a_client_killed_mid_stream_frees_its_slot(served):
         client.kill()
         client.wait()
     served.wait_status(0, timeout=10)
-    assert served.complete("Hi", Options={"num_predict": 3})[-1]["eval_count"] == 3
+    assert served.complete("Hi", Options={**GREEDY, "num_predict": 3})[-1]["eval_count"] == 3
 
 
 def test_memory_stays_flat_over_200_requests(served):

@@ -79,7 +79,7 @@ def test_closing_the_model_ends_streams_with_an_error_line(driven):
 
 
 def test_sigterm_finishes_short_streams_ends_long_ones_and_exits_0(driven):
-    short = {"Prompt": "Hi", "Options": {"num_predict": 24}}
+    short = {"Prompt": "10, 20, 30,", "Options": {"temperature": 0, "num_predict": 24}}
     endless = {"Prompt": "1, 2, 3, 4, 5,", "Options": {"temperature": 0, "num_predict": -1}}
     load(driven, 3)
     assert load(driven, 2, Parallel=2, KvSize=2048).json()["Success"]
