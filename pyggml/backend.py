@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from ._ggml import ffi, lib
+from .cpus import default_threads, usable_threads
 from .errors import GGMLError
 
 log = logging.getLogger("pyggml")
@@ -201,7 +200,7 @@ class Backend:
             raise GGMLError(f"Only the CPU backend takes a thread count, not {self.name}.")
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ValueError(f"A thread count must be a positive integer, not {threads!r}.")
-        self.threads = threads
+        self.threads = threads = usable_threads(threads)
         lib.ggml_backend_cpu_set_n_threads(self.ptr, threads)
         if not uses_openmp():
             params = lib.ggml_threadpool_params_default(threads)
@@ -295,22 +294,6 @@ class BufferType:
 
 def cpu_backend(threads: int | None = None) -> Backend:
     return Backend(cpu_device(), threads)
-
-
-def default_threads() -> int:
-    """The physical cores this process may run on, as llama.cpp counts them: a second
-    hyperthread of a core adds little to ggml's compute-bound kernels and slows the others."""
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if not cpus:
-        return os.cpu_count() or 1
-    cores = set()
-    for cpu in cpus:
-        siblings = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")
-        try:
-            cores.add(siblings.read_text().strip())
-        except OSError:
-            cores.add(str(cpu))
-    return len(cores)
 
 
 @functools.cache

@@ -17,6 +17,7 @@ import threading
 
 from ._ggml import ffi, lib
 from .backend import Device, device_at
+from .cpus import default_threads, usable_threads
 from .errors import GGMLError
 
 DEFAULT_PORT = 50052
@@ -94,7 +95,6 @@ def serve(device: Device, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
             raise GGMLError(f"Cannot listen on {address}:{port}: {error.strerror}.") from None
     start = _function("ggml_backend_rpc_start_server", "ggml_backend_rpc_start_server_t")
     chosen = ffi.new("struct ggml_backend_device *[1]", [device.ptr])
-    from .backend import default_threads
-
-    start(f"{address}:{port}".encode(), ffi.NULL, threads or default_threads(), 1, chosen)
+    start(f"{address}:{port}".encode(), ffi.NULL, usable_threads(threads) if threads else default_threads(),
+          1, chosen)
     raise GGMLError(f"The RPC server on {address}:{port} stopped (see the log above).")
