@@ -216,6 +216,14 @@ class TensorOps:
         return self._result(ctx, lib.safe_ggml_top_k(ctx.ptr, self._ptr, k), self.ndim,
                             f"top_k({k})")
 
+    def argmax(self):
+        """int32 index of the largest value of each row of a matrix (R, N) -> (R,); the first
+        of equal largest values (patch 0007)."""
+        if self.ndim > 2:
+            raise ValueError(f"argmax takes a vector or a matrix, not {self.ndim} dimensions.")
+        ctx = self._home()
+        return self._result(ctx, lib.safe_ggml_argmax(ctx.ptr, self._ptr), 1, "argmax")
+
     # -- convolution, pooling, resampling -------------------------------------------------
 
     def im2col(self, data, stride=(1, 1), padding=(0, 0), dilation=(1, 1), is_2d: bool = True,

@@ -109,7 +109,8 @@ class Model:
             # own thread, a step spares two thread hand-offs; CPU layers would block it
             self.scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices),
                                               inline=not any(d.is_cpu for d in layers))
-            self.executor = Executor(model, self.kv, self.scheduler)
+            self.executor = Executor(model, self.kv, self.scheduler,
+                                     choose_on_device=not layers[-1].is_cpu)
             self.multimodal = self._see(layers[-1]) if loaded.projectors else None
             batch = max(options.batch_size,
                         self.multimodal.max_rows if self.multimodal else 0)

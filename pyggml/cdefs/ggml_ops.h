@@ -50,6 +50,7 @@ struct ggml_tensor * ggml_sum_rows(struct ggml_context * ctx, struct ggml_tensor
 struct ggml_tensor * ggml_mean(struct ggml_context * ctx, struct ggml_tensor * a);
 struct ggml_tensor * ggml_argsort(struct ggml_context * ctx, struct ggml_tensor * a, enum ggml_sort_order order);
 struct ggml_tensor * ggml_top_k(struct ggml_context * ctx, struct ggml_tensor * a, int k);
+struct ggml_tensor * ggml_argmax(struct ggml_context * ctx, struct ggml_tensor * a);
 
 struct ggml_tensor * ggml_reshape_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3); /* ANY_LAYOUT */
 struct ggml_tensor * ggml_view_4d(struct ggml_context * ctx, struct ggml_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3, size_t nb1, size_t nb2, size_t nb3, size_t offset); /* ANY_LAYOUT */

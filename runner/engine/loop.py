@@ -307,8 +307,11 @@ class Engine:
 
     def _complete(self, flight: Flight) -> None:
         """Wait for the flight, sample for each sequence that asked for logits, stream."""
+        # the device picked each row's largest logit: enough when every sequence is greedy
+        choices = flight.step.choices is not None and \
+            all(flight.entries[i].active.greedy for i in flight.output_rows)
         # embeddings keep their rows past the next step: only logits share one array
-        logits = self.executor.finish(flight.step, reuse=self.pooling is None)
+        rows = self.executor.finish(flight.step, reuse=self.pooling is None, choices=choices)
         self.in_flight = None
         for entry in flight.entries:
             entry.active.placed -= 1
@@ -317,9 +320,10 @@ class Engine:
             if active.done:
                 continue
             if self.pooling:
-                active.hidden.append(logits[row])
+                active.hidden.append(rows[row])
                 continue
-            reason = active.accept(logits[row])
+            reason = active.accept(chosen=int(rows[row])) if choices else \
+                active.accept(rows[row])
             if reason is not None:
                 self._end(active, reason)
         if self.pooling:

@@ -68,9 +68,18 @@ class Active:
     def prefilling(self) -> bool:
         return self.first_token is None
 
-    def accept(self, logits: np.ndarray) -> str | None:
-        """Sample the next token from logits and stream it; returns a done reason, or None
-        to go on (the token is then pending evaluation)."""
+    @property
+    def greedy(self) -> bool:
+        """Its next token is the largest logit, and nothing else of the logits is needed:
+        the device that holds them may pick it (Executor.finish's choices)."""
+        request = self.request
+        return request.sampling.greedy and request.constraint is None and not request.logprobs
+
+    def accept(self, logits: np.ndarray | None = None, chosen: int | None = None
+               ) -> str | None:
+        """Sample the next token from logits (or take chosen, the largest logit picked on the
+        device, when greedy) and stream it; returns a done reason, or None to go on (the
+        token is then pending evaluation)."""
         request = self.request
         if self.first_token is None:
             self.first_token = time.perf_counter_ns()
@@ -78,9 +87,12 @@ class Active:
         if 0 <= limit <= self.generated:
             return "length"
         constraint = request.constraint
-        if constraint is not None:
-            logits = constraint.apply(logits)
-        token = self.sampler.sample(logits, self.history)
+        if chosen is not None:
+            token = chosen
+        else:
+            if constraint is not None:
+                logits = constraint.apply(logits)
+            token = self.sampler.sample(logits, self.history)
         if self.tokenizer.is_eog(token):
             return "stop"
         complete = constraint is not None and not constraint.accept(token)

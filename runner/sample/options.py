@@ -37,6 +37,12 @@ class SamplingOptions:
         if self.seed is not None and self.seed < 0:
             self.seed = None                  # Ollama's -1: a random seed
 
+    @property
+    def greedy(self) -> bool:
+        """The token is always the largest logit (no temperature, no penalties)."""
+        return self.temperature == 0 and self.repeat_penalty == 1.0 and \
+            not self.presence_penalty and not self.frequency_penalty
+
     @classmethod
     def from_dict(cls, options: dict) -> "SamplingOptions":
         known = {f.name for f in fields(cls)}

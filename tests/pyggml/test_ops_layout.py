@@ -119,6 +119,27 @@ def test_argsort(compute, rng):
     np.testing.assert_array_equal(down, np.argsort(-x, axis=-1, kind="stable"))
 
 
+def test_argmax_matches_numpy(compute, rng):
+    x = f32(rng, 5, 49152)
+    np.testing.assert_array_equal(compute(lambda t: t.argmax(), x), np.argmax(x, axis=-1))
+
+
+def test_argmax_takes_the_first_of_ties(compute):
+    """Patch 0007: greedy decoding on a device picks what numpy and llama.cpp's greedy
+    sampler pick (the unpatched CPU kernel took the last of equal values)."""
+    x = np.zeros((3, 3000), dtype=np.float32)
+    x[0, [7, 2900]] = 5.0
+    x[1, [1000, 1001, 2047]] = 2.5
+    x[2, [31, 32, 33, 64]] = 1.0                   # neighbours of one warp and the next
+    np.testing.assert_array_equal(compute(lambda t: t.argmax(), x), [7, 1000, 31])
+
+
+def test_argmax_of_more_than_a_matrix_is_an_error():
+    with pyggml.Context() as ctx:
+        with pytest.raises(ValueError, match="vector or a matrix"):
+            ctx.new_tensor("F32", (2, 3, 4)).argmax()
+
+
 def test_top_k(compute, rng):
     x = f32(rng, 3, 1000)
     out = compute(lambda t: t.top_k(10), x)

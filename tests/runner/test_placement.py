@@ -82,6 +82,36 @@ def test_layers_on_an_rpc_server_compute_what_the_cpu_computes(model_paths, serv
         model.close()
 
 
+def test_the_device_that_holds_the_logits_picks_greedy_tokens(model_paths, server, on_cpu):
+    """With the output layer remote, each graph also takes the argmax there: a greedy step
+    reads one int32 per sequence, a sampled one the logits; both as on the CPU."""
+    model = runner.load(model_paths["smollm2"], num_ctx=128, repack=False, threads=2,
+                        rpc=[server.endpoint], num_gpu=-1)
+    try:
+        assert model.executor.choose_on_device
+        tokens = model.tokenize(PROMPT, add_special=True)
+        executor = model.executor
+        model.engine.stop()                      # the executor is this test's alone now
+        step = executor.build(Batch.of_sequence(tokens, 0, all_logits=True))
+        executor.launch(step)
+        logits = executor.finish(step)
+        np.testing.assert_array_equal(step.choices.numpy(), np.argmax(logits, axis=-1))
+        np.testing.assert_array_equal(logits, on_cpu["smollm2"][1])
+    finally:
+        model.close()
+    sampled = {}
+    for where, devices in (("cpu", dict(num_gpu=0)), ("rpc", dict(rpc=[server.endpoint]))):
+        model = runner.load(model_paths["smollm2"], num_ctx=128, repack=False, threads=2,
+                            **devices)
+        try:
+            assert model.executor.choose_on_device == (where == "rpc")
+            sampled[where] = model.generate(PROMPT, stream=False, temperature=0.8, seed=7,
+                                            num_predict=16)
+        finally:
+            model.close()
+    assert sampled["rpc"] == sampled["cpu"]
+
+
 def test_parallel_slots_and_a_context_shift_on_a_split_model(model_paths, server):
     """Two sequences in one batch, each shifting its full context twice over, with half the
     layers remote: the same tokens as on the CPU alone, batched the same way."""
