@@ -75,11 +75,14 @@ class Computation:
         self._future, self._status = future, status
         self._scheduler = scheduler
         self._synchronized = future is not None
+        self._finished = False          # waited for and checked: another wait() returns
 
     def done(self) -> bool:
         return self._future.done() if self._future is not None else self._synchronized
 
     def wait(self) -> None:
+        if self._finished:
+            return
         if self._future is not None:
             status = self._future.result()
         else:
@@ -91,6 +94,7 @@ class Computation:
             reason = self._scheduler.failure() or STATUS_TEXT.get(status, f"status {status}")
             raise GGMLError(f"Computing the graph failed: {reason}.")
         self._scheduler.check()
+        self._finished = True
 
 
 class Scheduler:

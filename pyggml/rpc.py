@@ -12,6 +12,7 @@ why), never the process.
 
 from __future__ import annotations
 
+import functools
 import socket
 import threading
 
@@ -34,6 +35,7 @@ def parse_endpoint(endpoint: str) -> tuple[str, int]:
     return host, int(port)
 
 
+@functools.cache
 def _function(name: str, ctype: str):
     reg = lib.ggml_backend_reg_by_name(b"RPC")
     if reg == ffi.NULL:
@@ -95,6 +97,6 @@ def serve(device: Device, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
             raise GGMLError(f"Cannot listen on {address}:{port}: {error.strerror}.") from None
     start = _function("ggml_backend_rpc_start_server", "ggml_backend_rpc_start_server_t")
     chosen = ffi.new("struct ggml_backend_device *[1]", [device.ptr])
-    start(f"{address}:{port}".encode(), ffi.NULL, usable_threads(threads) if threads else default_threads(),
-          1, chosen)
+    threads = usable_threads(threads) if threads else default_threads()
+    start(f"{address}:{port}".encode(), ffi.NULL, threads, 1, chosen)
     raise GGMLError(f"The RPC server on {address}:{port} stopped (see the log above).")
