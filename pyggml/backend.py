@@ -217,6 +217,8 @@ class Backend:
 
     def failure(self) -> str | None:
         """Why this backend can no longer compute (an RPC server that went away), or None."""
+        if self.device.endpoint is None:
+            return None                          # a local device does not go away
         from . import rpc
 
         return rpc.failure(self.device)

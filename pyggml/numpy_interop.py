@@ -36,26 +36,50 @@ def expected_array(tensor) -> tuple[tuple[int, ...], np.dtype]:
     return shape[:-1] + (dtype.row_size(shape[-1]),), np.dtype(np.uint8)
 
 
+def _layout(tensor) -> tuple[tuple[int, ...], np.dtype, bool]:
+    """(shape, dtype, contiguous) of the arrays tensor takes: fixed for a tensor's life, so
+    worked out once (inputs are set every decode step)."""
+    layout = tensor._array_layout
+    if layout is None:
+        layout = tensor._array_layout = (*expected_array(tensor), tensor.is_contiguous)
+    return layout
+
+
 def copy_in(tensor, array) -> None:
     if not isinstance(array, np.ndarray):
         raise TypeError(f"Expected a numpy array for {describe(tensor)}, got "
                         f"{type(array).__name__}.")
-    shape, dtype = expected_array(tensor)
+    shape, dtype, contiguous = _layout(tensor)
     if array.shape != shape or array.dtype != dtype:
         raise ValueError(f"Cannot copy an array of shape {array.shape} and dtype {array.dtype} "
                          f"into {describe(tensor)}: expected shape {shape} and dtype {dtype}.")
-    if not tensor.is_contiguous:
+    if not contiguous:
         raise ValueError(f"Cannot copy into the non-contiguous tensor {describe(tensor)}; "
                          "copy into the tensor it views.")
-    _require_memory(tensor)
-    limit = tensor.context.index_limits.get(tensor.ptr)
-    if limit is not None and array.size and (array.min() < 0 or array.max() >= limit[0]):
+    ptr = tensor.ptr
+    if ptr.buffer == ffi.NULL or ptr.data == ffi.NULL:
+        _require_memory(tensor)
+    context = tensor.context
+    limit = context.index_limits.get(ptr)
+    if limit is not None and not _in_range(array, limit[0]):
         bad = array[(array < 0) | (array >= limit[0])].flat[0]
         raise ValueError(f"{describe(tensor)} holds {limit[1]}, which must lie in "
                          f"[0, {limit[0]}), but it was given {bad}.")
     array = np.ascontiguousarray(array)
-    lib.ggml_backend_tensor_set(tensor.ptr, ffi.from_buffer(array), 0, array.nbytes)
-    tensor.context.unfilled.pop(tensor.ptr, None)
+    lib.ggml_backend_tensor_set(ptr, ffi.from_buffer(array), 0, array.nbytes)
+    context.unfilled.pop(ptr, None)
+
+
+def _in_range(ids: np.ndarray, limit: int) -> bool:
+    """Whether every id lies in [0, limit): a few (a decode step's) in Python, which is
+    quicker than a numpy reduction; more in one reduction over them as unsigned (a negative
+    id becomes a huge one)."""
+    if ids.size <= 16:
+        return all(0 <= i < limit for i in ids.ravel().tolist())
+    return int(ids.view(_UNSIGNED[ids.dtype.itemsize]).max()) < limit
+
+
+_UNSIGNED = {4: np.uint32, 8: np.uint64}
 
 
 class _HostView:

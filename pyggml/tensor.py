@@ -18,16 +18,18 @@ from ._ggml import ffi, lib
 from .context import Context, _ne_of
 from .dtypes import GGMLType
 from .errors import GGMLError, failure_text
+from .numpy_interop import copy_in, host_array, to_numpy
 from .ops import TensorOps
 
 
 class Tensor(TensorOps):
-    __slots__ = ("_ptr", "_ctx", "ndim", "__weakref__")
+    __slots__ = ("_ptr", "_ctx", "ndim", "_array_layout", "__weakref__")
 
     def __init__(self, ptr, ctx: Context, ndim: int):
         self._ptr = ptr
         self._ctx = ctx      # a Tensor keeps its Context (and so its memory) alive
         self.ndim = ndim
+        self._array_layout = None   # numpy_interop's (shape, dtype, contiguous), made once
 
     # -- identity -------------------------------------------------------------------------
 
@@ -265,8 +267,6 @@ class Tensor(TensorOps):
 
     def set(self, array) -> "Tensor":
         """Copy a numpy array in; its dtype and shape must match exactly."""
-        from .numpy_interop import copy_in
-
         copy_in(self, array)
         return self
 
@@ -275,15 +275,11 @@ class Tensor(TensorOps):
         unless copy=True; always a copy of a graph's results (the scheduler reuses and frees
         that memory) and of quantized tensors (dequantized to float32). out: an array of
         the tensor's shape and dtype to copy into and return (no allocation)."""
-        from .numpy_interop import to_numpy
-
         return to_numpy(self, copy, out)
 
     def host_array(self, shape=None):
         """A new array of this tensor's dtype (and shape, or the one given) in the host memory
         its device copies to fastest (pinned, for a GPU): numpy(out=...) reads into it."""
-        from .numpy_interop import host_array
-
         return host_array(self, self.shape if shape is None else shape)
 
 

@@ -132,6 +132,18 @@ def test_out_of_range_indices_are_refused_at_set(sched):
         sched.compute_async(ctx.graph(out)).wait()
 
 
+def test_out_of_range_64_bit_slots_are_refused_at_set(sched):
+    with pyggml.Context() as ctx:
+        cache = ctx.new_tensor("F32", (10, 4)).set_input()
+        rows = ctx.new_tensor("F32", (2, 4)).set_input()
+        slots = ctx.new_tensor("I64", (2,)).set_input()
+        sched.alloc(ctx.graph(cache.set_rows(rows, slots)))
+        for bad in (10, -1, -2 ** 40, 2 ** 40):
+            with pytest.raises(ValueError, match=f"given {bad}"):
+                slots.set(np.array([0, bad], np.int64))
+        slots.set(np.array([0, 9], np.int64))
+
+
 def test_an_index_input_left_unset_is_refused(sched):
     with pyggml.Context() as ctx:
         table = ctx.new_tensor("F32", (10, 4)).set_input()
