@@ -1,7 +1,8 @@
 """What a decode step pays to bring its result home from the device that holds the logits:
 a row of logits (the vocabulary in float32) against the one int32 of a greedy choice picked
-on the device (runner/executor.py's choose_on_device), into pinned memory where the device
-has it, as the batch loop reads them.
+on the device (runner/executor.py's choose_on_device), and against the 64 ids and logits a
+top-k sampler draws from (two reads), into pinned memory where the device has it, as the
+batch loop reads them.
 
     python bench/readback.py [--rpc HOST:PORT ...] [--vocab 49152,262144] [--repeat 300]
 
@@ -38,14 +39,17 @@ def median_read(tensor: pyggml.Tensor, repeat: int) -> float:
     return statistics.median(times)
 
 
-def measure(device: pyggml.Device, vocab: int, repeat: int) -> tuple[float, float]:
+def measure(device: pyggml.Device, vocab: int, repeat: int) -> tuple[float, float, float]:
     backend = device.open()
-    with pyggml.Context(max_tensors=2, graphs=0) as ctx:
+    with pyggml.Context(max_tensors=4, graphs=0) as ctx:
         logits, choice = ctx.new_tensor("F32", (1, vocab)), ctx.new_tensor("I32", (1,))
+        ids, values = ctx.new_tensor("I32", (1, 64)), ctx.new_tensor("F32", (1, 64, 1))
         ctx.allocate(backend)
-        logits.set(np.zeros((1, vocab), np.float32))
-        choice.set(np.zeros(1, np.int32))
-        found = median_read(logits, repeat), median_read(choice, repeat)
+        for tensor in (logits, choice, ids, values):
+            shape, dtype = tensor.shape, np.float32 if tensor.dtype.name == "F32" else np.int32
+            tensor.set(np.zeros(shape, dtype))
+        found = (median_read(logits, repeat), median_read(choice, repeat),
+                 median_read(ids, repeat) + median_read(values, repeat))
     backend.close()
     return found
 
@@ -61,12 +65,13 @@ def main() -> None:
         devices = [d for d in pyggml.devices() if not d.is_cpu and d.backend != "RPC"]
         for endpoint in endpoints:
             devices += pyggml.rpc.connect(endpoint)
-        print(f"{'device':28} {'vocab':>7} {'logits us':>10} {'choice us':>10} {'saved us':>9}")
+        print(f"{'device':28} {'vocab':>7} {'logits us':>10} {'choice us':>10} "
+              f"{'64 candidates us':>17}")
         for device in devices:
             for vocab in (int(v) for v in args.vocab.split(",")):
-                whole, one = measure(device, vocab, args.repeat)
+                whole, one, candidates = measure(device, vocab, args.repeat)
                 print(f"{device.name + ' ' + device.description[:20]:28} {vocab:7} "
-                      f"{whole * 1e6:10.1f} {one * 1e6:10.1f} {(whole - one) * 1e6:9.1f}")
+                      f"{whole * 1e6:10.1f} {one * 1e6:10.1f} {candidates * 1e6:17.1f}")
 
 
 if __name__ == "__main__":

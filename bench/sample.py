@@ -1,4 +1,6 @@
-"""Time per sampled token (top_k 40, temperature 0.8, top_p 0.9) at two vocabulary sizes.
+"""Time per sampled token (top_k 40, temperature 0.8, top_p 0.9) at two vocabulary sizes,
+from the whole vocabulary's logits and from the 64 largest a GPU or RPC device picks
+(runner/executor.py's candidates: the same token, drawn from 64 logits instead of all).
 
     python bench/sample.py
 """
@@ -29,6 +31,15 @@ def main() -> None:
             for _ in range(n):
                 sampler.sample(logits, history)
             print(f"{vocab:>8}  {label:<28} {(time.perf_counter() - start) / n * 1e3:>9.3f}")
+        ids = rng.permutation(np.argpartition(logits, -64)[-64:]).astype(np.int32)
+        values = logits[ids]
+        sampler = Sampler(SamplingOptions(top_k=40, seed=1))
+        n = 300
+        start = time.perf_counter()
+        for _ in range(n):
+            sampler.sample_candidates(ids, values)
+        label = "top_k 40 from 64 candidates"
+        print(f"{vocab:>8}  {label:<28} {(time.perf_counter() - start) / n * 1e3:>9.3f}")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from .kvcache.causal import GraphView
 from .models.base import Inputs
 
 GRAPH_NODES = 16384
+CANDIDATES = 64       # the most logits a sampled step reads from a device (Ollama's top_k: 40)
 
 
 @dataclass
@@ -37,6 +38,7 @@ class Step:
     logits: pyggml.Tensor
     key: tuple
     choices: pyggml.Tensor | None = None   # int32 (outputs,): each row's largest logit
+    candidates: tuple | None = None    # int32 (outputs, k) ids and their logits (outputs, k, 1)
     computation: pyggml.Computation | None = None
     retired: bool = False         # replaced as the kept graph: close once finished
 
@@ -44,7 +46,8 @@ class Step:
 class Executor:
     """choose_on_device: the logits live on a GPU or another machine; each graph then also
     picks every row's largest logit there, so that a greedy step reads back one int32 per
-    sequence instead of the vocabulary (196 KB for SmolLM2, 1 MB for Gemma 3)."""
+    sequence instead of the vocabulary (196 KB for SmolLM2, 1 MB for Gemma 3); a graph built
+    with candidates also picks the CANDIDATES largest, which a top-k sampler draws from."""
 
     def __init__(self, model, kv: CausalCache, scheduler: pyggml.Scheduler,
                  choose_on_device: bool = False):
@@ -53,12 +56,15 @@ class Executor:
         self._kept: Step | None = None      # the last graph, reused while its shape holds
         self._read: dict[str, np.ndarray] = {}      # what finish(reuse=True) reads into
 
-    def build(self, batch: Batch, embeddings: bool = False) -> Step:
+    def build(self, batch: Batch, embeddings: bool = False, candidates: bool = False) -> Step:
         """Take cache cells for the batch and build its graph, or reuse the last one of the
         same shape (batch.tokens may be placeholders until launch). embeddings: the graph
-        returns final hidden states instead of logits."""
+        returns final hidden states instead of logits. candidates: it also picks each row's
+        largest logits on the device (where it chooses there)."""
         self.kv.start(batch)
-        key = (len(batch), len(batch.outputs), self.kv.n_kv, embeddings, batch.n_media)
+        candidates = candidates and self.choose_on_device and not embeddings
+        key = (len(batch), len(batch.outputs), self.kv.n_kv, embeddings, batch.n_media,
+               candidates)
         kept = self._kept
         if kept is not None and kept.key == key:
             kept.batch = batch
@@ -77,7 +83,7 @@ class Executor:
         cells it took (sequence 0), when done."""
         batch = Batch(np.zeros(n), np.arange(n), np.zeros(n))
         self.kv.start(batch, all_cells=True)
-        return self._build(batch, (n, 1, self.kv.size, embeddings, 0))
+        return self._build(batch, (n, 1, self.kv.size, embeddings, 0, not embeddings))
 
     def _retire(self, step: Step) -> None:
         """Close a replaced graph now, or when its compute in flight finishes."""
@@ -101,11 +107,18 @@ class Executor:
         kv_inputs = self.kv.inputs(ctx, self.model.windows(), getattr(self.model, "causal", True),
                                    self.model.media_windows())
         logits = self.model.forward(inputs, kv_inputs).set_output()    # (outputs, vocab)
+        outputs, choices, candidates = [logits], None, None
         if self.choose_on_device and not key[3]:
             choices = logits.argmax().set_output()                         # (outputs,)
-            return Step(batch, ctx, ctx.graph(logits, choices), inputs, kv_inputs, logits,
-                        key, choices)
-        return Step(batch, ctx, ctx.graph(logits), inputs, kv_inputs, logits, key)
+            outputs.append(choices)
+            if key[5]:
+                rows, vocab = logits.shape
+                ids = logits.top_k(min(CANDIDATES, vocab)).set_output()   # (outputs, k)
+                values = logits.reshape(rows, vocab, 1).get_rows(ids)     # (outputs, k, 1)
+                candidates = ids, values.set_output()
+                outputs += candidates
+        return Step(batch, ctx, ctx.graph(*outputs), inputs, kv_inputs, logits, key, choices,
+                    candidates)
 
     def launch(self, step: Step, tokens=None) -> None:
         """Allocate, fill the inputs (tokens replace the batch's placeholders) and start."""
@@ -121,15 +134,20 @@ class Executor:
         step.kv_inputs.feed()
         step.computation = self.scheduler.compute_async(step.graph)
 
-    def finish(self, step: Step, reuse: bool = False, choices: bool = False) -> np.ndarray:
-        """Wait; float32 (len(batch.outputs), vocab), or (..., embd) for embeddings; with
-        choices (the step has them), only each row's largest logit's index, int32 (outputs,).
+    def finish(self, step: Step, reuse: bool = False, read: str = "logits"):
+        """Wait; float32 (len(batch.outputs), vocab), or (..., embd) for embeddings. read
+        (what the step has): "choices", only each row's largest logit's index, int32
+        (outputs,); "candidates", (ids int32 (outputs, k), their logits float32 (outputs, k)).
         reuse: read into the array the last such call returned (valid until the next one),
         which spares a step a fresh allocation of the whole vocabulary."""
         try:
             step.computation.wait()
-            if choices:
+            if read == "choices":
                 result = self._read_reused(step.choices, "choices")
+            elif read == "candidates":
+                ids, values = step.candidates
+                result = (self._read_reused(ids, "ids"),
+                          self._read_reused(values, "values")[..., 0])
             elif reuse:
                 result = self._read_reused(step.logits, "logits")
             else:

@@ -281,7 +281,10 @@ class Engine:
         self._add_media(batch, items)
         flight = Flight(entries, batch,
                         output_rows=[i for i, e in enumerate(entries) for _ in range(e.rows)])
-        flight.step = self.executor.build(flight.batch, self.pooling is not None)
+        sampling = [e.active for e in entries if e.rows]
+        candidates = not all(a.greedy for a in sampling) and \
+            all(a.takes_candidates for a in sampling)
+        flight.step = self.executor.build(flight.batch, self.pooling is not None, candidates)
         return flight
 
     def _add_media(self, batch: Batch, items: list) -> None:
@@ -307,11 +310,9 @@ class Engine:
 
     def _complete(self, flight: Flight) -> None:
         """Wait for the flight, sample for each sequence that asked for logits, stream."""
-        # the device picked each row's largest logit: enough when every sequence is greedy
-        choices = flight.step.choices is not None and \
-            all(flight.entries[i].active.greedy for i in flight.output_rows)
+        read = _what_to_read(flight.step, [flight.entries[i].active for i in flight.output_rows])
         # embeddings keep their rows past the next step: only logits share one array
-        rows = self.executor.finish(flight.step, reuse=self.pooling is None, choices=choices)
+        rows = self.executor.finish(flight.step, reuse=self.pooling is None, read=read)
         self.in_flight = None
         for entry in flight.entries:
             entry.active.placed -= 1
@@ -322,8 +323,12 @@ class Engine:
             if self.pooling:
                 active.hidden.append(rows[row])
                 continue
-            reason = active.accept(chosen=int(rows[row])) if choices else \
-                active.accept(rows[row])
+            if read == "choices":
+                reason = active.accept(chosen=int(rows[row]))
+            elif read == "candidates":
+                reason = active.accept(candidates=(rows[0][row], rows[1][row]))
+            else:
+                reason = active.accept(rows[row])
             if reason is not None:
                 self._end(active, reason)
         if self.pooling:
@@ -375,6 +380,17 @@ class Engine:
             if active.slot.busy:
                 self.cache.truncate(active.slot, 0)
                 self.cache.release(active.slot)
+
+
+def _what_to_read(step: Step, sampling: list[Active]) -> str:
+    """The least a flight's sequences need of its outputs: the device's choices when every
+    one is greedy, its candidates when every one samples from a few of the largest logits,
+    else the logits."""
+    if step.choices is not None and all(a.greedy for a in sampling):
+        return "choices"
+    if step.candidates is not None and all(a.takes_candidates for a in sampling):
+        return "candidates"
+    return "logits"
 
 
 def _stop_before_exit(loop_ref) -> None:

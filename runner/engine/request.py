@@ -18,7 +18,8 @@ import numpy as np
 
 from ..generate import GenerateOptions, StopScanner
 from ..media import run_end, run_start
-from ..sample import Sampler, SamplingOptions, logprobs
+from ..executor import CANDIDATES
+from ..sample import Sampler, SamplingOptions, logprobs, takes_candidates
 from ..sample.grammar import Constraint
 from ..tokenizer import TextStream, Tokenizer
 from .slots import Slot
@@ -75,11 +76,19 @@ class Active:
         request = self.request
         return request.sampling.greedy and request.constraint is None and not request.logprobs
 
-    def accept(self, logits: np.ndarray | None = None, chosen: int | None = None
-               ) -> str | None:
-        """Sample the next token from logits (or take chosen, the largest logit picked on the
-        device, when greedy) and stream it; returns a done reason, or None to go on (the
-        token is then pending evaluation)."""
+    @property
+    def takes_candidates(self) -> bool:
+        """Its sampler needs only the largest CANDIDATES logits (a device may pick them)."""
+        request = self.request
+        return request.constraint is None and not request.logprobs and \
+            takes_candidates(request.sampling, CANDIDATES)
+
+    def accept(self, logits: np.ndarray | None = None, chosen: int | None = None,
+               candidates: tuple | None = None) -> str | None:
+        """Sample the next token from logits, or from candidates (ids and logits of the
+        largest, picked on the device), or take chosen (the largest logit's id, when
+        greedy), and stream it; returns a done reason, or None to go on (the token is then
+        pending evaluation)."""
         request = self.request
         if self.first_token is None:
             self.first_token = time.perf_counter_ns()
@@ -89,6 +98,8 @@ class Active:
         constraint = request.constraint
         if chosen is not None:
             token = chosen
+        elif candidates is not None:
+            token = self.sampler.sample_candidates(*candidates)
         else:
             if constraint is not None:
                 logits = constraint.apply(logits)

@@ -5,9 +5,10 @@
 
 Temperature 0 is greedy. Otherwise: penalties, top-k (partial selection), temperature,
 softmax, top-p, min-p, then a draw from the sampler's own seeded generator.
+sample_candidates() draws the same token from the few largest logits a device picked.
 """
 
 from .options import SamplingOptions
-from .sampler import Sampler, TokenLogprob, logprobs
+from .sampler import Sampler, TokenLogprob, logprobs, takes_candidates
 
-__all__ = ["Sampler", "SamplingOptions", "TokenLogprob", "logprobs"]
+__all__ = ["Sampler", "SamplingOptions", "TokenLogprob", "logprobs", "takes_candidates"]

@@ -78,10 +78,45 @@ class Sampler:
         if o.temperature == 0:
             return int(np.argmax(logits))
         candidates = top_k(logits, o.top_k)
-        probs = softmax(logits[candidates].astype(np.float64) / o.temperature)
+        if candidates.size < logits.size:
+            candidates = _canonical(logits, candidates)
+        return self._draw(candidates, logits[candidates])
+
+    def sample_candidates(self, ids: np.ndarray, values: np.ndarray) -> int:
+        """The token from the device's candidates: ids of at least top_k of the largest
+        logits (any order) and their logits; the same token sample() draws from all of
+        them. For options that takes_candidates() accepts."""
+        order = np.lexsort((ids, -values))[:max(self.options.top_k, 1)]
+        if self.options.temperature == 0:
+            return int(ids[order[0]])          # the first of the largest, as argmax
+        return self._draw(ids[order], values[order])
+
+    def _draw(self, candidates: np.ndarray, values: np.ndarray) -> int:
+        o = self.options
+        probs = softmax(values.astype(np.float64) / o.temperature)
         keep = top_p(probs, o.top_p) & min_p(probs, o.min_p)
         candidates, probs = candidates[keep], probs[keep]
         return int(candidates[self.rng.choice(len(candidates), p=probs / probs.sum())])
+
+
+def _canonical(logits: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """A top-k selection as the device's candidates are taken: where the k-th largest value
+    is tied beyond the selection, the smallest ids among the tied; largest first, ties by
+    id."""
+    kth = logits[candidates].min()
+    if np.count_nonzero(logits == kth) > np.count_nonzero(logits[candidates] == kth):
+        above = np.flatnonzero(logits > kth)
+        tied = np.flatnonzero(logits == kth)[:candidates.size - above.size]
+        candidates = np.concatenate([above, tied])
+    return candidates[np.lexsort((candidates, -logits[candidates]))]
+
+
+def takes_candidates(options: SamplingOptions, most: int) -> bool:
+    """Whether a sampler with options needs no more of the logits than the `most` largest
+    (and their ids): greedy, or a top-k of at most that many, without penalties."""
+    penalized = options.repeat_penalty != 1.0 or options.presence_penalty or \
+        options.frequency_penalty
+    return not penalized and (options.temperature == 0 or 0 < options.top_k <= most)
 
 
 @dataclass

@@ -41,7 +41,9 @@ def test_format_json_gives_an_object_and_a_grammar_its_language(model):
     assert isinstance(json.loads(text), dict) and model.last.done_reason == "stop"
     answer = model.generate("Is the sky blue? Answer:", stream=False, temperature=0.9, seed=3,
                             grammar='root ::= " yes" | " no"')
-    assert answer in (" yes", " no") and model.last.eval_count == 1
+    # the grammar's end stops the sequence (whichever tokens spelt the answer)
+    assert answer in (" yes", " no") and model.last.done_reason == "stop"
+    assert model.last.eval_count <= len(answer)
 
 
 def test_the_mask_allows_what_the_grammar_allows(model):

@@ -83,8 +83,9 @@ def test_layers_on_an_rpc_server_compute_what_the_cpu_computes(model_paths, serv
 
 
 def test_the_device_that_holds_the_logits_picks_greedy_tokens(model_paths, server, on_cpu):
-    """With the output layer remote, each graph also takes the argmax there: a greedy step
-    reads one int32 per sequence, a sampled one the logits; both as on the CPU."""
+    """With the output layer remote, each graph also takes the argmax there, and the 64
+    largest logits where a sampler asks: a greedy step reads one int32 per sequence, a top-k
+    sampled one 64 ids and logits; the tokens are the CPU's (which reads all the logits)."""
     model = runner.load(model_paths["smollm2"], num_ctx=128, repack=False, threads=2,
                         rpc=[server.endpoint], num_gpu=-1)
     try:
@@ -97,6 +98,14 @@ def test_the_device_that_holds_the_logits_picks_greedy_tokens(model_paths, serve
         logits = executor.finish(step)
         np.testing.assert_array_equal(step.choices.numpy(), np.argmax(logits, axis=-1))
         np.testing.assert_array_equal(logits, on_cpu["smollm2"][1])
+        model.kv.remove(0)
+        step = executor.build(Batch.of_sequence(tokens, 0, all_logits=True), candidates=True)
+        executor.launch(step)
+        ids, values = executor.finish(step, read="candidates")
+        assert ids.shape == values.shape == (len(tokens), 64)
+        for row, found, their in zip(logits, ids, values):
+            assert set(found) == set(np.argpartition(row, -64)[-64:])
+            np.testing.assert_array_equal(their, row[found])
     finally:
         model.close()
     sampled = {}

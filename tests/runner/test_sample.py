@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from runner.sample import Sampler, SamplingOptions, logprobs
+from runner.sample import Sampler, SamplingOptions, logprobs, takes_candidates
 
 
 @pytest.fixture
@@ -106,3 +106,25 @@ def test_a_negative_seed_is_random():
     assert SamplingOptions(seed=-1).seed is None                 # Ollama's default
     with pytest.raises(ValueError, match="seed"):
         SamplingOptions(seed=1.5)
+
+
+@pytest.mark.parametrize("options", [
+    dict(temperature=0), dict(seed=5), dict(seed=6, top_k=64, top_p=1.0),
+    dict(seed=7, temperature=1.5, top_k=10, top_p=0.5, min_p=0.05), dict(seed=8, top_k=1)])
+def test_the_devices_candidates_give_the_tokens_the_logits_give(options):
+    """A device's top 64 (in its own order) draw what the whole vocabulary draws."""
+    rng = np.random.default_rng(11)
+    whole, picked = Sampler(SamplingOptions(**options)), Sampler(SamplingOptions(**options))
+    assert takes_candidates(whole.options, 64)
+    for _ in range(200):
+        logits = (rng.standard_normal(49152) * 3).astype(np.float32)
+        logits[rng.integers(0, 49152, 3)] = logits.max()             # ties at the top
+        ids = rng.permutation(np.argpartition(logits, -64)[-64:]).astype(np.int32)
+        assert picked.sample_candidates(ids, logits[ids]) == whole.sample(logits)
+
+
+def test_penalties_or_a_wide_top_k_need_the_logits():
+    assert not takes_candidates(SamplingOptions(repeat_penalty=1.1), 64)
+    assert not takes_candidates(SamplingOptions(top_k=0), 64)          # no top-k at all
+    assert not takes_candidates(SamplingOptions(top_k=100), 64)
+    assert takes_candidates(SamplingOptions(top_k=40), 64)
