@@ -111,9 +111,9 @@ class Executor:
         if self.choose_on_device and not key[3]:
             choices = logits.argmax().set_output()                         # (outputs,)
             outputs.append(choices)
-            if key[5]:
-                rows, vocab = logits.shape
-                ids = logits.top_k(min(CANDIDATES, vocab)).set_output()   # (outputs, k)
+            rows, vocab = logits.shape
+            if key[5] and vocab > CANDIDATES:          # a smaller vocabulary is read whole
+                ids = logits.top_k(CANDIDATES).set_output()               # (outputs, k)
                 values = logits.reshape(rows, vocab, 1).get_rows(ids)     # (outputs, k, 1)
                 candidates = ids, values.set_output()
                 outputs += candidates
