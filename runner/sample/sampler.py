@@ -80,6 +80,7 @@ class Sampler:
         candidates = top_k(logits, o.top_k)
         if candidates.size < logits.size:
             candidates = _canonical(logits, candidates)
+            return self._draw(candidates, logits[candidates], ordered=True)
         return self._draw(candidates, logits[candidates])
 
     def sample_candidates(self, ids: np.ndarray, values: np.ndarray) -> int:
@@ -89,14 +90,26 @@ class Sampler:
         order = np.lexsort((ids, -values))[:max(self.options.top_k, 1)]
         if self.options.temperature == 0:
             return int(ids[order[0]])          # the first of the largest, as argmax
-        return self._draw(ids[order], values[order])
+        return self._draw(ids[order], values[order], ordered=True)
 
-    def _draw(self, candidates: np.ndarray, values: np.ndarray) -> int:
+    def _draw(self, candidates: np.ndarray, values: np.ndarray, ordered: bool = False) -> int:
+        """Temperature, softmax, top-p, min-p, a draw. ordered: values come largest first
+        (a top-k selection), so that top-p and min-p keep a prefix without sorting."""
         o = self.options
         probs = softmax(values.astype(np.float64) / o.temperature)
-        keep = top_p(probs, o.top_p) & min_p(probs, o.min_p)
-        candidates, probs = candidates[keep], probs[keep]
-        return int(candidates[self.rng.choice(len(candidates), p=probs / probs.sum())])
+        if ordered:
+            kept = probs.size
+            if o.top_p < 1.0:
+                kept = min(kept, int(np.searchsorted(np.cumsum(probs), o.top_p)) + 1)
+            if o.min_p > 0:
+                kept = min(kept, int(np.count_nonzero(probs >= o.min_p * probs[0])))
+            candidates, probs = candidates[:kept], probs[:kept]
+        else:
+            keep = top_p(probs, o.top_p) & min_p(probs, o.min_p)
+            candidates, probs = candidates[keep], probs[keep]
+        cumulative = np.cumsum(probs)                    # inverse CDF of one uniform draw
+        index = int(np.searchsorted(cumulative, self.rng.random() * cumulative[-1], "right"))
+        return int(candidates[min(index, candidates.size - 1)])
 
 
 def _canonical(logits: np.ndarray, candidates: np.ndarray) -> np.ndarray:
