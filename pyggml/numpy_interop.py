@@ -56,10 +56,8 @@ def copy_in(tensor, array) -> None:
     if not contiguous:
         raise ValueError(f"Cannot copy into the non-contiguous tensor {describe(tensor)}; "
                          "copy into the tensor it views.")
-    ptr = tensor.ptr
-    if ptr.buffer == ffi.NULL or ptr.data == ffi.NULL:
-        _require_memory(tensor)
-    context = tensor.context
+    _require_memory(tensor)
+    ptr, context = tensor.ptr, tensor.context
     limit = context.index_limits.get(ptr)
     if limit is not None and not _in_range(array, limit[0]):
         bad = array[(array < 0) | (array >= limit[0])].flat[0]

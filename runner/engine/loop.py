@@ -47,6 +47,7 @@ class Flight:
     batch: Batch
     step: Step | None = None
     output_rows: list[int] = field(default_factory=list)   # entry index of each output row
+    needs: str = "logits"      # the least its samplers need: "choices", "candidates", "logits"
 
 
 class Engine:
@@ -281,10 +282,9 @@ class Engine:
         self._add_media(batch, items)
         flight = Flight(entries, batch,
                         output_rows=[i for i, e in enumerate(entries) for _ in range(e.rows)])
-        sampling = [e.active for e in entries if e.rows]
-        candidates = not all(a.greedy for a in sampling) and \
-            all(a.takes_candidates for a in sampling)
-        flight.step = self.executor.build(flight.batch, self.pooling is not None, candidates)
+        flight.needs = _least_needed([e.active for e in entries if e.rows])
+        flight.step = self.executor.build(flight.batch, self.pooling is not None,
+                                          flight.needs == "candidates")
         return flight
 
     def _add_media(self, batch: Batch, items: list) -> None:
@@ -310,7 +310,10 @@ class Engine:
 
     def _complete(self, flight: Flight) -> None:
         """Wait for the flight, sample for each sequence that asked for logits, stream."""
-        read = _what_to_read(flight.step, [flight.entries[i].active for i in flight.output_rows])
+        step = flight.step
+        # what the device picked, where it did (a GPU or RPC device), else the logits
+        picked = {"choices": step.choices, "candidates": step.candidates}.get(flight.needs)
+        read = flight.needs if picked is not None else "logits"
         # embeddings keep their rows past the next step: only logits share one array
         rows = self.executor.finish(flight.step, reuse=self.pooling is None, read=read)
         self.in_flight = None
@@ -382,13 +385,13 @@ class Engine:
                 self.cache.release(active.slot)
 
 
-def _what_to_read(step: Step, sampling: list[Active]) -> str:
-    """The least a flight's sequences need of its outputs: the device's choices when every
-    one is greedy, its candidates when every one samples from a few of the largest logits,
+def _least_needed(sampling: list[Active]) -> str:
+    """The least of a flight's outputs its sequences' samplers need: each row's largest
+    logit when every one is greedy, the few largest when every one samples from a top-k,
     else the logits."""
-    if step.choices is not None and all(a.greedy for a in sampling):
+    if all(a.greedy for a in sampling):
         return "choices"
-    if step.candidates is not None and all(a.takes_candidates for a in sampling):
+    if all(a.takes_candidates for a in sampling):
         return "candidates"
     return "logits"
 

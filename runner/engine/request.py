@@ -73,15 +73,17 @@ class Active:
     def greedy(self) -> bool:
         """Its next token is the largest logit, and nothing else of the logits is needed:
         the device that holds them may pick it (Executor.finish's choices)."""
-        request = self.request
-        return request.sampling.greedy and request.constraint is None and not request.logprobs
+        return self._sampler_alone and self.request.sampling.greedy
 
     @property
     def takes_candidates(self) -> bool:
         """Its sampler needs only the largest CANDIDATES logits (a device may pick them)."""
-        request = self.request
-        return request.constraint is None and not request.logprobs and \
-            takes_candidates(request.sampling, CANDIDATES)
+        return self._sampler_alone and takes_candidates(self.request.sampling, CANDIDATES)
+
+    @property
+    def _sampler_alone(self) -> bool:
+        """Only the sampler reads the logits (no grammar masks them, no logprobs)."""
+        return self.request.constraint is None and not self.request.logprobs
 
     def accept(self, logits: np.ndarray | None = None, chosen: int | None = None,
                candidates: tuple | None = None) -> str | None:

@@ -38,10 +38,15 @@ class SamplingOptions:
             self.seed = None                  # Ollama's -1: a random seed
 
     @property
+    def penalized(self) -> bool:
+        """Whether the logits of recent tokens are changed before sampling."""
+        return self.repeat_penalty != 1.0 or bool(self.presence_penalty) or \
+            bool(self.frequency_penalty)
+
+    @property
     def greedy(self) -> bool:
         """The token is always the largest logit (no temperature, no penalties)."""
-        return self.temperature == 0 and self.repeat_penalty == 1.0 and \
-            not self.presence_penalty and not self.frequency_penalty
+        return self.temperature == 0 and not self.penalized
 
     @classmethod
     def from_dict(cls, options: dict) -> "SamplingOptions":

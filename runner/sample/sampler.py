@@ -14,8 +14,7 @@ def apply_penalties(logits: np.ndarray, history, options: SamplingOptions) -> np
     last repeat_last_n tokens (-1: all of them)."""
     n = options.repeat_last_n
     recent = history if n == -1 else history[-n:] if n > 0 else []
-    if len(recent) == 0 or (options.repeat_penalty == 1.0 and not options.presence_penalty
-                            and not options.frequency_penalty):
+    if len(recent) == 0 or not options.penalized:
         return logits
     tokens, counts = np.unique(np.asarray(recent, dtype=np.int64), return_counts=True)
     logits = logits.copy()
@@ -127,9 +126,7 @@ def _canonical(logits: np.ndarray, candidates: np.ndarray) -> np.ndarray:
 def takes_candidates(options: SamplingOptions, most: int) -> bool:
     """Whether a sampler with options needs no more of the logits than the `most` largest
     (and their ids): greedy, or a top-k of at most that many, without penalties."""
-    penalized = options.repeat_penalty != 1.0 or options.presence_penalty or \
-        options.frequency_penalty
-    return not penalized and (options.temperature == 0 or 0 < options.top_k <= most)
+    return not options.penalized and (options.temperature == 0 or 0 < options.top_k <= most)
 
 
 @dataclass
