@@ -22,10 +22,10 @@ def reference_dequantize(raw: np.ndarray, name: str) -> np.ndarray:
 @pytest.mark.parametrize("a_shape,b_shape", [
     ((5, 8), (3, 8)), ((2, 5, 8), (2, 3, 8)), ((1, 4, 16), (3, 2, 16)),
     ((2, 1, 4, 16), (2, 3, 5, 16))])
-def test_mul_mat_f32_broadcasts(compute, rng, a_shape, b_shape):
+def test_mul_mat_f32_broadcasts(compute, rng, a_shape, b_shape, product_tolerance):
     a, b = f32(rng, *a_shape), f32(rng, *b_shape)
     out = compute(lambda x, y: x.mul_mat(y), a, b)
-    np.testing.assert_allclose(out, b @ np.swapaxes(a, -1, -2), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out, b @ np.swapaxes(a, -1, -2), **product_tolerance)
 
 
 def test_mul_mat_f16_weights(compute, rng):
@@ -35,12 +35,12 @@ def test_mul_mat_f16_weights(compute, rng):
     np.testing.assert_allclose(out, expected, rtol=2e-3, atol=2e-2)
 
 
-def test_mul_mat_of_permuted_operands(compute, rng):
+def test_mul_mat_of_permuted_operands(compute, rng, product_tolerance):
     # attention-style: q and k permuted views (rows still contiguous)
     q, k = f32(rng, 5, 2, 16), f32(rng, 7, 2, 16)   # (T, H, D)
     out = compute(lambda qt, kt: kt.permute(1, 0, 2).mul_mat(qt.permute(1, 0, 2)), q, k)
     expected = q.transpose(1, 0, 2) @ k.transpose(1, 2, 0)   # (H, Tq, Tk)
-    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out, expected, **product_tolerance)
 
 
 @pytest.mark.parametrize("name", QUANT_TYPES)
