@@ -2,7 +2,8 @@
 computes (profile.py, threads.py): on the CPU, or with every layer on device (a GPU's
 name, as `python -m pyggml` lists it). decode(tokens, start) evaluates tokens at
 positions start... of sequence 0 and computes the last one's logits; forget(start) drops the
-cache from start on. llama.cpp comes from llama-cpp-python (`pip install '.[llamacpp]'`), the
+cache from start on. profile=True: profiler() can time nodes (llama.cpp then calls back
+for every node of every step, which slows it, so time whole steps with profile=False). llama.cpp comes from llama-cpp-python (`pip install '.[llamacpp]'`), the
 same ggml version, so its graph nodes read with pyggml's cffi."""
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class Ours:
         return True
 
     def __init__(self, path, threads: int, flash: bool, repack: bool, cells: int,
-                 device: str | None = None):
+                 device: str | None = None, profile: bool = False):
         self.loaded = open_model(path)
         self.backend = pyggml.cpu_backend(threads)
         self.accelerator = pyggml.device(device).open() if device else None
@@ -100,10 +101,10 @@ class LlamaCpp:
         return True
 
     def __init__(self, path, threads: int, flash: bool, repack: bool, cells: int,
-                 device: str | None = None):
+                 device: str | None = None, profile: bool = False):
         import llama_cpp as L
 
-        self.L = L
+        self.L, self.profile = L, profile
         L.llama_backend_init()
         self._quiet = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)(
             lambda level, text, user: None)
@@ -124,7 +125,8 @@ class LlamaCpp:
         params = L.llama_context_default_params()
         params.n_ctx, params.n_batch, params.n_ubatch = cells, 512, 512
         params.n_threads = params.n_threads_batch = threads
-        params.cb_eval, params.cb_eval_user_data = on_eval, None
+        if profile:       # the scheduler then calls Python for every node (900 a SmolLM2 step)
+            params.cb_eval, params.cb_eval_user_data = on_eval, None
         params.flash_attn_type = 1 if flash else 0
         self.ctx = L.llama_init_from_model(self.model, params)
         self.memory = L.llama_get_memory(self.ctx)
@@ -146,6 +148,9 @@ class LlamaCpp:
 
     @contextlib.contextmanager
     def profiler(self):
+        if not self.profile:
+            raise RuntimeError("This llama.cpp context was made without profile=True: it "
+                               "calls back for no node.")
         self.watching = True
         try:
             yield self.clock

@@ -48,17 +48,25 @@ def profiled(step, engine, repeat: int) -> dict[str, tuple[int, float]]:
 
 
 def measure(cls, path, args, prompt, step_tokens):
-    engine = cls(path, args.threads, args.flash, not args.no_repack, len(prompt) + 256)
-    try:
-        engine.decode(prompt, 0)
+    """(median seconds per step, {op: ...}): the step timed by an engine that watches no
+    nodes (llama.cpp's node callback is a Python call per node), then profiled by one that
+    does."""
+    results = []
+    for profile in (False, True):
+        engine = cls(path, args.threads, args.flash, not args.no_repack, len(prompt) + 256,
+                     profile=profile)
+        try:
+            engine.decode(prompt, 0)
 
-        def step() -> None:
-            engine.decode(step_tokens, len(prompt))
-            engine.forget(len(prompt))
+            def step() -> None:
+                engine.decode(step_tokens, len(prompt))
+                engine.forget(len(prompt))
 
-        return timed(step, args.repeat), profiled(step, engine, args.repeat)
-    finally:
-        engine.close()
+            results.append(profiled(step, engine, args.repeat) if profile
+                           else timed(step, args.repeat))
+        finally:
+            engine.close()
+    return tuple(results)
 
 
 def main() -> None:

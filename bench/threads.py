@@ -2,18 +2,24 @@
 llama.cpp on the same file: where the many-core gap shows, and whether more threads help.
 
     python bench/threads.py [--model smollm2:135m] [--threads 1,2,4,8,16] [--prompt 512]
-        [--generate 64] [--repeat 3] [--flash] [--device CUDA0]
+        [--generate 64] [--repeat 3] [--flash] [--device CUDA0] [--llama-bench PATH]
 
 As llama-bench's pp512 and tg64: a prompt of --prompt tokens in one batch, then --generate
 single-token steps, each from an empty cache, on the CPU; tokens/s, best of --repeat. The
 thread counts default to 1, 2, 4, ... up to this machine's physical cores.
 --device puts every layer on that device (a GPU: then the thread count is the CPU's, which
 only feeds the GPU, and the table is llama-bench's -ngl 99).
+--llama-bench PATH adds llama.cpp's own llama-bench binary (built from the same source:
+`cmake --build BUILD --target llama-bench` in llama-cpp-python's vendor/llama.cpp), run once
+over every thread count and repack setting, for machines where llama-cpp-python is missing
+or cannot load; the ratios then compare with it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import time
 
 import pyggml
@@ -44,6 +50,25 @@ def speeds(cls, path, threads: int, repack: bool, args) -> tuple[float, float]:
     return best[0], best[1]
 
 
+def llama_bench(binary: str, path, threads: int, args) -> dict:
+    """{repack: (prompt tokens/s, generated tokens/s)} from one llama-bench run at threads,
+    both repack settings, the best of its args.repeat samples."""
+    command = [binary, "-m", str(path), "-t", str(threads), "--repack", "1,0",
+               "-p", str(args.prompt), "-n", str(args.generate), "-r", str(args.repeat),
+               "-fa", "1" if args.flash else "0", "-ngl", "99" if args.device else "0",
+               "-o", "jsonl"] + (["-dev", args.device] if args.device else [])
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"llama-bench failed with exit status {done.returncode}: "
+                         f"{done.stderr.strip()[-2000:]}")
+    found: dict[bool, list[float]] = {True: [0.0, 0.0], False: [0.0, 0.0]}
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            test = json.loads(line)
+            found[bool(test["repack"])][0 if test["n_prompt"] else 1] = max(test["samples_ts"])
+    return {repack: tuple(value) for repack, value in found.items()}
+
+
 def main() -> None:
     cores = pyggml.backend.default_threads()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -55,25 +80,32 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--flash", action="store_true")
     parser.add_argument("--device", help="a GPU to put every layer on (default: the CPU)")
+    parser.add_argument("--llama-bench", help="llama.cpp's llama-bench binary, to compare with")
     args = parser.parse_args()
     counts = [int(t) for t in args.threads.split(",")] if args.threads else \
         sorted({min(1 << i, cores) for i in range(cores.bit_length() + 1)})
     path = model_path(args.model)
-    columns = [(cls, repack) for repack in (True, False) for cls in engines()]
+    names = [cls.name for cls in engines()] + (["llama-bench"] if args.llama_bench else [])
+    columns = [(name, repack) for repack in (True, False) for name in names]
+    reference = "llama-bench" if args.llama_bench else "llama.cpp"
+    ratios = "ours" in names and reference in names
     print(f"{args.model} on {args.device or 'the CPU'}, pp{args.prompt} / tg{args.generate} tokens/s, flash "
           f"{'on' if args.flash else 'off'}, best of {args.repeat}")
-    print(f"{'threads':<9}" + "".join(f"{cls.name + (' repack' if repack else ' plain'):>22}"
-                                      for cls, repack in columns)
+    print(f"{'threads':<9}" + "".join(f"{name + (' repack' if repack else ' plain'):>22}"
+                                      for name, repack in columns)
           + ("".join(f"{'tg ratio ' + ('repack' if r else 'plain'):>18}" for r in (True, False))
-             if len(engines()) == 2 else ""))
+             if ratios else ""))
     for threads in counts:
         found = {(cls.name, repack): speeds(cls, path, threads, repack, args)
-                 for cls, repack in columns}
-        row = f"{threads:<9}" + "".join(f"{found[cls.name, repack][0]:>12.0f} / "
-                                        f"{found[cls.name, repack][1]:>6.1f}"
-                                        for cls, repack in columns)
-        if len(engines()) == 2:
-            row += "".join(f"{found['ours', r][1] / found['llama.cpp', r][1]:>18.2f}"
+                 for cls in engines() for repack in (True, False)}
+        if args.llama_bench:            # right after ours: the same minute of a noisy machine
+            found.update({("llama-bench", repack): value for repack, value in
+                          llama_bench(args.llama_bench, path, threads, args).items()})
+        row = f"{threads:<9}" + "".join(f"{found[name, repack][0]:>12.0f} / "
+                                        f"{found[name, repack][1]:>6.1f}"
+                                        for name, repack in columns)
+        if ratios:
+            row += "".join(f"{found['ours', r][1] / max(found[reference, r][1], 1e-9):>18.2f}"
                            for r in (True, False))
         print(row, flush=True)
 
