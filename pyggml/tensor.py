@@ -98,6 +98,14 @@ class Tensor(TensorOps):
         lib.ggml_set_output(self.ptr)
         return self
 
+    def accumulate_in_f32(self) -> "Tensor":
+        """Ask every device to sum this product (mul_mat, mul_mat_id, flash_attn_ext) in
+        float32: a GPU's kernels may otherwise accumulate in float16, whose range attention
+        scores can exceed (llama.cpp asks it of every attention). The CPU always does."""
+        if not lib.ggml_prec_set_acc(self.ptr, lib.GGML_PREC_F32):
+            raise GGMLError(f"Only products take an accumulation precision, not {self.op}.")
+        return self
+
     def __repr__(self) -> str:
         if self._ctx.closed:
             return "<Tensor of a closed context>"

@@ -94,6 +94,7 @@ const struct ggml_type_traits * ggml_get_type_traits(enum ggml_type type);
 struct ggml_tensor * ggml_set_name(struct ggml_tensor * tensor, const char * name);
 void ggml_set_input(struct ggml_tensor * tensor);
 void ggml_set_output(struct ggml_tensor * tensor);
+bool ggml_prec_set_acc(struct ggml_tensor * a, enum ggml_prec prec);
 
 int  ggml_graph_n_nodes(struct ggml_cgraph * cgraph);
 struct ggml_tensor * ggml_graph_node(struct ggml_cgraph * cgraph, int i);

@@ -21,11 +21,13 @@ def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None =
     values = kv.values(layer, v_node)
     queries = q.permute(1, 0, 2)                                  # (H, T, D)
     mask = kv.mask(window) if mask is None else mask
+    # scores summed in float32 on every device, as llama.cpp asks (a GPU's float16 sums
+    # overflow or lose the scores of models with large activations)
     if kv.cache.flash:
         out = queries.flash_attn_ext(keys, values, mask, scale,
-                                     logit_softcap=softcap)        # (T, H, Dv)
+                                     logit_softcap=softcap).accumulate_in_f32()  # (T, H, Dv)
     else:
-        scores = keys.mul_mat(queries)                            # (H, T, n_kv)
+        scores = keys.mul_mat(queries).accumulate_in_f32()       # (H, T, n_kv)
         if softcap:
             scores = scores.scale(scale / softcap).tanh().scale(softcap)
             scale = 1.0

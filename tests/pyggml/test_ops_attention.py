@@ -152,6 +152,24 @@ def test_flash_attn_ext(compute, rng, heads, kv_heads, n_q, n_kv, kv_dtype):
     np.testing.assert_allclose(out, expected, rtol=0, atol=1e-2)
 
 
+def test_flash_attn_ext_summed_in_float32(compute, rng):
+    """Large scores (queries and keys of about 8 over 128 dimensions, 32 queries, 256 keys):
+    flash attention asked to accumulate in float32, as the runner asks, is the softmax of
+    the scaled scores on every device. (Left to its default, Vulkan's float16 sums were off
+    by 0.15 here.)"""
+    d, n_q, n_kv = 128, 32, 256
+    q = np.full((1, 2, n_q, d), 8.0, np.float32)
+    k = (np.full((1, 1, n_kv, d), 8.0) * np.linspace(1.0, 1.01, n_kv)[:, None]).astype(np.float16)
+    v = f32(rng, 1, 1, n_kv, d).astype(np.float16)
+    mask = np.zeros((n_q, n_kv), np.float16)
+    scale = 1 / math.sqrt(d)
+    out = compute(lambda qt, kt, vt, m: qt.flash_attn_ext(kt, vt, m, scale).accumulate_in_f32(),
+                  q, k, v, mask)
+    expected = naive_attention(q, k.astype(np.float32), v.astype(np.float32),
+                               mask.astype(np.float32), scale)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-2)
+
+
 def test_flash_attn_ext_logit_softcap(compute, rng):
     q, k = f32(rng, 1, 2, 3, 64, scale=3), f32(rng, 1, 2, 10, 64, scale=3)
     v = f32(rng, 1, 2, 10, 64)

@@ -96,3 +96,20 @@ def test_mul_mat_id_routes_tokens_to_experts(compute, rng):
                          for t in range(tokens)])
     assert out.shape == (tokens, used, rows)
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_scores_past_the_float16_range_are_summed_in_float32(compute):
+    """Attention-like scores (F16 keys times 32 F32 queries) of 230,400, past float16's
+    65,504: asked to accumulate in float32, as the runner's attention asks, every device
+    gives them. (Left to its default, Vulkan sums such products in float16: 65,504.)"""
+    keys = np.full((64, 256), 30.0, np.float16)
+    queries = np.full((32, 256), 30.0, np.float32)
+    out = compute(lambda k, q: k.mul_mat(q).accumulate_in_f32(), keys, queries)
+    np.testing.assert_array_equal(out, np.full((32, 64), 230400.0, np.float32))
+
+
+def test_only_products_take_an_accumulation_precision():
+    with pyggml.Context() as ctx:
+        x = ctx.new_tensor("F32", (2, 8))
+        with pytest.raises(pyggml.GGMLError, match="Only products"):
+            x.scale(2.0).accumulate_in_f32()

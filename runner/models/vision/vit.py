@@ -133,6 +133,7 @@ def attend_all(q, k, v, scale: float, flash: bool = False):
         keys = k.permute(1, 0, 2).cast("F16")                            # (H, P, d)
         values = v.permute(1, 0, 2).cast("F16")
         out = q.permute(1, 0, 2).flash_attn_ext(keys, values, None, scale)   # (P, H, d)
+        out = out.accumulate_in_f32()               # as llama.cpp's clip asks of the GPUs
         return out.reshape(n, heads * dim)
     queries = q.permute(1, 0, 2)                                         # (H, P, d)
     keys = k.permute(1, 0, 2)                                            # (H, P, d)
