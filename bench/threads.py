@@ -10,9 +10,10 @@ thread counts default to 1, 2, 4, ... up to this machine's physical cores.
 --device puts every layer on that device (a GPU: then the thread count is the CPU's, which
 only feeds the GPU, and the table is llama-bench's -ngl 99).
 --llama-bench PATH adds llama.cpp's own llama-bench binary (built from the same source:
-`cmake --build BUILD --target llama-bench` in llama-cpp-python's vendor/llama.cpp), run once
-over every thread count and repack setting, for machines where llama-cpp-python is missing
-or cannot load; the ratios then compare with it.
+`cmake --build BUILD --target llama-bench` in llama-cpp-python's vendor/llama.cpp), run at
+each thread count right after ours, both repack settings: for machines where
+llama-cpp-python is missing or cannot load, and the figure llama.cpp's users quote; the
+ratios then compare with it.
 """
 
 from __future__ import annotations
