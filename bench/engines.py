@@ -3,8 +3,9 @@ computes (profile.py, threads.py): on the CPU, or with every layer on device (a 
 name, as `python -m pyggml` lists it). decode(tokens, start) evaluates tokens at
 positions start... of sequence 0 and computes the last one's logits; forget(start) drops the
 cache from start on. profile=True: profiler() can time nodes (llama.cpp then calls back
-for every node of every step, which slows it, so time whole steps with profile=False). llama.cpp comes from llama-cpp-python (`pip install '.[llamacpp]'`), the
-same ggml version, so its graph nodes read with pyggml's cffi."""
+for every node of every step, which slows it, so time whole steps with profile=False).
+llama.cpp comes from llama-cpp-python (`pip install '.[llamacpp]'`), the same ggml
+version, so its graph nodes read with pyggml's cffi."""
 
 from __future__ import annotations
 

@@ -46,8 +46,7 @@ def measure(device: pyggml.Device, vocab: int, repeat: int) -> tuple[float, floa
         ids, values = ctx.new_tensor("I32", (1, 64)), ctx.new_tensor("F32", (1, 64, 1))
         ctx.allocate(backend)
         for tensor in (logits, choice, ids, values):
-            shape, dtype = tensor.shape, np.float32 if tensor.dtype.name == "F32" else np.int32
-            tensor.set(np.zeros(shape, dtype))
+            tensor.set(np.zeros(tensor.shape, pyggml.dtypes.NUMPY_DTYPE[tensor.dtype]))
         found = (median_read(logits, repeat), median_read(choice, repeat),
                  median_read(ids, repeat) + median_read(values, repeat))
     backend.close()
