@@ -12,6 +12,7 @@ from typing import Callable
 import gguf
 import numpy as np
 
+from ..models.gemma3 import query_pre_attn_scalar
 from .checkpoint import CheckpointError
 from .gemma4 import gemma4_extra, gemma4_hparams, gemma4_hyper, gemma4_shape, gemma4_split
 from .hyper import Hyper, expected_shape, extra_tensors
@@ -24,9 +25,12 @@ def gemma3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory)
     if config.get("layer_types", pattern) != pattern:
         raise CheckpointError("This Gemma 3's layer pattern is not every sixth layer global, "
                               "the only one the runner's gemma3 knows.")
-    if config.get("query_pre_attn_scalar", h.head_dim) != h.head_dim:
-        raise CheckpointError("query_pre_attn_scalar differs from head_dim; the runner's "
-                              "gemma3 scales queries by 1/sqrt(head_dim).")
+    expected = query_pre_attn_scalar(h.layers, h.embd, h.heads, h.head_dim)
+    if config.get("query_pre_attn_scalar", expected) != expected:
+        raise CheckpointError(f"This Gemma 3's query_pre_attn_scalar is "
+                              f"{config['query_pre_attn_scalar']}; GGUF cannot record it, and "
+                              f"llama.cpp and the runner take {expected} for a "
+                              f"{h.layers}-layer model.")
     if config.get("final_logit_softcapping") or config.get("attn_logit_softcapping"):
         raise CheckpointError("Gemma 3 with logit softcapping is not supported.")
     writer.add_sliding_window(config["sliding_window"])

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import register
 from .attention import attention
 from .base import ATTENTION, LLM, ROPE, Layer, Metadata, Transformer, TransformerConfig, Weights
@@ -18,6 +20,13 @@ from .llama import RopeConfig
 
 SLIDING_PATTERN = 6          # layers i with i % 6 == 5 attend globally
 LOCAL_ROPE_BASE = 10000.0    # local layers' rope base when {arch}.rope.freq_base_swa is absent
+LAYERS_27B = 62              # Gemma 3 27B: the one size whose query_pre_attn_scalar is not D
+
+
+def query_pre_attn_scalar(layers: int, embd: int, heads: int, head_dim: int) -> int:
+    """What queries are divided by the square root of. GGUF does not record it: llama.cpp
+    and Ollama both tell 27B (embd / heads = 168, head size 128) by its 62 layers."""
+    return embd // heads if layers == LAYERS_27B else head_dim
 
 
 @dataclass
@@ -25,13 +34,15 @@ class Gemma3Config(TransformerConfig):
     window: int
     local_rope_base: float
     rope: RopeConfig
+    query_scale: float
 
     @classmethod
     def from_metadata(cls, meta: dict) -> "Gemma3Config":
         m = Metadata(meta, "gemma3")
         embd, heads = int(m.require(LLM.EMBEDDING_LENGTH)), int(m.require(ATTENTION.HEAD_COUNT))
         head_dim = int(m.get(ATTENTION.KEY_LENGTH, 256))
-        return cls(layers=int(m.require(LLM.BLOCK_COUNT)), embd=embd,
+        layers = int(m.require(LLM.BLOCK_COUNT))
+        return cls(layers=layers, embd=embd,
                    ffn=int(m.require(LLM.FEED_FORWARD_LENGTH)), heads=heads,
                    kv_heads=int(m.get(ATTENTION.HEAD_COUNT_KV, heads)), head_dim=head_dim,
                    vocab=len(meta["tokenizer.ggml.tokens"]),
@@ -39,7 +50,9 @@ class Gemma3Config(TransformerConfig):
                    norm_eps=float(m.get(ATTENTION.LAYERNORM_RMS_EPS, 1e-6)),
                    window=int(m.get(ATTENTION.SLIDING_WINDOW, 512)),
                    local_rope_base=float(m.get(ROPE.FREQ_BASE_SWA, LOCAL_ROPE_BASE)),
-                   rope=RopeConfig.from_metadata(m, head_dim, 1e6))
+                   rope=RopeConfig.from_metadata(m, head_dim, 1e6),
+                   query_scale=float(np.float32(1) / np.sqrt(np.float32(        # as llama.cpp
+                       query_pre_attn_scalar(layers, embd, heads, head_dim)))))
 
     def is_sliding(self, layer: int) -> bool:
         return layer % SLIDING_PATTERN != SLIDING_PATTERN - 1
@@ -92,9 +105,9 @@ class Gemma3(Transformer):
             v = block.attn_v.mul_mat(h).reshape(n, c.kv_heads, c.head_dim)
             q = q.rms_norm(eps).mul(block.attn_q_norm)
             k = k.rms_norm(eps).mul(block.attn_k_norm)
-            q = self._rope(q, inputs.positions, i)
+            q = self._rope(q, inputs.positions, i).scale(c.query_scale)
             k = self._rope(k, inputs.positions, i)
-            a = attention(kv, i, q, k, v, 1.0 / math.sqrt(c.head_dim), self._window(i))
+            a = attention(kv, i, q, k, v, 1.0, self._window(i))      # q carries the scale
             a = block.attn_output.mul_mat(a).rms_norm(eps).mul(block.post_attention_norm)
             x = x.add(a)
             h = x.rms_norm(eps).mul(block.ffn_norm)

@@ -33,6 +33,17 @@ def test_token_ids_equal_llama_cpp(loaded, model_paths, key):
             llm.tokenize(text.encode(), add_bos=False, special=True), text
 
 
+# Long enough (about 110 tokens) that a small difference in how attention rounds grows past
+# the last bit through the layers: scaling Gemma 3's queries before the product, as llama.cpp
+# does, rather than in the softmax moved its logits by 0.4 at 31 tokens and left 14 identical.
+PARAGRAPH = ("The capital of France is Paris, a city on the Seine that has been the seat of "
+             "the kings, the revolution and the republics. Its museums hold paintings from "
+             "every century, its cafes fill with students and travellers, and its bridges "
+             "join the two banks where the old university and the cathedral stand. In "
+             "spring the gardens open, the markets sell cherries and asparagus, and the long "
+             "evenings bring people out along the river until late.")
+
+
 @pytest.mark.parametrize("repack", [True, False])
 @pytest.mark.parametrize("flash", [False, True])
 @pytest.mark.parametrize("key", MODELS)
@@ -49,7 +60,7 @@ def test_logits_equal_llama_cpp(model_paths, backend, key, flash, repack):
     llm._model = LlamaModel(path_model=str(model_paths[key]), params=params, verbose=False)
     llm._ctx = LlamaContext(model=llm._model, params=llm.context_params, verbose=False)
     model = load_model(model_paths[key], backend, repack=repack)
-    ids = model.tokenizer.encode("The capital of France is the capital of the country of France.")
+    ids = model.tokenizer.encode(PARAGRAPH)
     ours, theirs = both_logits(llm, model, backend, ids, "f16", flash)
     np.testing.assert_array_equal(ours, theirs)
 

@@ -118,6 +118,25 @@ def test_tokenizer_ids_match_transformers(made, backend, kind):
     assert ours.vocab.eos == theirs.eos_token_id
 
 
+def test_a_62_layer_gemma3_divides_queries_as_27b_does(tmp_path, backend):
+    """Gemma 3 27B divides its queries by sqrt(embd / heads) (168), not by sqrt(head size)
+    (128). GGUF has no key for it: llama.cpp and Ollama tell 27B by its 62 layers, and so do
+    we. A tiny model with 62 layers and embd / heads = 32 against head size 16: 0.0018 from
+    transformers (62 layers of GELU rounding, see TOLERANCE), 2.7 with the head size's."""
+    hf = checkpoint("gemma3", tmp_path / "hf", num_hidden_layers=62, num_attention_heads=2,
+                    num_key_value_heads=1, query_pre_attn_scalar=32)
+    path = convert(hf, tmp_path / "g.gguf", "f32", progress=False)
+    model, run = executor(path, backend)
+    ids = model.tokenizer.encode(PROMPT, add_special=True)
+    ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
+    assert np.abs(ours - reference(hf, ids)).max() < 5e-3
+    config = json.loads((hf / "config.json").read_text())
+    (hf / "config.json").write_text(json.dumps(dict(config, query_pre_attn_scalar=16)))
+    with pytest.raises(CheckpointError, match="query_pre_attn_scalar is 16; GGUF cannot "
+                                              "record it.*take 32 for a 62-layer model"):
+        convert(hf, tmp_path / "h.gguf", "f32", progress=False)
+
+
 def test_unsupported_missing_and_mismatched_checkpoints(made, tmp_path):
     hf = made("llama")["hf"]
     with pytest.raises(CheckpointError, match="no config.json"):
