@@ -54,6 +54,43 @@ def test_mask_sees_own_earlier_positions_and_a_window(backend):
     assert np.isfinite(windowed[0, 2:4]).all() and np.isinf(windowed[0, :2]).all()
 
 
+def visible_by_rule(kv, batch, n_kv, window, causal, blocks) -> np.ndarray:
+    """The mask's rule, cell by cell."""
+    out = np.zeros((len(batch), n_kv), dtype=bool)
+    for t, (p, s, b) in enumerate(zip(batch.positions, batch.seqs, batch.blocks)):
+        for c in range(n_kv):
+            pos, mine = kv.pos[c], (kv.seq[c] >> s) & 1
+            seen = pos <= p or (blocks and b >= 0 and kv.block[c] == b) or not causal
+            if isinstance(window, tuple):
+                seen = seen and pos >= p // window[1] * window[1]
+            elif window is not None:
+                seen = seen and pos > p - window
+            out[t, c] = mine and pos >= 0 and seen
+    return out
+
+
+@pytest.mark.parametrize("seqs", [1, 3])
+def test_mask_follows_its_rule_cell_by_cell(backend, seqs):
+    """Random cache states (shared cells, images, empty cells), every kind of mask, against
+    the rule written out cell by cell; float16 for flash attention."""
+    rng = np.random.default_rng(seqs)
+    kv = cache(backend, cells=64)
+    kv.pos[:] = rng.integers(-1, 40, 64)
+    kv.seq[:] = np.where(kv.pos >= 0, rng.integers(1, 1 << seqs, 64), 0)
+    kv.block[:] = rng.integers(-1, 3, 64)
+    batch = Batch(np.zeros(12), rng.integers(0, 45, 12), rng.integers(0, seqs, 12),
+                  blocks=rng.integers(-1, 3, 12))
+    for window in (None, 5, ("chunk", 8)):
+        for causal in (True, False):
+            for blocks in (False, True):
+                expected = visible_by_rule(kv, batch, 64, window, causal, blocks)
+                for dtype in (np.float32, np.float16):
+                    mask = kv.mask(batch, 64, window, causal, blocks, dtype)
+                    assert mask.dtype == dtype
+                    np.testing.assert_array_equal(mask == 0, expected)
+                    assert np.isneginf(mask[~expected]).all()
+
+
 def test_an_images_rows_see_each_other_where_blocks_count(backend):
     kv = cache(backend, flash=False)
     # positions 0-1 text, 2-4 an image (block 7), 5 text; sequence 1 holds the same block id
