@@ -31,6 +31,7 @@ from .errors import GGMLError
 from .gguf_weights import GGUFFile
 from .graph import Computation, Graph, Scheduler
 from .numpy_interop import dequantize
+from .ops import walsh_hadamard
 from .quants import quantize
 from .tensor import Tensor
 
@@ -38,7 +39,7 @@ __all__ = [
     "Backend", "Buffer", "BufferType", "Computation", "Context", "Device", "GGMLError",
     "GGMLType", "GGUFFile", "Graph", "Scheduler", "Tensor", "BF16", "F16", "F32", "I32", "I64",
     "allocate", "backend_features", "cpu_backend", "cpu_device", "dequantize", "device", "devices",
-    "log_system_info", "quantize", "rpc", "system_info",
+    "log_system_info", "quantize", "rpc", "system_info", "walsh_hadamard",
 ]
 
 _log.install()

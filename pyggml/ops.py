@@ -7,6 +7,8 @@ raises GGMLError with ggml's message and the operands' shapes.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._ggml import ffi, lib
 from .dtypes import GGMLType
 
@@ -116,6 +118,22 @@ class TensorOps:
         ctx = self._home(b)
         raw = lib.safe_ggml_mul_mat(ctx.ptr, self._ptr, b._ptr)
         return self._result(ctx, raw, max(self.ndim, b.ndim, 2), "mul_mat", b)
+
+    def hadamard(self, rotation):
+        """self (..., D) with each run of n values multiplied by rotation (n, n), the
+        Walsh-Hadamard matrix walsh_hadamard(n) (n a power of two dividing D) -> float32,
+        self's shape. ggml's CPU computes the product so marked as a fast transform (it
+        reads only n from rotation), other devices as the product. Orthonormal and its own
+        inverse: applied twice it gives self back."""
+        n = rotation.shape[-1]
+        if rotation.shape != (n, n) or n & (n - 1) or self.shape[-1] % n:
+            raise ValueError(f"A Walsh-Hadamard rotation is square with a power-of-two side "
+                             f"that divides the rotated rows: {rotation.shape} cannot rotate "
+                             f"rows of {self.shape[-1]}.")
+        flat = (self if self.is_contiguous else self.cont()).reshape(-1, n)     # (rows, n)
+        product = rotation.mul_mat(flat)                                         # (rows, n)
+        lib.ggml_mul_mat_set_hint(product._ptr, lib.GGML_HINT_SRC0_IS_HADAMARD)
+        return product.reshape(self.shape)
 
     def mul_mat_id(self, b, ids):
         """self (E, M, K) expert weights, b (T, U or 1, K), ids int32 (T, U) choosing experts
@@ -305,3 +323,14 @@ for _name, (_fn, _doc) in UNARY.items():
 for _name, (_fn, _doc) in {**BINARY, **GATED}.items():
     setattr(TensorOps, _name, _binary_method(_name, _fn, _doc))
 TensorOps.quick_gelu = TensorOps.gelu_quick
+
+
+def walsh_hadamard(n: int) -> np.ndarray:
+    """The orthonormal n x n Walsh-Hadamard matrix (Sylvester's order, entries
+    +-1/sqrt(n) rounded as llama.cpp rounds them), float32: Tensor.hadamard's rotation."""
+    if n < 1 or n & (n - 1):
+        raise ValueError(f"A Walsh-Hadamard matrix has a power-of-two side, not {n}.")
+    matrix = np.ones((1, 1), dtype=np.float32)
+    while matrix.shape[0] < n:
+        matrix = np.block([[matrix, matrix], [matrix, -matrix]])
+    return matrix * np.float32(1.0 / float(np.sqrt(np.float32(n))))

@@ -22,6 +22,7 @@ import pyggml
 from .batch import Batch
 from .kvcache import CausalCache
 from .kvcache.causal import GraphView
+from .kvcache.rotation import Rotations
 from .models.base import Inputs
 
 GRAPH_NODES = 16384
@@ -197,20 +198,24 @@ class Executor:
             return
         self.forget()           # a graph split over devices is not allocated again after another
         deltas = np.where(hit, delta, 0).astype(np.int32)
-        with pyggml.Context(max_tensors=8 * len(kv.layers) + 8,
-                            graph_size=8 * len(kv.layers) + 8) as ctx:
+        with pyggml.Context(max_tensors=16 * len(kv.layers) + 8,
+                            graph_size=16 * len(kv.layers) + 8) as ctx:
             shifts = ctx.new_tensor("I32", (kv.size,), name="k_shift").set_input()
+            hadamard = Rotations(ctx, kv.key_rotation)    # quantized keys were rotated
             nodes = []
             for layer, shape in enumerate(kv.layers):
                 cache = ctx.bind(kv.k[layer])
                 keys = cache.reshape(kv.size, shape.kv_heads, shape.head_dim)   # (cells, KVH, D)
                 source = keys if cache.dtype == pyggml.F16 else keys.cast("F32")
-                rotated = self.model.shift(source, shifts, layer)
+                side = kv.key_rotation[layer]
+                rotated = self.model.shift(hadamard.rotate(source, side), shifts, layer)
                 if rotated is not None:                   # None: this layer has no rope
-                    nodes.append(rotated.cpy(keys))
+                    nodes.append(hadamard.rotate(rotated, side).cpy(keys))
             if nodes:
                 graph = ctx.graph(*nodes)
                 self.scheduler.alloc(graph)
                 shifts.set(deltas)
+                for tensor, matrix in hadamard.values():
+                    tensor.set(matrix)
                 self.scheduler.compute_async(graph).wait()
         kv.move(hit, delta)

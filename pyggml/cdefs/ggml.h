@@ -23,6 +23,7 @@ enum ggml_type {
 };
 
 enum ggml_prec { GGML_PREC_DEFAULT, GGML_PREC_F32, ... };
+enum ggml_op_hint { GGML_HINT_NONE, GGML_HINT_SRC0_IS_HADAMARD, ... };
 enum ggml_sort_order { GGML_SORT_ORDER_ASC, GGML_SORT_ORDER_DESC, ... };
 enum ggml_op_pool { GGML_OP_POOL_MAX, GGML_OP_POOL_AVG, ... };
 enum ggml_scale_mode {
@@ -95,6 +96,7 @@ struct ggml_tensor * ggml_set_name(struct ggml_tensor * tensor, const char * nam
 void ggml_set_input(struct ggml_tensor * tensor);
 void ggml_set_output(struct ggml_tensor * tensor);
 bool ggml_prec_set_acc(struct ggml_tensor * a, enum ggml_prec prec);
+void ggml_mul_mat_set_hint(struct ggml_tensor * a, enum ggml_op_hint hint);
 
 int  ggml_graph_n_nodes(struct ggml_cgraph * cgraph);
 struct ggml_tensor * ggml_graph_node(struct ggml_cgraph * cgraph, int i);

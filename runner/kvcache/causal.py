@@ -21,6 +21,8 @@ import numpy as np
 
 import pyggml
 
+from .rotation import Rotations, key_rotation, value_rotation
+
 CACHE_TYPES = {"f16": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0", "f32": "F32"}
 PAD = 256             # cells a graph sees come in multiples of this (llama.cpp's)
 NO_SEQ = 0
@@ -65,6 +67,9 @@ class CausalCache:
             raise ValueError(f"A KV cache needs at least one cell, not {cells}.")
         self.layers, self.size, self.flash = layers, cells, flash
         self.cache_type = cache_type
+        # runs each layer's keys (and queries) and values are rotated in (rotation.py)
+        self.key_rotation = [key_rotation(cache_type, s.head_dim) for s in layers]
+        self.value_rotation = [value_rotation(cache_type, s.v_dim) for s in layers]
         self.pos = np.full(cells, -1, dtype=np.int64)
         self.seq = np.zeros(cells, dtype=np.int64)          # bit s set: cell belongs to seq s
         self.block = np.full(cells, -1, dtype=np.int64)     # the image a cell's row is of
@@ -253,13 +258,14 @@ class GraphView:
             v_dims = {s.kv_heads * s.v_dim for s in cache.layers}
             self.v_index = {d: ctx.new_tensor("I64", (n * d,), name=f"v_idx_{d}").set_input()
                             for d in v_dims}
+        self.rotations = Rotations(ctx, cache.key_rotation + cache.value_rotation)
 
     def prepare(self, placement: Placement) -> None:
         """Compute the cache inputs of placement (the batch's cells) now, while an earlier
         step may still be computing with this graph's memory: feed() only copies them."""
         cache = self.cache
         self.placement = placement
-        values = [(self.slots, placement.slots.astype(np.int64))]
+        values = [(self.slots, placement.slots.astype(np.int64)), *self.rotations.values()]
         for window, tensor in self.masks.items():
             values.append((tensor, cache.mask(
                 placement.batch, placement.n_kv, window, self.causal,
@@ -281,6 +287,8 @@ class GraphView:
         cache nodes that include the write (read the cache through them)."""
         cache, ctx = self.cache, self.ctx
         n = len(self.placement.batch)
+        k = self.rotations.rotate(k, cache.key_rotation[layer])
+        v = self.rotations.rotate(v, cache.value_rotation[layer])
         k_cache = ctx.bind(cache.k[layer]).set_rows(k.reshape(n, -1), self.slots)
         v_flat = v.reshape(n, -1)
         if cache.flash:
@@ -290,6 +298,14 @@ class GraphView:
             column = ctx.bind(cache.v[layer]).reshape(dims * cache.size, 1)
             v_cache = column.set_rows(v_flat.reshape(n * dims, 1), self.v_index[dims])
         return k_cache, v_cache
+
+    def queries(self, layer: int, q):
+        """q (T, H, D) as it meets the cache layer's keys (rotated as they were)."""
+        return self.rotations.rotate(q, self.cache.key_rotation[layer])
+
+    def output(self, layer: int, out):
+        """Attention's output (T, H * Dv) through the layer's values, rotated back."""
+        return self.rotations.rotate(out, self.cache.value_rotation[layer])
 
     def keys(self, layer: int, k_node):
         """(kv_heads, n_kv, head_dim) view of the K cache, read after k_node's write."""

@@ -19,7 +19,7 @@ def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None =
     n_tokens, heads = q.shape[0], q.shape[1]
     keys = kv.keys(layer, k_node)                                 # (KVH, n_kv, D)
     values = kv.values(layer, v_node)
-    queries = q.permute(1, 0, 2)                                  # (H, T, D)
+    queries = kv.queries(layer, q).permute(1, 0, 2)               # (H, T, D)
     mask = kv.mask(window) if mask is None else mask
     # scores summed in float32 on every device, as llama.cpp asks (a GPU's float16 sums
     # overflow or lose the scores of models with large activations)
@@ -35,4 +35,4 @@ def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None =
         out = values.mul_mat(probs).permute(1, 0, 2)              # (T, H, Dv)
     if not out.is_contiguous:                                     # flash output already is
         out = out.cont()
-    return out.reshape(n_tokens, heads * out.shape[-1])
+    return kv.output(layer, out.reshape(n_tokens, heads * out.shape[-1]))

@@ -113,3 +113,37 @@ def test_only_products_take_an_accumulation_precision():
         x = ctx.new_tensor("F32", (2, 8))
         with pytest.raises(pyggml.GGMLError, match="Only products"):
             x.scale(2.0).accumulate_in_f32()
+
+
+def test_walsh_hadamard_is_orthonormal_and_its_own_inverse():
+    for n in (1, 2, 64, 256):
+        h = pyggml.walsh_hadamard(n)
+        assert h.dtype == np.float32 and h.shape == (n, n)
+        np.testing.assert_allclose(h @ h, np.eye(n), atol=1e-6)
+        np.testing.assert_array_equal(h, h.T)
+    assert pyggml.walsh_hadamard(128)[0, 0] == np.float32(1 / np.sqrt(np.float32(128)))
+    with pytest.raises(ValueError, match="power-of-two side, not 96"):
+        pyggml.walsh_hadamard(96)
+
+
+@pytest.mark.parametrize("shape,n", [((3, 2, 128), 64), ((5, 256), 256), ((1, 4, 64), 64)])
+def test_hadamard_rotates_runs_and_undoes_itself(compute, rng, shape, n):
+    """The product marked as a Walsh-Hadamard one (the CPU's fast transform, which reads only
+    the side of the matrix) equals numpy's product run by run; twice gives x back."""
+    x, h = f32(rng, *shape), pyggml.walsh_hadamard(n)
+    once, twice = compute(lambda t, r: (t.hadamard(r), t.hadamard(r).hadamard(r)), x, h)
+    expected = (x.reshape(-1, n) @ h.T).reshape(shape)
+    np.testing.assert_allclose(once, expected, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(twice, x, rtol=0, atol=1e-5)
+
+
+def test_hadamard_of_a_permuted_view_and_bad_sides(compute, rng):
+    x, h = f32(rng, 64, 3), pyggml.walsh_hadamard(64)
+    out = compute(lambda t, r: t.transpose().hadamard(r), x, h)                  # (3, 64)
+    np.testing.assert_allclose(out, x.T @ h.T, rtol=0, atol=1e-5)
+    with pyggml.Context() as ctx:
+        rows = ctx.new_tensor("F32", (4, 96))
+        with pytest.raises(ValueError, match=r"\(64, 64\) cannot rotate rows of 96"):
+            rows.hadamard(ctx.new_tensor("F32", (64, 64)))
+        with pytest.raises(ValueError, match=r"\(48, 48\) cannot rotate rows of 96"):
+            rows.hadamard(ctx.new_tensor("F32", (48, 48)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import pyggml
 from runner.batch import Batch
 from runner.executor import Executor
 from runner.kvcache import CausalCache
@@ -63,6 +64,43 @@ def test_logits_equal_llama_cpp(model_paths, backend, key, flash, repack):
     ids = model.tokenizer.encode(PARAGRAPH)
     ours, theirs = both_logits(llm, model, backend, ids, "f16", flash)
     np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("cache_type", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("key", MODELS)
+def test_quantized_cache_logits_equal_llama_cpp(model_paths, backend, key, cache_type):
+    """llama.cpp rotates a quantized cache's keys, queries and values (Walsh-Hadamard, its
+    attn_rot); without the same rotation our logits were 1.6 to 13 off. Bit for bit through
+    the prompt, decoding steps, and a context shift (which rotates keys back to re-rope
+    them) followed by more steps."""
+    from runner.loader import load_model
+
+    ggml_type = {"q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0}[cache_type]
+    llm = reference(model_paths[key], n_ctx=256, logits_all=True, flash_attn=True,
+                    n_batch=512, type_k=ggml_type, type_v=ggml_type)
+    model = load_model(model_paths[key], backend)
+    ids = model.tokenizer.encode(PARAGRAPH)
+    kv = CausalCache(model.model.cache_layers(), 256, backend, cache_type, True)
+    executor = Executor(model.model, kv, pyggml.Scheduler([backend]))
+    ours = executor.logits(Batch.of_sequence(ids, 0, all_logits=True))
+    llm.eval(ids)
+    np.testing.assert_array_equal(ours, np.array(llm.scores[:len(ids)], dtype=np.float32))
+    position, keep, discard = len(ids), 4, 40
+    for step in range(6):
+        if step == 3:                                   # drop positions 4-43, shift the rest
+            memory = llama_cpp.llama_get_memory(llm._ctx.ctx)
+            llama_cpp.llama_memory_seq_rm(memory, 0, keep, keep + discard)
+            llama_cpp.llama_memory_seq_add(memory, 0, keep + discard, -1, -discard)
+            llm.n_tokens -= discard
+            kv.remove(0, keep, keep + discard)
+            executor.shift(0, keep + discard, position, -discard)
+            position -= discard
+        token = int(ours[-1].argmax())
+        ours = executor.logits(Batch.of_sequence([token], position))
+        llm.eval([token])
+        np.testing.assert_array_equal(ours[-1], np.asarray(llm.scores[llm.n_tokens - 1],
+                                                           dtype=np.float32), f"step {step}")
+        position += 1
 
 
 def both_logits(llm, model, backend, ids, cache_type: str, flash: bool):
