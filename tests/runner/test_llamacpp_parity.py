@@ -153,21 +153,28 @@ def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
             llm.tokenize(text.encode(), add_bos=False, special=True), (pre, text)
 
 
-@pytest.mark.parametrize("kind", ["gemma4", "gemma4_moe"])
-def test_converted_gemma4_runs_in_llama_cpp_as_in_ours(tmp_path, backend, kind):
-    """Our converter's Gemma 4 files are llama.cpp's: it loads them, tokenizes the corpus
-    (newline runs, double spaces, byte fallback) as we do, and with an f32 cache computes
-    the same logits: bit for bit for the dense model (per-layer embeddings, shared KV,
-    proportional RoPE); within 5e-3 with experts (measured 8.7e-4: the order of the
-    routing weights' arithmetic differs, and the GELU table can turn that into a jump)."""
+# llama.cpp's llama4 ignores the file's chunk size and attention temperature and takes Llama 4
+# Scout's and Maverick's (8192, floor 8192, scale 0.1): the tiny model gets them here too.
+LLAMA_CPP_FIXED = {"llama4": dict(attention_chunk_size=8192, floor_scale=8192, attn_scale=0.1)}
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3", "gemma3", "llama4", "gemma4",
+                                  "gemma4_moe"])
+def test_converted_models_run_in_llama_cpp_as_in_ours(tmp_path, backend, kind):
+    """Our converter's files of every architecture it writes are llama.cpp's: it loads them,
+    tokenizes the corpus (newline runs, double spaces, byte fallback) as we do, and with an
+    f32 cache computes the same logits: bit for bit, Gemma 4's per-layer embeddings, shared
+    KV and proportional RoPE and Llama 4's experts and rope-less layers included; within
+    5e-3 for Gemma 4's experts (measured 8.7e-4: the order of the routing weights'
+    arithmetic differs, and the GELU table can turn that into a jump)."""
     from runner.convert import convert
     from runner.loader import load_model
 
     from .convert.hf_tiny import SPECIAL as TINY_SPECIAL
     from .convert.hf_tiny import checkpoint
 
-    path = convert(checkpoint(kind, tmp_path / "hf"), tmp_path / "f32.gguf", "f32",
-                   progress=False)
+    path = convert(checkpoint(kind, tmp_path / "hf", **LLAMA_CPP_FIXED.get(kind, {})),
+                   tmp_path / "f32.gguf", "f32", progress=False)
     model = load_model(path, backend)
     llm = reference(path, n_ctx=256, logits_all=True, flash_attn=False, type_k=0, type_v=0)
     for text in corpus(TINY_SPECIAL[kind]) + ["two  spaces\n\n\nand \u2603"]:
@@ -175,4 +182,4 @@ def test_converted_gemma4_runs_in_llama_cpp_as_in_ours(tmp_path, backend, kind):
             llm.tokenize(text.encode(), add_bos=False, special=True), text
     ids = model.tokenizer.encode("The capital of France is Paris.\n\nAnd  then \u2603 more.")
     ours, theirs = both_logits(llm, model, backend, ids, "f32", False)
-    assert np.abs(ours - theirs).max() <= (0.0 if kind == "gemma4" else 5e-3)
+    assert np.abs(ours - theirs).max() <= (5e-3 if kind == "gemma4_moe" else 0.0)
