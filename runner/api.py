@@ -104,7 +104,7 @@ class Model:
             shapes = model.cache_layers()
             self.kv = CausalCache(shapes, self.workload.cells,
                                   [self.backends[d] for d in layers[:len(shapes)]],
-                                  options.kv_cache_type, options.flash_attn)
+                                  self.workload.cache_type, options.flash_attn)
             # GPUs and RPC servers queue a graph and return: started from the batch loop's
             # own thread, a step spares two thread hand-offs; CPU layers would block it
             self.scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices),
@@ -290,7 +290,12 @@ def workload_of(model, options: LoadOptions, pooling: str | None) -> Workload:
     """The cache and batch a model loaded with options holds: num_ctx per sequence (at most
     the trained context) for each parallel sequence."""
     context = min(options.num_ctx, getattr(model.config, "context", options.num_ctx))
-    return Workload(context, options.parallel, options.kv_cache_type, options.flash_attn,
+    cache_type = options.kv_cache_type
+    if pooling is not None and cache_type == "f16" and not options.flash_attn:
+        # an encoder's cache holds only the batch it embeds: in f32 its keys and values are
+        # exact, as in llama.cpp's encoders, which keep no cache (f16 moved them by ~3e-4)
+        cache_type = "f32"
+    return Workload(context, options.parallel, cache_type, options.flash_attn,
                     options.batch_size, embeddings=pooling is not None)
 
 

@@ -63,6 +63,7 @@ def pooling_of(directory) -> gguf.PoolingType:
 def bert_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
     writer.add_layer_norm_eps(float(config.get("layer_norm_eps", 1e-12)))
     writer.add_causal_attention(False)
+    writer.add_token_type_count(int(config.get("type_vocab_size", 1)))    # llama.cpp needs it
     writer.add_pooling_type(pooling_of(directory))
     if config.get("hidden_act", "gelu") != "gelu":
         raise CheckpointError(f"BERT with {config['hidden_act']} is not supported (gelu is).")

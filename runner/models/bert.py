@@ -66,10 +66,10 @@ class Bert(Transformer):
         if not inputs.embeddings:
             raise ModelError("BERT makes embeddings only; it has no language-model head.")
         c, n = self.config, inputs.n_tokens
-        x = self.token_embd.get_rows(inputs.tokens).add(
-            self.position_embd.get_rows(inputs.positions))                   # (T, E)
+        x = self.token_embd.get_rows(inputs.tokens)                          # (T, E)
         if self.token_types is not None:                                     # all type 0
             x = x.add(x.context.bind(self.token_types).view((c.embd,)))
+        x = x.add(self.position_embd.get_rows(inputs.positions))      # llama.cpp's order
         x = self._layer_norm(x, self.embd_norm)
         d = c.head_dim
         for i, block in enumerate(self.blocks):
@@ -79,7 +79,7 @@ class Bert(Transformer):
             a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d))                 # (T, H*D)
             x = self._layer_norm(x.add(self._linear(a, block.attn_output)),
                                  block.attn_output_norm)
-            f = self._linear(self._linear(x, block.ffn_up).gelu_erf(), block.ffn_down)
+            f = self._linear(self._linear(x, block.ffn_up).gelu(), block.ffn_down)
             x = self._layer_norm(x.add(f), block.layer_output_norm)
         return x.get_rows(inputs.outputs)                                    # (n_out, E)
 

@@ -183,3 +183,29 @@ def test_converted_models_run_in_llama_cpp_as_in_ours(tmp_path, backend, kind):
     ids = model.tokenizer.encode("The capital of France is Paris.\n\nAnd  then \u2603 more.")
     ours, theirs = both_logits(llm, model, backend, ids, "f32", False)
     assert np.abs(ours - theirs).max() <= (5e-3 if kind == "gemma4_moe" else 0.0)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_converted_bert_embeds_in_llama_cpp_as_in_ours(tmp_path, pooling):
+    """llama.cpp loads our BERT files (it needs tokenizer.ggml.token_type_count, which our
+    converter first left out), tokenizes as we do, and embeds alike: llama.cpp's BERT takes
+    the tanh GELU and keeps no cache (exact keys and values), as ours now does (an f16 cache
+    and the erf GELU put us 7e-4 away); what remains is the order of a few sums (measured
+    2e-7 to 2.4e-5)."""
+    import runner
+    from runner.convert import convert
+
+    from .convert.hf_tiny import bert_checkpoint
+
+    path = convert(bert_checkpoint(tmp_path / "hf", pooling), tmp_path / "bert.gguf", "f32",
+                   progress=False)
+    llm = reference(path, embedding=True, n_ctx=128, flash_attn=False)
+    model = runner.load(path, num_ctx=128)
+    try:
+        for text in ["The capital of France is Paris.", "Hello, world! How are you today?"]:
+            assert model.tokenizer.encode(text, add_special=True) == \
+                llm.tokenize(text.encode(), add_bos=True, special=True)
+            np.testing.assert_allclose(model.embed(text), llm.embed(text, normalize=False),
+                                       rtol=0, atol=1e-4)
+    finally:
+        model.close()

@@ -49,6 +49,16 @@ def test_bert_embeddings_match_sentence_level_output(tmp_path, pooling):
         model.close()
 
 
+def test_bert_file_carries_what_llama_cpp_needs(tmp_path):
+    import gguf
+
+    path = convert(bert_checkpoint(tmp_path / "bert"), tmp_path / "bert.gguf", "f32",
+                   progress=False)
+    reader = gguf.GGUFReader(path)
+    field = reader.fields["tokenizer.ggml.token_type_count"]
+    assert int(field.parts[field.data[0]][0]) == 2          # the checkpoint's type_vocab_size
+
+
 def test_bert_tokenizer_ids_match_transformers(tmp_path):
     from transformers import AutoTokenizer
 
