@@ -11,6 +11,10 @@ import numpy as np
 
 from .checkpoint import CheckpointError
 
+# rope scalings a config may ask for (llama3's and Gemma 4's proportional one become
+# rope_freqs: extra_tensors, gemma4.py)
+ROPE_SCALINGS = (None, "default", "linear", "llama3", "proportional", "yarn")
+
 
 @dataclass(frozen=True)
 class Hyper:
@@ -61,9 +65,37 @@ def write_hparams(writer: gguf.GGUFWriter, h: Hyper) -> None:
     writer.add_layer_norm_rms_eps(float(h.eps))
     writer.add_vocab_size(h.vocab)
     scaling = h.rope_scaling or {}
-    if scaling.get("rope_type", scaling.get("type")) == "linear":
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind not in ROPE_SCALINGS:
+        raise CheckpointError(f"Rope scaling {kind!r} is not supported; the converter knows "
+                              f"{', '.join(k for k in ROPE_SCALINGS if k)}.")
+    if kind == "linear":
         writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         writer.add_rope_scaling_factor(float(scaling["factor"]))
+    elif kind == "yarn":
+        write_yarn(writer, scaling, h)
+
+
+def write_yarn(writer: gguf.GGUFWriter, scaling: dict, h: Hyper) -> None:
+    """YaRN as llama.cpp reads it: factor, the original context, the betas where they are
+    not its defaults, and an explicit attention factor as the part beyond YaRN's own
+    1 + 0.1 ln(factor) (which ggml's rope applies itself)."""
+    if scaling.get("truncate", True) is not True or "mscale" in scaling or \
+            "mscale_all_dim" in scaling:
+        raise CheckpointError("YaRN without truncation or with mscale (DeepSeek's) is not "
+                              "supported.")
+    factor = float(scaling["factor"])
+    writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    writer.add_rope_scaling_factor(factor)
+    writer.add_rope_scaling_orig_ctx_len(int(scaling.get("original_max_position_embeddings",
+                                                         h.context)))
+    if "beta_fast" in scaling:
+        writer.add_rope_scaling_yarn_beta_fast(float(scaling["beta_fast"]))
+    if "beta_slow" in scaling:
+        writer.add_rope_scaling_yarn_beta_slow(float(scaling["beta_slow"]))
+    if scaling.get("attention_factor") is not None:
+        writer.add_rope_scaling_attn_factors(
+            float(scaling["attention_factor"]) / (1 + 0.1 * math.log(factor)))
 
 
 def extra_tensors(h: Hyper) -> dict[str, np.ndarray]:

@@ -9,9 +9,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import register
 from .attention import attention
 from .base import ATTENTION, LLM, ROPE, Layer, Metadata, Transformer, TransformerConfig, Weights
+
+
+def yarn_attn_factor(factor: float) -> float:
+    """llama.cpp's YaRN attention factor before the file's: its magnitude scale 1 + 0.1 ln s
+    times the inverse that ggml's rope multiplies back in, computed in float32 as it does (a
+    hair from 1)."""
+    f32 = np.float32
+    scale = f32(1) / f32(f32(1) / f32(factor))
+    mscale = f32(0.1) * np.log(scale) + f32(1) if scale > 1 else f32(1)
+    return float(mscale * (f32(1) / (f32(1) + f32(0.1) * np.log(scale))))
 
 
 @dataclass
@@ -31,12 +43,14 @@ class RopeConfig:
         factor = float(m.get(ROPE.SCALING_FACTOR, 1.0)) or 1.0
         rope = cls(dims=int(m.get(ROPE.DIMENSION_COUNT, dims)),
                    base=float(m.get(ROPE.FREQ_BASE, base_default)),
-                   original_context=int(m.get(ROPE.SCALING_ORIG_CTX_LEN, 0)))
+                   original_context=int(m.get(ROPE.SCALING_ORIG_CTX_LEN, 0)
+                                        or m.get(LLM.CONTEXT_LENGTH, 0)),
+                   attn_factor=float(m.get(ROPE.SCALING_ATTN_FACTOR, 1.0)))
         if kind in ("linear", "yarn"):
-            rope.freq_scale = 1.0 / factor
+            rope.freq_scale = float(np.float32(1) / np.float32(factor))     # as llama.cpp
         if kind == "yarn":
             rope.ext_factor = float(m.get(ROPE.SCALING_YARN_EXT_FACTOR, 1.0))
-            rope.attn_factor = float(m.get(ROPE.SCALING_ATTN_FACTOR, 1.0))
+            rope.attn_factor *= yarn_attn_factor(factor)
             rope.beta_fast = float(m.get(ROPE.SCALING_YARN_BETA_FAST, 32.0))
             rope.beta_slow = float(m.get(ROPE.SCALING_YARN_BETA_SLOW, 1.0))
         return rope

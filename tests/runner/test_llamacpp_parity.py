@@ -153,14 +153,21 @@ def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
             llm.tokenize(text.encode(), add_bos=False, special=True), (pre, text)
 
 
-# llama.cpp's llama4 ignores the file's chunk size and attention temperature and takes Llama 4
-# Scout's and Maverick's (8192, floor 8192, scale 0.1): the tiny model gets them here too.
-LLAMA_CPP_FIXED = {"llama4": dict(attention_chunk_size=8192, floor_scale=8192, attn_scale=0.1)}
+# name: (kind, config). llama.cpp's llama4 ignores the file's chunk size and attention
+# temperature and takes Llama 4 Scout's and Maverick's (8192, floor 8192, scale 0.1): the
+# tiny model gets them too. qwen2_yarn: YaRN 4x over an original context of 16.
+CONVERTED = {
+    **{kind: (kind, {}) for kind in ("llama", "qwen2", "qwen3", "gemma3", "gemma4",
+                                     "gemma4_moe")},
+    "llama4": ("llama4", dict(attention_chunk_size=8192, floor_scale=8192, attn_scale=0.1)),
+    "qwen2_yarn": ("qwen2", dict(max_position_embeddings=64, rope_parameters={
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+        "rope_theta": 10000.0})),
+}
 
 
-@pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3", "gemma3", "llama4", "gemma4",
-                                  "gemma4_moe"])
-def test_converted_models_run_in_llama_cpp_as_in_ours(tmp_path, backend, kind):
+@pytest.mark.parametrize("name", list(CONVERTED))
+def test_converted_models_run_in_llama_cpp_as_in_ours(tmp_path, backend, name):
     """Our converter's files of every architecture it writes are llama.cpp's: it loads them,
     tokenizes the corpus (newline runs, double spaces, byte fallback) as we do, and with an
     f32 cache computes the same logits: bit for bit, Gemma 4's per-layer embeddings, shared
@@ -173,8 +180,9 @@ def test_converted_models_run_in_llama_cpp_as_in_ours(tmp_path, backend, kind):
     from .convert.hf_tiny import SPECIAL as TINY_SPECIAL
     from .convert.hf_tiny import checkpoint
 
-    path = convert(checkpoint(kind, tmp_path / "hf", **LLAMA_CPP_FIXED.get(kind, {})),
-                   tmp_path / "f32.gguf", "f32", progress=False)
+    kind, config = CONVERTED[name]
+    path = convert(checkpoint(kind, tmp_path / "hf", **config), tmp_path / "f32.gguf", "f32",
+                   progress=False)
     model = load_model(path, backend)
     llm = reference(path, n_ctx=256, logits_all=True, flash_attn=False, type_k=0, type_v=0)
     for text in corpus(TINY_SPECIAL[kind]) + ["two  spaces\n\n\nand \u2603"]:

@@ -221,3 +221,30 @@ def test_sharded_checkpoints_generation_eos_and_chat_template(tmp_path, backend)
 
 def made_path(hf, tmp_path):
     return convert(hf, tmp_path / "plain.gguf", "f32", progress=False)
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "llama"])
+def test_yarn_rope_scaling_is_written_and_runs_as_transformers(tmp_path, backend, kind):
+    """YaRN (Qwen 2.5's long-context setting) becomes llama.cpp's rope.scaling keys; it
+    changes every position's rotation, so a converter that dropped it (ours did) gave other
+    logits from the first token on. 4x over an original context of 16."""
+    scaling = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+               "rope_theta": 10000.0}
+    hf = checkpoint(kind, tmp_path / "hf", rope_parameters=scaling, max_position_embeddings=64)
+    path = convert(hf, tmp_path / "yarn.gguf", "f32", progress=False)
+    model, run = executor(path, backend)
+    assert model.model.config.rope.ext_factor == 1.0
+    assert model.model.config.rope.original_context == 16
+    ids = model.tokenizer.encode(PROMPT, add_special=True)
+    ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
+    assert np.abs(ours - reference(hf, ids)).max() < 1e-3
+
+
+def test_unknown_rope_scalings_are_refused(tmp_path):
+    for scaling in ({"rope_type": "longrope", "factor": 4.0, "rope_theta": 10000.0},
+                    {"rope_type": "yarn", "factor": 4.0, "mscale": 0.7, "rope_theta": 1e4}):
+        hf = checkpoint("llama", tmp_path / scaling.get("mscale", "x").__str__(),
+                        rope_parameters=dict(scaling, short_factor=[1.0] * 8,
+                                             long_factor=[1.0] * 8))
+        with pytest.raises(CheckpointError, match="not supported"):
+            convert(hf, tmp_path / "x.gguf", "f32", progress=False)
