@@ -9,7 +9,7 @@ the one), so they multiply as they are.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -32,8 +32,8 @@ def query_pre_attn_scalar(layers: int, embd: int, heads: int, head_dim: int) -> 
 @dataclass
 class Gemma3Config(TransformerConfig):
     window: int
-    local_rope_base: float
-    rope: RopeConfig
+    local_rope: RopeConfig       # sliding layers': their own base, never scaled (4B to 27B
+    rope: RopeConfig             # scale only the global layers' positions, by 1/8)
     query_scale: float
 
     @classmethod
@@ -42,6 +42,7 @@ class Gemma3Config(TransformerConfig):
         embd, heads = int(m.require(LLM.EMBEDDING_LENGTH)), int(m.require(ATTENTION.HEAD_COUNT))
         head_dim = int(m.get(ATTENTION.KEY_LENGTH, 256))
         layers = int(m.require(LLM.BLOCK_COUNT))
+        rope = RopeConfig.from_metadata(m, head_dim, 1e6)
         return cls(layers=layers, embd=embd,
                    ffn=int(m.require(LLM.FEED_FORWARD_LENGTH)), heads=heads,
                    kv_heads=int(m.get(ATTENTION.HEAD_COUNT_KV, heads)), head_dim=head_dim,
@@ -49,8 +50,10 @@ class Gemma3Config(TransformerConfig):
                    context=int(m.get(LLM.CONTEXT_LENGTH, 32768)),
                    norm_eps=float(m.get(ATTENTION.LAYERNORM_RMS_EPS, 1e-6)),
                    window=int(m.get(ATTENTION.SLIDING_WINDOW, 512)),
-                   local_rope_base=float(m.get(ROPE.FREQ_BASE_SWA, LOCAL_ROPE_BASE)),
-                   rope=RopeConfig.from_metadata(m, head_dim, 1e6),
+                   local_rope=replace(rope, base=float(m.get(ROPE.FREQ_BASE_SWA,
+                                                             LOCAL_ROPE_BASE)),
+                                      freq_scale=1.0),
+                   rope=rope,
                    query_scale=float(np.float32(1) / np.sqrt(np.float32(        # as llama.cpp
                        query_pre_attn_scalar(layers, embd, heads, head_dim)))))
 
@@ -90,8 +93,8 @@ class Gemma3(Transformer):
 
     def _rope(self, x, positions, layer: int):
         c = self.config
-        base = c.local_rope_base if c.is_sliding(layer) else c.rope.base
-        return c.rope.apply(x, positions, self.rope_mode, base=base)
+        return (c.local_rope if c.is_sliding(layer) else c.rope).apply(x, positions,
+                                                                         self.rope_mode)
 
     def forward(self, inputs, kv):
         c = self.config

@@ -156,6 +156,7 @@ def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
 # name: (kind, config). llama.cpp's llama4 ignores the file's chunk size and attention
 # temperature and takes Llama 4 Scout's and Maverick's (8192, floor 8192, scale 0.1): the
 # tiny model gets them too. qwen2_yarn: YaRN 4x over an original context of 16.
+# gemma3_scaled: global layers' positions scaled by 1/8, the sliding layers' not.
 CONVERTED = {
     **{kind: (kind, {}) for kind in ("llama", "qwen2", "qwen3", "gemma3", "gemma4",
                                      "gemma4_moe")},
@@ -163,6 +164,9 @@ CONVERTED = {
     "qwen2_yarn": ("qwen2", dict(max_position_embeddings=64, rope_parameters={
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
         "rope_theta": 10000.0})),
+    "gemma3_scaled": ("gemma3", dict(rope_parameters={            # as Gemma 3 4B to 27B
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
 }
 
 

@@ -248,3 +248,19 @@ def test_unknown_rope_scalings_are_refused(tmp_path):
                                              long_factor=[1.0] * 8))
         with pytest.raises(CheckpointError, match="not supported"):
             convert(hf, tmp_path / "x.gguf", "f32", progress=False)
+
+
+def test_gemma3_scales_only_its_global_layers_positions(tmp_path, backend):
+    """Gemma 3 4B to 27B scale positions by 1/8 on their global layers only (linear); the
+    sliding layers keep plain positions, as in transformers and llama.cpp (ours scaled both:
+    2.7 off transformers here)."""
+    rope = {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    hf = checkpoint("gemma3", tmp_path / "hf", rope_parameters=rope)
+    path = convert(hf, tmp_path / "g.gguf", "f32", progress=False)
+    model, run = executor(path, backend)
+    config = model.model.config
+    assert (config.rope.freq_scale, config.local_rope.freq_scale) == (0.125, 1.0)
+    ids = model.tokenizer.encode(PROMPT, add_special=True)
+    ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
+    assert np.abs(ours - reference(hf, ids)).max() < 1e-3
