@@ -197,6 +197,32 @@ def test_converted_models_run_in_llama_cpp_as_in_ours(tmp_path, backend, name):
     assert np.abs(ours - theirs).max() <= (5e-3 if kind == "gemma4_moe" else 0.0)
 
 
+@pytest.mark.parametrize("kind,config,cache_type", [
+    ("gemma4", dict(head_dim=64, global_head_dim=128, hidden_size=128, num_attention_heads=2),
+     "q8_0"),
+    ("gemma3", dict(head_dim=64, hidden_size=128, num_attention_heads=2,
+                    query_pre_attn_scalar=64), "q4_0")], ids=["gemma4", "gemma3"])
+def test_converted_models_rotate_quantized_caches_as_llama_cpp(tmp_path, backend, kind,
+                                                               config, cache_type):
+    """Rotation sides per layer where head sizes differ (Gemma 4: 64 on sliding layers, 128
+    on full ones, a shared KV) and on sliding-window caches: bit for bit."""
+    from runner.convert import convert
+    from runner.loader import load_model
+
+    from .convert.hf_tiny import checkpoint
+
+    path = convert(checkpoint(kind, tmp_path / "hf", **config), tmp_path / "m.gguf", "f32",
+                   progress=False)
+    ggml_type = {"q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0}[cache_type]
+    llm = reference(path, n_ctx=256, logits_all=True, flash_attn=True, n_batch=512,
+                    type_k=ggml_type, type_v=ggml_type)
+    model = load_model(path, backend)
+    ids = model.tokenizer.encode("The capital of France is Paris, and the capital of Spain "
+                                 "is Madrid. " * 3)
+    ours, theirs = both_logits(llm, model, backend, ids, cache_type, True)
+    np.testing.assert_array_equal(ours, theirs)
+
+
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
 def test_converted_bert_embeds_in_llama_cpp_as_in_ours(tmp_path, pooling):
     """llama.cpp loads our BERT files (it needs tokenizer.ggml.token_type_count, which our
