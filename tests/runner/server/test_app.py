@@ -121,7 +121,9 @@ def test_64_concurrent_requests_with_parallel_4(served):
                 p, client, Options={**GREEDY, "num_predict": 8}), prompts))
     for lines in results:
         assert lines[-1]["done"] and lines[-1]["eval_count"] == 8
-    assert served.health()["status"] == 0
+    # the last done line can reach the client a moment before the loop lets its slot go
+    # (seen once under load: status NO_SLOT); a leaked slot would never go back
+    served.wait_status(0, timeout=30)
 
 
 CLIENT = """
