@@ -215,7 +215,7 @@ class Executor:
                 graph = ctx.graph(*nodes)
                 self.scheduler.alloc(graph)
                 shifts.set(deltas)
-                for tensor, matrix in hadamard.values():
+                for tensor, matrix in hadamard.inputs():
                     tensor.set(matrix)
                 self.scheduler.compute_async(graph).wait()
         kv.move(hit, delta)

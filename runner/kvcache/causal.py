@@ -265,7 +265,7 @@ class GraphView:
         step may still be computing with this graph's memory: feed() only copies them."""
         cache = self.cache
         self.placement = placement
-        values = [(self.slots, placement.slots.astype(np.int64)), *self.rotations.values()]
+        values = [(self.slots, placement.slots.astype(np.int64)), *self.rotations.inputs()]
         for window, tensor in self.masks.items():
             values.append((tensor, cache.mask(
                 placement.batch, placement.n_kv, window, self.causal,

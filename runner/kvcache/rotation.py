@@ -43,7 +43,7 @@ class Rotations:
         """x (..., D) rotated in runs of side (None: x as it is)."""
         return x if side is None else x.hadamard(self.matrices[side])
 
-    def values(self) -> list[tuple]:
+    def inputs(self) -> list[tuple]:
         """(input, its float32 matrix) pairs to fill."""
         return [(tensor, _matrix(n)) for n, tensor in self.matrices.items()]
 

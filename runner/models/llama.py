@@ -55,9 +55,9 @@ class RopeConfig:
             rope.beta_slow = float(m.get(ROPE.SCALING_YARN_BETA_SLOW, 1.0))
         return rope
 
-    def apply(self, x, positions, mode: str, freq_factors=None, base: float | None = None):
+    def apply(self, x, positions, mode: str, freq_factors=None):
         return x.rope_ext(positions, self.dims, mode, freq_factors=freq_factors,
-                          freq_base=self.base if base is None else base,
+                          freq_base=self.base,
                           freq_scale=self.freq_scale, n_ctx_orig=self.original_context,
                           ext_factor=self.ext_factor, attn_factor=self.attn_factor,
                           beta_fast=self.beta_fast, beta_slow=self.beta_slow)

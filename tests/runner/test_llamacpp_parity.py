@@ -105,8 +105,6 @@ def test_quantized_cache_logits_equal_llama_cpp(model_paths, backend, key, cache
 
 def both_logits(llm, model, backend, ids, cache_type: str, flash: bool):
     """(ours, llama.cpp's) logits for every position of the prompt ids."""
-    import pyggml
-
     llm.eval(ids)
     theirs = np.array(llm.scores[:len(ids)], dtype=np.float32)
     kv = CausalCache(model.model.cache_layers(), 256, backend, cache_type, flash)
