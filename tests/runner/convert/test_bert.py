@@ -40,9 +40,10 @@ def test_bert_embeddings_match_sentence_level_output(tmp_path, pooling):
     """Ours computes GELU as llama.cpp's BERT does (tanh form, ggml's FP16 table), so that
     embeddings match the vectors people stored with it: against transformers with that GELU
     within 5e-4, with its own exact one within 3e-3 (measured 8.4e-4) and cosine > 0.9999.
-    Here the first is within 1.2e-5, but on another CPU transformers' summation order can
-    round one GELU input to the neighbouring FP16 value, which moves the [CLS] vector by up
-    to 3e-4 (seen once in CI); llama.cpp itself is held to 2.4e-5 in the slow parity test."""
+    Here the first is within 1.2e-5, but on another CPU a different summation order (torch's
+    or ggml's) can round one GELU input to the neighbouring FP16 value, which moves the [CLS]
+    vector by up to 3e-4 (seen once in CI); llama.cpp itself is held to 2.4e-5 in the slow
+    parity test."""
     directory = bert_checkpoint(tmp_path / "bert", pooling)
     path = convert(directory, tmp_path / "bert.gguf", "f32", progress=False)
     model = runner.load(path, num_ctx=128, parallel=2, batch_size=64)
