@@ -31,7 +31,8 @@ def speeds(cls, path, threads: int, repack: bool, args) -> tuple[float, float]:
     """(prompt tokens/s, generated tokens/s), the best of args.repeat."""
     engine = cls(path, threads, args.flash, repack, args.prompt + args.generate + 256,
                  args.device)
-    prompt = token_ids(path, args.prompt)
+    tokens = token_ids(path, max(args.prompt, args.generate))
+    prompt, generated = tokens[:args.prompt], tokens[:args.generate]
     best = [0.0, 0.0]
     try:
         engine.decode(prompt[:8], 0)                          # warm up
@@ -42,7 +43,7 @@ def speeds(cls, path, threads: int, repack: bool, args) -> tuple[float, float]:
             best[0] = max(best[0], args.prompt / (time.perf_counter() - start))
             engine.forget(0)
             start = time.perf_counter()
-            for position, token in enumerate(prompt[:args.generate]):
+            for position, token in enumerate(generated):
                 engine.decode([token], position)
             best[1] = max(best[1], args.generate / (time.perf_counter() - start))
             engine.forget(0)
