@@ -73,7 +73,8 @@ class Ours:
         self.executor = Executor(self.loaded.model, self.kv, self.scheduler)
 
     def decode(self, tokens, start: int) -> None:
-        self.executor.logits(Batch.of_sequence(tokens, start))
+        # into one array, as llama.cpp keeps its logits in one buffer
+        self.executor.logits(Batch.of_sequence(tokens, start), reuse=True)
 
     def forget(self, start: int) -> None:
         self.kv.remove(0, start)

@@ -1,14 +1,18 @@
-"""Where a prompt step's time goes on the host, phase by phase: building its graph in
-Python, computing its cache inputs (slots, masks), the scheduler's allocation, filling the
-inputs, the launch, the compute itself, and reading the last row's logits. A prompt's graph
-is new (its shape differs from the last step's), so nothing is reused or overlapped here:
-this is what a lone prompt pays before its first token.
+"""Where a step's time goes on the host, phase by phase: building its graph in Python (or,
+decoding, placing the token in the cache and taking the kept graph), computing its cache
+inputs (slots, masks), the scheduler's allocation, filling the inputs, the launch, the
+compute itself, and reading the logits. A prompt's graph is new (its shape differs from the
+last step's), so nothing is reused or overlapped: this is what a lone prompt pays before its
+first token. With --decode N, N single-token steps follow the prompt, each reusing the kept
+graph and reading into one array as the batch loop does, but with nothing overlapped: every
+phase but the compute is what Python adds to a decode step (llama.cpp's whole step is its
+compute plus a little C++).
 
-    python bench/prefill_host.py [--prompt 500] [--threads 2] [--repeat 5] [--flash]
-        [--device CUDA0] [--model NAME_OR_PATH ...]
+    python bench/prefill_host.py [--prompt 500] [--decode N] [--threads 2] [--repeat 5]
+        [--flash] [--device CUDA0] [--model NAME_OR_PATH ...]
 
 --device puts every layer on that device (as `python -m pyggml` lists it). Medians in
-milliseconds, printed as a table.
+milliseconds (decoding: microseconds), printed as a table.
 """
 
 from __future__ import annotations
@@ -23,15 +27,15 @@ from runner.batch import Batch
 PHASES = ("build", "cache inputs", "alloc", "fill", "launch", "compute", "read")
 
 
-def phases(engine: Ours, tokens: list[int]) -> dict[str, float]:
-    """Milliseconds of each phase of one prompt step from an empty cache."""
+def timed_step(engine: Ours, batch: Batch, step=None) -> dict[str, float]:
+    """Seconds of each phase of one step: a new graph, or step (the kept one) reused."""
     executor, kv = engine.executor, engine.kv
-    kv.remove(0, 0)
-    executor.forget()
-    batch = Batch.of_sequence(tokens, 0)
-    kv.start(batch)
     marks = [time.perf_counter()]
-    step = executor._build(batch, (len(batch), len(batch.outputs), kv.n_kv, False, 0, False))
+    kv.start(batch)
+    if step is None:
+        step = executor._build(batch, (len(batch), len(batch.outputs), kv.n_kv, False, 0,
+                                       False))
+    step.batch = batch
     marks.append(time.perf_counter())
     step.kv_inputs.prepare(kv.current)
     marks.append(time.perf_counter())
@@ -47,36 +51,70 @@ def phases(engine: Ours, tokens: list[int]) -> dict[str, float]:
     marks.append(time.perf_counter())
     computation.wait()
     marks.append(time.perf_counter())
-    step.logits.numpy(copy=True)
+    executor._read_reused(step.logits, "logits")
     marks.append(time.perf_counter())
+    return dict(zip(PHASES, (b - a for a, b in zip(marks, marks[1:])))), step
+
+
+def prompt_phases(engine: Ours, tokens: list[int]) -> dict[str, float]:
+    """Milliseconds of each phase of one prompt step from an empty cache."""
+    engine.kv.remove(0, 0)
+    engine.executor.forget()
+    seconds, step = timed_step(engine, Batch.of_sequence(tokens, 0))
     step.ctx.close()
-    return {name: (b - a) * 1e3 for name, a, b in zip(PHASES, marks, marks[1:])}
+    return {name: value * 1e3 for name, value in seconds.items()}
+
+
+def decode_phases(engine: Ours, tokens: list[int], steps: int) -> dict[str, float]:
+    """Median microseconds of each phase over steps single-token steps after tokens. The
+    batch is made inside the build phase, as the batch loop makes it each step."""
+    engine.kv.remove(0, 0)
+    engine.executor.forget()
+    _, step = timed_step(engine, Batch.of_sequence(tokens, 0))
+    step.ctx.close()
+    runs, kept = [], None
+    for position in range(len(tokens), len(tokens) + steps):
+        start = time.perf_counter()
+        batch = Batch.of_sequence([tokens[position % len(tokens)]], position)
+        made = time.perf_counter() - start
+        seconds, kept = timed_step(engine, batch, kept)
+        seconds["build"] += made
+        runs.append(seconds)
+    kept.ctx.close()
+    return {p: statistics.median(run[p] for run in runs) * 1e6 for p in PHASES}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompt", type=int, default=500)
+    parser.add_argument("--decode", type=int, default=0, metavar="N",
+                        help="time N single-token steps after the prompt instead")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--flash", action="store_true")
     parser.add_argument("--device", default=None)
     parser.add_argument("--model", nargs="+", default=["smollm2:135m", "gemma3:270m"])
     args = parser.parse_args()
-    print(f"| model | {' | '.join(PHASES)} | host share |")
-    print("|" + " --- |" * (len(PHASES) + 2))
+    unit = "us" if args.decode else "ms"
+    print(f"| model | {' | '.join(PHASES)} | host ({unit}) | host share |")
+    print("|" + " --- |" * (len(PHASES) + 3))
     for name in args.model:
         path = model_path(name)
         engine = Ours(path, args.threads, args.flash, repack=args.device is None,
-                      cells=max(512, args.prompt + 256), device=args.device)
+                      cells=args.prompt + args.decode + 256, device=args.device)
         tokens = token_ids(path, args.prompt)
-        phases(engine, tokens)                                        # warm up
-        runs = [phases(engine, tokens) for _ in range(args.repeat)]
+        if args.decode:
+            decode_phases(engine, tokens, 8)                          # warm up
+            runs = [decode_phases(engine, tokens, args.decode) for _ in range(args.repeat)]
+        else:
+            prompt_phases(engine, tokens)                             # warm up
+            runs = [prompt_phases(engine, tokens) for _ in range(args.repeat)]
         engine.close()
         median = {p: statistics.median(run[p] for run in runs) for p in PHASES}
         host = sum(median.values()) - median["compute"]
-        print(f"| {name} | " + " | ".join(f"{median[p]:.2f}" for p in PHASES) +
-              f" | {host / sum(median.values()):.1%} |")
-
+        shown = "{:.0f}" if args.decode else "{:.2f}"
+        cells = [shown.format(median[p]) for p in PHASES] + [shown.format(host)]
+        print(f"| {name} | {' | '.join(cells)} | {host / sum(median.values()):.1%} |")
 
 if __name__ == "__main__":
     main()

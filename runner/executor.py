@@ -185,10 +185,11 @@ class Executor:
             self._retire(self._kept)
             self._kept = None
 
-    def logits(self, batch: Batch) -> np.ndarray:
+    def logits(self, batch: Batch, reuse: bool = False) -> np.ndarray:
+        """Compute the batch now; reuse as finish() takes it."""
         step = self.build(batch)
         self.launch(step)
-        return self.finish(step)
+        return self.finish(step, reuse)
 
     def shift(self, seq: int, p0: int, p1: int, delta: int) -> None:
         """Move positions [p0, p1) of seq by delta, re-rotating their cached keys."""
