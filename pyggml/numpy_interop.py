@@ -59,7 +59,7 @@ def copy_in(tensor, array) -> None:
     _require_memory(tensor)
     ptr, context = tensor.ptr, tensor.context
     limit = context.index_limits.get(ptr)
-    if limit is not None and not _in_range(array, limit[0]):
+    if limit is not None and not in_range(array, limit[0]):
         bad = array[(array < 0) | (array >= limit[0])].flat[0]
         raise ValueError(f"{describe(tensor)} holds {limit[1]}, which must lie in "
                          f"[0, {limit[0]}), but it was given {bad}.")
@@ -68,10 +68,11 @@ def copy_in(tensor, array) -> None:
     context.unfilled.pop(ptr, None)
 
 
-def _in_range(ids: np.ndarray, limit: int) -> bool:
-    """Whether every id lies in [0, limit): a few (a decode step's) in Python, which is
-    quicker than a numpy reduction; more in one reduction over them as unsigned (a negative
-    id becomes a huge one)."""
+def in_range(ids: np.ndarray, limit: int) -> bool:
+    """Whether every id (a signed integer array) lies in [0, limit): a few (a decode step's)
+    in Python, which is quicker than a numpy reduction (several times so when a compute has
+    just evicted numpy's code from the caches); more in one reduction over them as unsigned
+    (a negative id becomes a huge one)."""
     if ids.size <= 16:
         return all(0 <= i < limit for i in ids.ravel().tolist())
     return int(ids.view(_UNSIGNED[ids.dtype.itemsize]).max()) < limit

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pyggml.numpy_interop import in_range
+
 
 @dataclass
 class Batch:
@@ -38,7 +40,7 @@ class Batch:
         if self.media is not None and self.media.shape[0] != len(self.media_rows):
             raise ValueError(f"{len(self.media_rows)} media rows need as many embeddings, "
                              f"not {self.media.shape[0]}.")
-        if self.outputs.size == 0 or self.outputs.min() < 0 or self.outputs.max() >= n:
+        if self.outputs.size == 0 or not in_range(self.outputs, n):
             raise ValueError(f"Output indices must lie in [0, {n}), not {self.outputs.tolist()}.")
 
     @classmethod

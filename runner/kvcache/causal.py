@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import pyggml
+from pyggml.numpy_interop import in_range
 
 from .rotation import Rotations, key_rotation, value_rotation
 
@@ -129,20 +130,26 @@ class CausalCache:
     def start(self, batch, all_cells: bool = False) -> None:
         """Place the batch in free cells and prepare slot indices and masks for its graph.
         all_cells: its graph sees every cell (the largest graph a batch of its size makes)."""
-        if batch.seqs.min() < 0 or batch.seqs.max() >= MAX_SEQS:
+        if not in_range(batch.seqs, MAX_SEQS):
             raise ValueError(f"Sequence ids must lie in [0, {MAX_SEQS}), not "
                              f"{sorted(set(batch.seqs.tolist()))}.")
         free = self.seq == NO_SEQ
         n = len(batch)
-        if np.count_nonzero(free) < n:
-            raise CacheFullError(f"The KV cache has {np.count_nonzero(free)} free cells; the "
-                                 f"batch needs {n}.")
-        slots = self._home_cells(batch, free) if self.region else np.flatnonzero(free)[:n]
+        slots = np.flatnonzero(free)[:n]
+        if len(slots) < n:
+            raise CacheFullError(f"The KV cache has {len(slots)} free cells; the batch needs "
+                                 f"{n}.")
+        if self.region:
+            slots = self._home_cells(batch, free)
+        # the graph sees every cell up to the last one used, this batch's included (the
+        # last used one: the last False of free; all True has argmin 0, a free cell)
+        last = len(free) - 1 - int(free[::-1].argmin())
+        last = max(-1 if free[last] else last, int(slots.max()) if self.region else
+                   int(slots[-1]))
         self.pos[slots] = batch.positions
         self.seq[slots] = 1 << batch.seqs.astype(np.int64)
         self.block[slots] = batch.blocks
-        used = np.flatnonzero(self.seq != NO_SEQ)
-        n_kv = min(self.size, -(-(int(used.max()) + 1) // PAD) * PAD)
+        n_kv = min(self.size, -(-(last + 1) // PAD) * PAD)
         self._placement = Placement(batch, slots, self.size if all_cells else n_kv)
 
     def _home_cells(self, batch, free: np.ndarray) -> np.ndarray:

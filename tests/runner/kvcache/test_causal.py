@@ -32,6 +32,25 @@ def test_batches_take_free_cells_and_removal_frees_them(backend):
     assert int(np.flatnonzero(kv.seq != 0).max()) < 5
 
 
+def test_the_graph_sees_cells_up_to_the_last_used_one_padded_to_256(backend):
+    kv = cache(backend, cells=1024)
+    kv.start(Batch.of_sequence([1], 0))                            # an empty cache
+    assert kv.n_kv == 256
+    kv.start(Batch.of_sequence(list(range(299)), 1))               # cells 0..299
+    assert kv.n_kv == 512
+    kv.remove(0, 10)                                               # only 0..9 stay
+    kv.start(Batch.of_sequence([5], 10))
+    assert kv.n_kv == 256
+    kv.start(Batch.of_sequence([6], 0, seq=1), all_cells=True)
+    assert kv.n_kv == 1024
+    kv.partition(4)                                                # homes at 0, 256, 512, 768
+    kv.start(Batch([1, 2], [0, 0], [3, 1]))                        # seq 3's cell: 768
+    assert kv.n_kv == 1024
+    kv.remove(3)
+    kv.start(Batch.of_sequence([3], 1, seq=1))                     # last used: seq 1's 257
+    assert kv.n_kv == 512
+
+
 def test_copy_prefix_shares_cells_and_a_shift_moves_positions(backend):
     kv = cache(backend)
     kv.start(Batch.of_sequence(list(range(10)), 0, seq=0))
