@@ -86,6 +86,7 @@ class CausalCache:
         self.buffers = self._allocate(backends) if allocate else []
         self._placement = None
         self.region = 0                 # cells per sequence's home region (partition())
+        self._v_rows: dict[int, np.ndarray] = {}
 
     def _allocate(self, backends) -> list[pyggml.Buffer]:
         """One buffer per device, holding the layers it computes; zeroed."""
@@ -189,8 +190,9 @@ class CausalCache:
         the passes were cut to these."""
         pos = self.pos[:n_kv].astype(np.int32)                                   # (n_kv,)
         seqs = batch.seqs
-        if (seqs == seqs[0]).all():                       # one sequence: one row of members
-            member = ((self.seq[:n_kv] >> int(seqs[0])) & 1).astype(bool)       # (n_kv,)
+        first = int(seqs[0])
+        if len(seqs) == 1 or (seqs == first).all():       # one sequence: one row of members
+            member = (self.seq[:n_kv] & (1 << first)) != 0                       # (n_kv,)
         else:
             ids, row_of = np.unique(seqs, return_inverse=True)
             member = ((self.seq[:n_kv] >> ids[:, None].astype(np.int64)) & 1).astype(bool)
@@ -230,6 +232,14 @@ class CausalCache:
         return np.sort(self.pos[self.cells(seq)])
 
     # -- model side -----------------------------------------------------------------------
+
+    def v_rows(self, dims: int) -> np.ndarray:
+        """int64 (dims,): where each row of a transposed V cache of dims rows starts, in
+        elements (d * cells); made once, as every step's V write indexes from it."""
+        rows = self._v_rows.get(dims)
+        if rows is None:
+            rows = self._v_rows[dims] = np.arange(dims, dtype=np.int64) * self.size
+        return rows
 
     def inputs(self, ctx: pyggml.Context, windows=(None,), causal: bool = True,
                block_windows=()) -> "GraphView":
@@ -272,7 +282,8 @@ class GraphView:
         step may still be computing with this graph's memory: feed() only copies them."""
         cache = self.cache
         self.placement = placement
-        values = [(self.slots, placement.slots.astype(np.int64)), *self.rotations.inputs()]
+        values = [(self.slots, placement.slots.astype(np.int64, copy=False)),
+                  *self.rotations.inputs()]
         for window, tensor in self.masks.items():
             values.append((tensor, cache.mask(
                 placement.batch, placement.n_kv, window, self.causal,
@@ -280,8 +291,8 @@ class GraphView:
         for dims, tensor in (self.v_index or {}).items():
             # element (t, d) of the new V rows goes to row d, column slot[t] of the
             # transposed cache, flattened: d * cells + slot[t]
-            index = np.arange(dims)[None, :] * cache.size + placement.slots[:, None]
-            values.append((tensor, index.reshape(-1).astype(np.int64)))
+            index = cache.v_rows(dims)[None, :] + values[0][1][:, None]       # (T, dims)
+            values.append((tensor, index.reshape(-1)))
         self._values = values
 
     def feed(self) -> None:
