@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import threading
 import weakref
-from concurrent.futures import Future, ThreadPoolExecutor
 
 from ._ggml import ffi, lib
 from .backend import Backend, Buffer, cpu_backend
 from .context import Context
 from .errors import GGMLError, failure_text
+from .worker import ComputeThread, Job
 
 INPUT_FLAG = 1          # GGML_TENSOR_FLAG_INPUT
 
@@ -67,24 +67,24 @@ class Graph:
 
 
 class Computation:
-    """A compute in flight; wait() returns when it is done and raises if it failed. future:
+    """A compute in flight; wait() returns when it is done and raises if it failed. job:
     the worker's (its result is the status), or None when the compute was queued inline
     with status (then wait() synchronizes the scheduler)."""
 
-    def __init__(self, future: Future | None, scheduler: "Scheduler", status: int = 0):
-        self._future, self._status = future, status
+    def __init__(self, job: Job | None, scheduler: "Scheduler", status: int = 0):
+        self._job, self._status = job, status
         self._scheduler = scheduler
-        self._synchronized = future is not None
+        self._synchronized = job is not None
         self._finished = False          # waited for and checked: another wait() returns
 
     def done(self) -> bool:
-        return self._future.done() if self._future is not None else self._synchronized
+        return self._job.done() if self._job is not None else self._synchronized
 
     def wait(self) -> None:
         if self._finished:
             return
-        if self._future is not None:
-            status = self._future.result()
+        if self._job is not None:
+            status = self._job.result()
         else:
             if not self._synchronized:
                 lib.ggml_backend_sched_synchronize(self._scheduler.ptr)
@@ -113,7 +113,7 @@ class Scheduler:
             raise GGMLError("Could not create a backend scheduler.")
         self._ptr = ffi.gc(raw, lib.ggml_backend_sched_free)
         self.graph_size, self.inline = graph_size, inline
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyggml-compute")
+        self._worker = ComputeThread("pyggml-compute")
         self._in_flight: Computation | None = None
         self._allocated: weakref.WeakSet[Context] = weakref.WeakSet()
         self._current: tuple | None = None       # (graph, its node count) allocated last
@@ -264,7 +264,7 @@ class Scheduler:
         try:
             self.wait()
         finally:
-            self._worker.shutdown(wait=True)
+            self._worker.shutdown()
             for ctx in list(self._allocated):
                 if not ctx.closed:
                     _detach_compute_memory(ctx)
