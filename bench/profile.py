@@ -53,10 +53,11 @@ def measure(cls, path, args, prompt, step_tokens):
     does."""
     results = []
     for profile in (False, True):
-        engine = cls(path, args.threads, args.flash, not args.no_repack, len(prompt) + 256,
-                     profile=profile)
+        engine = cls(path, args.threads, args.flash, not args.no_repack,
+                     len(prompt) + len(step_tokens) + 256, profile=profile)
         try:
-            engine.decode(prompt, 0)
+            if prompt:
+                engine.decode(prompt, 0)
 
             def step() -> None:
                 engine.decode(step_tokens, len(prompt))
