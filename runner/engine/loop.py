@@ -272,13 +272,14 @@ class Engine:
             budget -= len(entries[-1].tokens)
         if not entries:
             return None
+        # in Python lists: a decode step's few rows cost less so than through numpy calls
         items = [t for e in entries for t in e.tokens]
-        positions = np.concatenate([np.arange(e.start, e.start + len(e.tokens)) for e in entries])
-        seqs = np.concatenate([np.full(len(e.tokens), e.active.slot.id) for e in entries])
-        ends = np.cumsum([len(e.tokens) for e in entries])
+        positions = [p for e in entries for p in range(e.start, e.start + len(e.tokens))]
+        seqs = [e.active.slot.id for e in entries for _ in e.tokens]
+        ends = list(itertools.accumulate(len(e.tokens) for e in entries))
         outputs = [end - r for e, end in zip(entries, ends) for r in range(e.rows, 0, -1)]
         batch = Batch(np.maximum(token_ids(items), 0), positions, seqs,
-                      outputs=outputs or ends[-1:] - 1)
+                      outputs=outputs or [ends[-1] - 1])
         self._add_media(batch, items)
         flight = Flight(entries, batch,
                         output_rows=[i for i, e in enumerate(entries) for _ in range(e.rows)])
@@ -305,8 +306,7 @@ class Engine:
             entry.tokens = [token]
             if not active.done:
                 active.slot.tokens[entry.start] = token
-        self.executor.launch(flight.step,
-                             np.concatenate([token_ids(e.tokens) for e in flight.entries]))
+        self.executor.launch(flight.step, token_ids([t for e in flight.entries for t in e.tokens]))
 
     def _complete(self, flight: Flight) -> None:
         """Wait for the flight, sample for each sequence that asked for logits, stream."""
