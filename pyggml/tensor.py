@@ -23,13 +23,14 @@ from .ops import TensorOps
 
 
 class Tensor(TensorOps):
-    __slots__ = ("_ptr", "_ctx", "ndim", "_array_layout", "__weakref__")
+    __slots__ = ("_ptr", "_ctx", "ndim", "_array_layout", "_shape", "__weakref__")
 
     def __init__(self, ptr, ctx: Context, ndim: int):
         self._ptr = ptr
         self._ctx = ctx      # a Tensor keeps its Context (and so its memory) alive
         self.ndim = ndim
         self._array_layout = None   # numpy_interop's (shape, dtype, contiguous), made once
+        self._shape = None          # a ggml tensor's shape never changes: read once
 
     # -- identity -------------------------------------------------------------------------
 
@@ -44,8 +45,13 @@ class Tensor(TensorOps):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        ne = self.ptr.ne
-        return tuple(ne[i] for i in range(self.ndim - 1, -1, -1))
+        shape = self._shape
+        if shape is None:
+            ne = self.ptr.ne
+            shape = self._shape = tuple(ne[i] for i in range(self.ndim - 1, -1, -1))
+        else:
+            self._ctx.ptr  # raises once the context is closed
+        return shape
 
     @property
     def strides(self) -> tuple[int, ...]:
