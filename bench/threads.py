@@ -2,7 +2,8 @@
 llama.cpp on the same file: where the many-core gap shows, and whether more threads help.
 
     python bench/threads.py [--model smollm2:135m] [--threads 1,2,4,8,16] [--prompt 512]
-        [--generate 64] [--repeat 3] [--flash] [--device CUDA0] [--llama-bench PATH]
+        [--generate 64] [--repeat 3] [--rounds 1] [--flash] [--device CUDA0]
+        [--llama-bench PATH]
 
 As llama-bench's pp512 and tg64: a prompt of --prompt tokens in one batch, then --generate
 single-token steps, each from an empty cache, on the CPU; tokens/s, best of --repeat. The
@@ -14,12 +15,16 @@ only feeds the GPU, and the table is llama-bench's -ngl 99).
 each thread count right after ours, both repack settings: for machines where
 llama-cpp-python is missing or cannot load, and the figure llama.cpp's users quote; the
 ratios then compare with it.
+--rounds N measures every engine N times in turn at each thread count and prints medians,
+and the ratios as the median of each round's ratio: on a shared machine whose speed drifts
+by 10-20% between minutes, a round's engines see the same minute.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import time
 
@@ -80,6 +85,8 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=512)
     parser.add_argument("--generate", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure every engine this many times in turn; medians")
     parser.add_argument("--flash", action="store_true")
     parser.add_argument("--device", help="a GPU to put every layer on (default: the CPU)")
     parser.add_argument("--llama-bench", help="llama.cpp's llama-bench binary, to compare with")
@@ -92,25 +99,40 @@ def main() -> None:
     reference = "llama-bench" if args.llama_bench else "llama.cpp"
     ratios = "ours" in names and reference in names
     print(f"{args.model} on {args.device or 'the CPU'}, pp{args.prompt} / tg{args.generate} tokens/s, flash "
-          f"{'on' if args.flash else 'off'}, best of {args.repeat}")
+          f"{'on' if args.flash else 'off'}, best of {args.repeat}"
+          + (f", medians of {args.rounds} rounds" if args.rounds > 1 else ""))
     print(f"{'threads':<9}" + "".join(f"{name + (' repack' if repack else ' plain'):>22}"
                                       for name, repack in columns)
-          + ("".join(f"{'tg ratio ' + ('repack' if r else 'plain'):>18}" for r in (True, False))
-             if ratios else ""))
+          + ("".join(f"{'pp / tg ratio ' + ('repack' if r else 'plain'):>23}"
+                     for r in (True, False)) if ratios else ""))
     for threads in counts:
-        found = {(cls.name, repack): speeds(cls, path, threads, repack, args)
-                 for cls in engines() for repack in (True, False)}
-        if args.llama_bench:            # right after ours: the same minute of a noisy machine
-            found.update({("llama-bench", repack): value for repack, value in
-                          llama_bench(args.llama_bench, path, threads, args).items()})
+        rounds = [measure_round(path, threads, args) for _ in range(args.rounds)]
+        found = {key: tuple(statistics.median(r[key][i] for r in rounds) for i in (0, 1))
+                 for key in rounds[0]}
         row = f"{threads:<9}" + "".join(f"{found[name, repack][0]:>12.0f} / "
                                         f"{found[name, repack][1]:>6.1f}"
                                         for name, repack in columns)
-        if ratios:
-            row += "".join(f"{found['ours', r][1] / max(found[reference, r][1], 1e-9):>18.2f}"
-                           for r in (True, False))
+        if ratios:        # the median of each round's ratio: both engines saw that minute
+            row += "".join(f"{ratio(rounds, reference, r, 0):>16.2f} / "
+                           f"{ratio(rounds, reference, r, 1):.2f}" for r in (True, False))
         print(row, flush=True)
 
+
+def measure_round(path, threads: int, args) -> dict:
+    """{(engine, repack): (prompt tokens/s, generated tokens/s)} at threads, every engine
+    once, one right after the other."""
+    found = {(cls.name, repack): speeds(cls, path, threads, repack, args)
+             for cls in engines() for repack in (True, False)}
+    if args.llama_bench:            # right after ours: the same minute of a noisy machine
+        found.update({("llama-bench", repack): value for repack, value in
+                      llama_bench(args.llama_bench, path, threads, args).items()})
+    return found
+
+
+def ratio(rounds: list[dict], reference: str, repack: bool, which: int) -> float:
+    """The median over rounds of ours / reference (which: 0 prompt, 1 generation)."""
+    return statistics.median(r["ours", repack][which] / max(r[reference, repack][which], 1e-9)
+                             for r in rounds)
 
 if __name__ == "__main__":
     main()
