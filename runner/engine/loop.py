@@ -272,7 +272,7 @@ class Engine:
             budget -= len(entries[-1].tokens)
         if not entries:
             return None
-        # in Python lists: a decode step's few rows cost less so than through numpy calls
+        # gathered in Python lists: for a decode step's few rows, cheaper than numpy calls
         items = [t for e in entries for t in e.tokens]
         positions = [p for e in entries for p in range(e.start, e.start + len(e.tokens))]
         seqs = [e.active.slot.id for e in entries for _ in e.tokens]
