@@ -27,8 +27,9 @@ from runner.batch import Batch
 PHASES = ("build", "cache inputs", "alloc", "fill", "launch", "compute", "read")
 
 
-def timed_step(engine: Ours, batch: Batch, step=None) -> dict[str, float]:
-    """Seconds of each phase of one step: a new graph, or step (the kept one) reused."""
+def timed_step(engine: Ours, batch: Batch, step=None) -> tuple[dict[str, float], object]:
+    """(seconds of each phase, the step) of one step: a new graph, or step (the kept one)
+    reused."""
     executor, kv = engine.executor, engine.kv
     marks = [time.perf_counter()]
     kv.start(batch)
@@ -115,6 +116,7 @@ def main() -> None:
         shown = "{:.0f}" if args.decode else "{:.2f}"
         cells = [shown.format(median[p]) for p in PHASES] + [shown.format(host)]
         print(f"| {name} | {' | '.join(cells)} | {host / sum(median.values()):.1%} |")
+
 
 if __name__ == "__main__":
     main()

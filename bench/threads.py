@@ -134,5 +134,6 @@ def ratio(rounds: list[dict], reference: str, repack: bool, which: int) -> float
     return statistics.median(r["ours", repack][which] / max(r[reference, repack][which], 1e-9)
                              for r in rounds)
 
+
 if __name__ == "__main__":
     main()

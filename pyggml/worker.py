@@ -1,10 +1,10 @@
 """The thread a scheduler computes on: one job at a time, handed over through two locks.
 
 A decode step hands a compute to this thread and takes it back, twice per step. Through
-concurrent.futures that cost about 150 us a step on a 2-core machine (a compute of a few
+concurrent.futures that cost about 170 us a step on a 2-core machine (a compute of a few
 milliseconds has just evicted the pool's queue, work item, future and condition code from the
 caches, and each runs a few hundred lines of Python); here each hand-off is one lock release
-that wakes the other side.
+that wakes the other side (about 100 us for both).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class _Mailbox:
         self.call = None
         self.job: Job | None = None                  # the job submitted and not collected
         self.outcome = None                          # (value, exception)
-        self.finished = False
+        self.finished = False                        # the outcome is in, not collected
 
 
 def _serve(mailbox: _Mailbox) -> None:
