@@ -4,7 +4,9 @@ Each iteration packs the pending inputs of the active sequences, round-robin up 
 batch size, so one sequence's prompt chunk shares a batch with the decode steps of others.
 While batch N computes, batch N+1 is assembled and its graph built; a sequence waiting for
 N's logits gets a placeholder in N+1 that is filled with its sampled token before N+1 is
-launched. A sequence that ended meanwhile leaves its placeholder to be computed and dropped.
+launched. Only the choice of tokens stands between two computes: N's tokens are counted and
+their text streamed while N+1 computes. A sequence that ended meanwhile (a stop string, or
+before N+1 was launched, an end token) leaves its row of N+1 to be computed and dropped.
 
 Slots and the KV cache are touched only by this thread; requests come in through submit()
 and leave through their emit() callbacks; cancel() on a request is seen before the next step.
@@ -39,6 +41,7 @@ class Entry:
     start: int                 # position of the first token
     tokens: list               # ids, MediaRows; PLACEHOLDER: what the previous batch samples
     rows: int                  # outputs: of the last token (1), none (0), all (embeddings)
+    sampled: bool = False      # its token is the one sampled from the previous batch
 
 
 @dataclass
@@ -48,6 +51,7 @@ class Flight:
     step: Step | None = None
     output_rows: list[int] = field(default_factory=list)   # entry index of each output row
     needs: str = "logits"      # the least its samplers need: "choices", "candidates", "logits"
+    rows: object = None        # what finishing it read (logits, choices, candidates, hidden)
 
 
 class Engine:
@@ -180,10 +184,11 @@ class Engine:
             return
         full = any(self._needs_shift(a) for a in self.active)
         self._next = self._assemble() if self.overlap and not full else None
-        self._complete(flight)
+        self._choose(flight)
         self.in_flight, self._next = self._next, None
         if self.in_flight is not None:
             self._launch(self.in_flight)
+        self._record(flight)
 
     def _reap(self) -> None:
         """Drop sequences whose client went away (done reason 'closed') or that were cut
@@ -264,7 +269,7 @@ class Engine:
                 rows = len(chunk) if self.pooling else int(not active.pending)
                 entries.append(Entry(active, start, chunk, rows))
             elif id(active) in awaiting and start < self.context:
-                entries.append(Entry(active, start, [PLACEHOLDER], rows=1))
+                entries.append(Entry(active, start, [PLACEHOLDER], rows=1, sampled=True))
             else:
                 continue
             active.slot.tokens.extend(entries[-1].tokens)
@@ -308,32 +313,46 @@ class Engine:
                 active.slot.tokens[entry.start] = token
         self.executor.launch(flight.step, token_ids([t for e in flight.entries for t in e.tokens]))
 
-    def _complete(self, flight: Flight) -> None:
-        """Wait for the flight, sample for each sequence that asked for logits, stream."""
+    def _choose(self, flight: Flight) -> None:
+        """Wait for the flight and pick the next token of each sequence that asked for one;
+        a sequence that reached num_predict or an end token ends here."""
         step = flight.step
         # what the device picked, where it did (a GPU or RPC device), else the logits
         picked = {"choices": step.choices, "candidates": step.candidates}.get(flight.needs)
         read = flight.needs if picked is not None else "logits"
         # embeddings keep their rows past the next step: only logits share one array
-        rows = self.executor.finish(flight.step, reuse=self.pooling is None, read=read)
+        rows = flight.rows = self.executor.finish(step, reuse=self.pooling is None, read=read)
         self.in_flight = None
         for entry in flight.entries:
             entry.active.placed -= 1
+        if self.pooling:
+            return
+        for row, index in enumerate(flight.output_rows):
+            active = flight.entries[index].active
+            if active.done:
+                continue
+            if read == "choices":
+                reason = active.choose(chosen=int(rows[row]))
+            elif read == "candidates":
+                reason = active.choose(candidates=(rows[0][row], rows[1][row]))
+            else:
+                reason = active.choose(rows[row])
+            if reason is not None:
+                self._end(active, reason)
+
+    def _record(self, flight: Flight) -> None:
+        """Count and stream the tokens chosen from the flight (the next one may be computing
+        meanwhile: a sequence a stop string ends drops its row there), or pool embeddings."""
         for row, index in enumerate(flight.output_rows):
             active = flight.entries[index].active
             if active.done:
                 continue
             if self.pooling:
-                active.hidden.append(rows[row])
-                continue
-            if read == "choices":
-                reason = active.accept(chosen=int(rows[row]))
-            elif read == "candidates":
-                reason = active.accept(candidates=(rows[0][row], rows[1][row]))
-            else:
-                reason = active.accept(rows[row])
-            if reason is not None:
+                active.hidden.append(flight.rows[row])
+            elif (reason := active.record()) is not None:
+                self._drop_sampled(active)
                 self._end(active, reason)
+        flight.rows = None
         if self.pooling:
             for entry in flight.entries:
                 active = entry.active
@@ -343,6 +362,13 @@ class Engine:
         for entry in flight.entries:
             if entry.active.done and entry.active not in self.active:
                 self._settle(entry.active)
+
+    def _drop_sampled(self, active: Active) -> None:
+        """The token active's last choice placed in the flight now computing is not kept:
+        its cell is given back with the rest once the flight ends."""
+        for entry in self.in_flight.entries if self.in_flight else ():
+            if entry.active is active and entry.sampled:
+                active.slot.tokens[entry.start] = PLACEHOLDER
 
     def _end(self, active: Active, reason: str) -> None:
         """Finish a sequence; the cache keeps what it evaluated, less a stop string's

@@ -60,6 +60,8 @@ class Active:
         self.emitted = 0                    # characters sent so far
         self.logprobs: list[dict] = []      # of tokens whose text has not been sent yet
         self.first_token: int | None = None
+        self._chosen = 0                    # the token choose() picked, for record()
+        self._sampled_from = None           # and the logits it came from (logprobs)
         self.done = False
         self.placed = 0                     # batches holding its tokens, not yet finished
         self.hidden: list[np.ndarray] = []  # final hidden states, when making an embedding
@@ -85,43 +87,49 @@ class Active:
         """Only the sampler reads the logits (no grammar masks them, no logprobs)."""
         return self.request.constraint is None and not self.request.logprobs
 
-    def accept(self, logits: np.ndarray | None = None, chosen: int | None = None,
+    def choose(self, logits: np.ndarray | None = None, chosen: int | None = None,
                candidates: tuple | None = None) -> str | None:
-        """Sample the next token from logits, or from candidates (ids and logits of the
-        largest, picked on the device), or take chosen (the largest logit's id, when
-        greedy), and stream it; returns a done reason, or None to go on (the token is then
-        pending evaluation)."""
+        """Pick the next token: sampled from logits, or from candidates (ids and logits of
+        the largest, picked on the device), or chosen (the largest logit's id, when greedy);
+        it is then pending evaluation. Returns a done reason instead once num_predict tokens
+        were generated or the token ends generation."""
         request = self.request
         if self.first_token is None:
             self.first_token = time.perf_counter_ns()
         limit = request.options.num_predict
         if 0 <= limit <= self.generated:
             return "length"
-        constraint = request.constraint
         if chosen is not None:
             token = chosen
         elif candidates is not None:
             token = self.sampler.sample_candidates(*candidates)
         else:
-            if constraint is not None:
-                logits = constraint.apply(logits)
+            if request.constraint is not None:
+                logits = request.constraint.apply(logits)
             token = self.sampler.sample(logits, self.history)
         if self.tokenizer.is_eog(token):
             return "stop"
+        self._chosen, self.pending = token, [token]
+        self._sampled_from = logits if request.logprobs else None
+        return None
+
+    def record(self) -> str | None:
+        """Count the token just chosen as generated and stream its text (its evaluation may
+        be under way already: the logits it came from must not have been read over). Returns
+        a done reason (a stop string, a complete grammar) or None to go on."""
+        token = self._chosen
+        constraint = self.request.constraint
         complete = constraint is not None and not constraint.accept(token)
         self.generated += 1
         self.history.append(token)
-        if request.logprobs:
-            self.logprobs.append(self._logprob(logits, token))
+        if self.request.logprobs:
+            self.logprobs.append(self._logprob(self._sampled_from, token))
         text, hit = self.stops.push(self.stream.push(self.tokenizer.piece(token)))
         self.text_ends.append(self.emitted + len(self.stops.pending) + len(text)
                               if not hit else -1)
         if text:
             self._send(text)
-        if hit or complete:
-            return "stop"
-        self.pending = [token]
-        return None
+        return "stop" if hit or complete else None
 
     def _logprob(self, logits, token: int) -> dict:
         chosen, top = logprobs(logits, token, self.request.top_logprobs)
