@@ -23,6 +23,7 @@ import time
 
 from engines import Ours, model_path, token_ids
 from runner.batch import Batch
+from runner.executor import Shape
 
 PHASES = ("build", "cache inputs", "alloc", "fill", "launch", "compute", "read")
 
@@ -34,15 +35,15 @@ def timed_step(engine: Ours, batch: Batch, step=None) -> tuple[dict[str, float],
     marks = [time.perf_counter()]
     kv.start(batch)
     if step is None:
-        step = executor._build(batch, (len(batch), len(batch.outputs), kv.n_kv, False, 0,
-                                       False))
+        step = executor._build(batch, Shape(len(batch), len(batch.outputs), kv.n_kv, False,
+                                            0, False, False))
     step.batch = batch
     marks.append(time.perf_counter())
     step.kv_inputs.prepare(kv.current)
     marks.append(time.perf_counter())
     executor.scheduler.alloc(step.graph)
     marks.append(time.perf_counter())
-    for tensor, values in ((step.inputs.tokens, batch.tokens),
+    for tensor, values in ((step.token_input, batch.tokens),
                            (step.inputs.positions, batch.positions),
                            (step.inputs.outputs, batch.outputs)):
         tensor.set(values)

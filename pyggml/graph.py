@@ -80,6 +80,11 @@ class Computation:
     def done(self) -> bool:
         return self._job.done() if self._job is not None else self._synchronized
 
+    def raise_if_not_queued(self) -> None:
+        """Raise if queuing this (inline) compute failed, without waiting for it."""
+        if self._job is None and self._status != lib.GGML_STATUS_SUCCESS:
+            self.wait()
+
     def wait(self) -> None:
         if self._finished:
             return
@@ -119,6 +124,7 @@ class Scheduler:
         self._current: tuple | None = None       # (graph, its node count) allocated last
         self._split: weakref.WeakSet[Graph] = weakref.WeakSet()   # split over several backends
         self._index_inputs: dict = {}          # of the graph allocated last
+        self._inputs_on_host = False           # all of its inputs in host memory
         self._lock = threading.Lock()
 
     @property
@@ -175,12 +181,16 @@ class Scheduler:
     def alloc(self, graph: Graph) -> None:
         """Give graph's tensors compute memory; fill the inputs after this, before compute.
         Allocating again the graph allocated last (unchanged since) keeps its memory, as
-        llama.cpp does when it reuses a graph. A graph split over several backends cannot be
-        allocated again once another graph was: ggml's scheduler rewrote its operands to the
-        copies it made between backends (build it anew)."""
+        llama.cpp does when it reuses a graph; queued inline with its inputs in host memory,
+        it does not even wait for that graph's compute in flight: ggml copies a compute's
+        inputs before it returns, and the devices run the next compute after it. A graph
+        split over several backends cannot be allocated again once another graph was: ggml's
+        scheduler rewrote its operands to the copies it made between backends (build it
+        anew)."""
         self._check_size(graph)
-        self.wait()
         shape = (graph, graph.n_nodes)
+        if self._current != shape or not (self.inline and self._inputs_on_host):
+            self.wait()
         if self._current != shape:
             if graph in self._split:
                 raise GGMLError("This graph was split over several backends for an earlier "
@@ -203,6 +213,9 @@ class Scheduler:
             ctx = graph.context
             self._index_inputs = {ptr: what for ptr, (_, what) in ctx.index_limits.items()
                                   if ptr.buffer != ffi.NULL and ptr.flags & INPUT_FLAG}
+            # unplaced, ggml keeps inputs on the CPU (its last backend)
+            self._inputs_on_host = all(backend.is_cpu for ptr, backend in ctx.placements.items()
+                                       if ptr.flags & INPUT_FLAG)
         if graph.context not in self._allocated:
             self._allocated.add(graph.context)
             graph.context.keepalive.append(self)
@@ -221,8 +234,12 @@ class Scheduler:
                             "set since the graph was allocated; its memory holds garbage that "
                             "would crash ggml. Set every input after alloc().")
         with self._lock:
-            if self._in_flight is not None and not self._in_flight.done():
-                raise GGMLError("A compute is already in flight on this scheduler; wait() first.")
+            previous = self._in_flight
+            if previous is not None and not previous.done():
+                if not (self.inline and self._inputs_on_host):
+                    raise GGMLError("A compute is already in flight on this scheduler; wait() "
+                                    "first.")
+                previous.raise_if_not_queued()      # queued behind it: its failure first
             sched, cgraph = self.ptr, graph.ptr
             if self.inline:
                 status = lib.ggml_backend_sched_graph_compute_async(sched, cgraph)

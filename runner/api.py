@@ -110,7 +110,10 @@ class Model:
             self.scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices),
                                               inline=not any(d.is_cpu for d in layers))
             self.executor = Executor(model, self.kv, self.scheduler,
-                                     choose_on_device=not layers[-1].is_cpu)
+                                     choose_on_device=not layers[-1].is_cpu,
+                                     chain_on=self.backends[layers[-1]]
+                                     if self.scheduler.inline else None,
+                                     chain_rows=options.parallel)
             self.multimodal = self._see(layers[-1]) if loaded.projectors else None
             batch = max(options.batch_size,
                         self.multimodal.max_rows if self.multimodal else 0)
@@ -267,7 +270,7 @@ class Model:
         for encoder in getattr(self, "_encoders", {}).values():
             encoder.close()
             encoder.scheduler.close()
-        for part in ("scheduler", "kv"):
+        for part in ("scheduler", "executor", "kv"):
             if hasattr(self, part):
                 getattr(self, part).close()
         self.loaded.close()

@@ -9,11 +9,18 @@ A graph's structure depends only on the batch's size, its number of outputs and 
 cells it sees (n_kv); positions, tokens, slots and masks are inputs. So the last graph is
 kept and reused while that shape holds, as llama.cpp does: decode steps rebuild once every
 256 tokens.
+
+Chained steps, where every layer sits on GPUs or RPC servers: each graph also writes its
+greedy choices into a small tensor on the output device (the chain), and the next graph
+may take tokens from there, so that it is launched before the host has read them: the
+device goes from one step to the next without waiting for Python, which reads the tokens
+back from the next graph's host-side copy once that is queued.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,6 +36,17 @@ GRAPH_NODES = 16384
 CANDIDATES = 64       # the most logits a sampled step reads from a device (Ollama's top_k: 40)
 
 
+class Shape(NamedTuple):
+    """What a graph's structure depends on: a graph is reused while its shape holds."""
+    tokens: int
+    outputs: int
+    n_kv: int                 # cache cells it sees
+    embeddings: bool          # final hidden states instead of logits
+    media: int                # image rows
+    candidates: bool          # also picks each row's largest logits on the device
+    chained: bool             # takes some tokens from the last step's choices
+
+
 @dataclass
 class Step:
     batch: Batch
@@ -37,9 +55,14 @@ class Step:
     inputs: Inputs
     kv_inputs: GraphView
     logits: pyggml.Tensor
-    key: tuple
+    key: Shape
     choices: pyggml.Tensor | None = None   # int32 (outputs,): each row's largest logit
     candidates: tuple | None = None    # int32 (outputs, k) ids and their logits (outputs, k, 1)
+    token_input: pyggml.Tensor | None = None   # int32 (T,): the tokens given (inputs.tokens
+                                               # reads them through the chain, if chained)
+    writes_chain: bool = False    # its choices go to the chain (the next step may take them)
+    chain_rows: pyggml.Tensor | None = None    # int32 (T,): each token's row of tokens + chain
+    chained: pyggml.Tensor | None = None       # int32 (T, 1): the tokens it computed, on the CPU
     computation: pyggml.Computation | None = None
     retired: bool = False         # replaced as the kept graph: close once finished
 
@@ -51,21 +74,35 @@ class Executor:
     with candidates also picks the CANDIDATES largest, which a top-k sampler draws from."""
 
     def __init__(self, model, kv: CausalCache, scheduler: pyggml.Scheduler,
-                 choose_on_device: bool = False):
+                 choose_on_device: bool = False, chain_on: pyggml.Backend | None = None,
+                 chain_rows: int = 1):
+        """chain_on: the output layer's backend, to chain steps on (the scheduler queues
+        graphs inline); chain_rows: the most outputs a chained step has (one a sequence)."""
         self.model, self.kv, self.scheduler = model, kv, scheduler
         self.choose_on_device = choose_on_device
         self._kept: Step | None = None      # the last graph, reused while its shape holds
         self._read: dict[str, np.ndarray] = {}      # what finish(reuse=True) reads into
+        self._chain = _chain(chain_on, chain_rows) if choose_on_device and chain_on else None
 
-    def build(self, batch: Batch, embeddings: bool = False, candidates: bool = False) -> Step:
+    @property
+    def chains(self) -> bool:
+        """Whether steps may take tokens from the last step's choices on the device."""
+        return self._chain is not None
+
+    def build(self, batch: Batch, embeddings: bool = False, candidates: bool = False,
+              chained: bool = False) -> Step:
         """Take cache cells for the batch and build its graph, or reuse the last one of the
         same shape (batch.tokens may be placeholders until launch). embeddings: the graph
         returns final hidden states instead of logits. candidates: it also picks each row's
-        largest logits on the device (where it chooses there)."""
+        largest logits on the device (where it chooses there). chained: some tokens will
+        be the last step's choices (launch's sources; needs self.chains)."""
         self.kv.start(batch)
         candidates = candidates and self.choose_on_device and not embeddings
-        key = (len(batch), len(batch.outputs), self.kv.n_kv, embeddings, batch.n_media,
-               candidates)
+        if chained and self._chain is None:
+            raise ValueError("This executor does not chain steps: its output layer is not on "
+                             "a device that queues graphs.")
+        key = Shape(len(batch), len(batch.outputs), self.kv.n_kv, embeddings, batch.n_media,
+                    candidates, chained)
         kept = self._kept
         if kept is not None and kept.key == key:
             kept.batch = batch
@@ -84,7 +121,8 @@ class Executor:
         cells it took (sequence 0), when done."""
         batch = Batch(np.zeros(n), np.arange(n), np.zeros(n))
         self.kv.start(batch, all_cells=True)
-        return self._build(batch, (n, 1, self.kv.size, embeddings, 0, not embeddings))
+        return self._build(batch, Shape(n, 1, self.kv.size, embeddings, 0, not embeddings,
+                                        self.chains and not embeddings))
 
     def _retire(self, step: Step) -> None:
         """Close a replaced graph now, or when its compute in flight finishes."""
@@ -93,14 +131,23 @@ class Executor:
         else:
             step.retired = True
 
-    def _build(self, batch: Batch, key: tuple) -> Step:
+    def _build(self, batch: Batch, key: Shape) -> Step:
         ctx = pyggml.Context(max_tensors=GRAPH_NODES, graph_size=GRAPH_NODES)
         n = len(batch)
+        token_input = tokens = ctx.new_tensor("I32", (n,), name="tokens").set_input()
+        chain_rows = chained = None
+        if key.chained:
+            chain_rows = ctx.new_tensor("I32", (n,), name="chain_rows").set_input()
+            table = tokens.concat(ctx.bind(self._chain))                  # (T + chain,)
+            chained = table.reshape(-1, 1).get_rows(chain_rows).set_output()     # (T, 1)
+            for node in (table, chained):                 # read back from host memory
+                self.scheduler.place(node, self.scheduler.backends[-1])
+            tokens = chained.reshape(n)
         inputs = Inputs(
-            tokens=ctx.new_tensor("I32", (n,), name="tokens").set_input(),
+            tokens=tokens,
             positions=ctx.new_tensor("I32", (n,), name="positions").set_input(),
             outputs=ctx.new_tensor("I32", (len(batch.outputs),), name="outputs").set_input(),
-            n_tokens=n, embeddings=key[3])
+            n_tokens=n, embeddings=key.embeddings)
         if batch.n_media:
             inputs.media = ctx.new_tensor("F32", batch.media.shape, name="media").set_input()
             inputs.media_rows = ctx.new_tensor("I32", (batch.n_media,),
@@ -109,24 +156,38 @@ class Executor:
                                    self.model.media_windows())
         logits = self.model.forward(inputs, kv_inputs).set_output()    # (outputs, vocab)
         outputs, choices, candidates = [logits], None, None
-        if self.choose_on_device and not key[3]:
+        rows, vocab = logits.shape
+        writes_chain = self._chain is not None and not key.embeddings and \
+            rows <= self._chain.shape[0]
+        if self.choose_on_device and not key.embeddings:
             choices = logits.argmax().set_output()                         # (outputs,)
             outputs.append(choices)
-            rows, vocab = logits.shape
-            if key[5] and vocab > CANDIDATES:          # a smaller vocabulary is read whole
+            if writes_chain:
+                outputs.append(choices.cpy(ctx.bind(self._chain).view((rows,))))
+            if key.candidates and vocab > CANDIDATES:          # a smaller vocabulary is read whole
                 ids = logits.top_k(CANDIDATES).set_output()               # (outputs, k)
                 values = logits.reshape(rows, vocab, 1).get_rows(ids)     # (outputs, k, 1)
                 candidates = ids, values.set_output()
                 outputs += candidates
         return Step(batch, ctx, ctx.graph(*outputs), inputs, kv_inputs, logits, key, choices,
-                    candidates)
+                    candidates, token_input, writes_chain, chain_rows, chained)
 
-    def launch(self, step: Step, tokens=None) -> None:
-        """Allocate, fill the inputs (tokens replace the batch's placeholders) and start."""
+    def launch(self, step: Step, tokens=None, sources=None) -> None:
+        """Allocate, fill the inputs (tokens replace the batch's placeholders) and start.
+        sources (a chained step): for each token, the row of the last step's choices it
+        takes, or -1 (its own). Queued behind a chained step of the same graph, this does
+        not wait for it (the device does)."""
         if tokens is not None:
             step.batch.tokens = np.asarray(tokens, dtype=np.int32)
         self.scheduler.alloc(step.graph)
-        step.inputs.tokens.set(step.batch.tokens)
+        if step.chain_rows is not None:
+            n = len(step.batch)
+            rows = np.arange(n, dtype=np.int32)
+            if sources is not None:
+                sources = np.asarray(sources, dtype=np.int32)
+                rows = np.where(sources < 0, rows, n + sources).astype(np.int32)
+            step.chain_rows.set(rows)
+        step.token_input.set(step.batch.tokens)
         step.inputs.positions.set(step.batch.positions)
         step.inputs.outputs.set(step.batch.outputs)
         if step.batch.n_media:
@@ -173,6 +234,20 @@ class Executor:
             kept = self._read[what] = tensor.host_array((max(rows, 4), *width))
         return tensor.numpy(out=kept[:rows])
 
+    def handed_on(self, step: Step, last: Step) -> np.ndarray:
+        """int32 (T,): the tokens a chained step computes, its placeholders filled with the
+        choices of last, the step before it; read from host memory once step is launched
+        (by then the device finished last: it is done with, unread)."""
+        try:
+            tokens = self._read_reused(step.chained, "chained")[:, 0]
+            self.scheduler.check()        # a device on another machine may be gone: not data
+            return tokens
+        finally:
+            if last is not step:          # another graph: allocating it waited for last's
+                last.computation = None
+                if last.retired:
+                    last.ctx.close()
+
     def cancel(self, step: Step) -> None:
         """Give back the cells of a step that will not run."""
         batch = step.batch
@@ -184,6 +259,22 @@ class Executor:
         if self._kept is not None:
             self._retire(self._kept)
             self._kept = None
+
+    def abandon(self, step: Step) -> None:
+        """After a failure: step, launched or not, will not be finished (nor its graph
+        reused)."""
+        self.forget()
+        step.computation = None
+        if step.retired:
+            step.ctx.close()
+
+    def close(self) -> None:
+        """Free the chain (after the scheduler: no compute may be in flight)."""
+        if self._chain is not None:
+            for buffer in self._chain.context.keepalive:
+                buffer.close()
+            self._chain.context.close()
+            self._chain = None
 
     def logits(self, batch: Batch, reuse: bool = False) -> np.ndarray:
         """Compute the batch now; reuse as finish() takes it."""
@@ -220,3 +311,16 @@ class Executor:
                     tensor.set(matrix)
                 self.scheduler.compute_async(graph).wait()
         kv.move(hit, delta)
+
+
+def _chain(backend: pyggml.Backend, rows: int) -> pyggml.Tensor | None:
+    """The chain: int32 (rows,) in backend's memory, zeroed; None where that device cannot
+    copy int32 into it (then steps are not chained)."""
+    with pyggml.Context(max_tensors=4) as probe:
+        target = probe.new_tensor("I32", (rows,))
+        if not backend.supports(probe.new_tensor("I32", (rows,)).cpy(target)):
+            return None
+    storage = pyggml.Context(max_tensors=1, graphs=0)
+    chain = storage.new_tensor("I32", (rows,), name="chain")
+    storage.allocate(backend).clear(0)
+    return chain

@@ -52,6 +52,7 @@ class Flight:
     output_rows: list[int] = field(default_factory=list)   # entry index of each output row
     needs: str = "logits"      # the least its samplers need: "choices", "candidates", "logits"
     rows: object = None        # what finishing it read (logits, choices, candidates, hidden)
+    sources: list[int] | None = None   # chained: each token's row of the last flight's choices
 
 
 class Engine:
@@ -184,10 +185,15 @@ class Engine:
             return
         full = any(self._needs_shift(a) for a in self.active)
         self._next = self._assemble() if self.overlap and not full else None
-        self._choose(flight)
-        self.in_flight, self._next = self._next, None
-        if self.in_flight is not None:
-            self._launch(self.in_flight)
+        if self._next is not None and self._next.sources is not None:
+            self.in_flight, self._next = self._next, None
+            self._launch(self.in_flight)        # queued behind the flight on the device
+            self._take_handed_on(flight, self.in_flight)
+        else:
+            self._choose(flight)
+            self.in_flight, self._next = self._next, None
+            if self.in_flight is not None:
+                self._launch(self.in_flight)
         self._record(flight)
 
     def _reap(self) -> None:
@@ -289,9 +295,27 @@ class Engine:
         flight = Flight(entries, batch,
                         output_rows=[i for i, e in enumerate(entries) for _ in range(e.rows)])
         flight.needs = _least_needed([e.active for e in entries if e.rows])
+        flight.sources = self._chain_sources(entries)
         flight.step = self.executor.build(flight.batch, self.pooling is not None,
-                                          flight.needs == "candidates")
+                                          flight.needs == "candidates",
+                                          chained=flight.sources is not None)
         return flight
+
+    def _chain_sources(self, entries: list[Entry]) -> list[int] | None:
+        """Where the flight in progress picks its tokens on the device and writes them to
+        the chain, and every sequence it picks for has its placeholder here: each token's
+        row of those choices (-1: a token of its own). Else None (tokens filled at launch)."""
+        last = self.in_flight
+        if not self.executor.chains or last is None or last.needs != "choices" or \
+                not last.step.writes_chain:
+            return None
+        picked = {id(last.entries[i].active): row for row, i in enumerate(last.output_rows)
+                  if not last.entries[i].active.done}
+        sampled = [e for e in entries if e.sampled]
+        if not picked or len(sampled) != len(picked) or \
+                not all(id(e.active) in picked for e in sampled):
+            return None
+        return [picked[id(e.active)] if e.sampled else -1 for e in entries for _ in e.tokens]
 
     def _add_media(self, batch: Batch, items: list) -> None:
         """The batch's image rows, encoding the images not encoded yet: the encoder shares
@@ -302,16 +326,18 @@ class Engine:
         attach_media(batch, items, self._blocks)
 
     def _launch(self, flight: Flight) -> None:
-        """Fill placeholders with the tokens just sampled, then start the compute."""
+        """Fill placeholders with the tokens just sampled (unless the device hands them on),
+        then start the compute."""
         for entry in flight.entries:
-            if entry.tokens[0] != PLACEHOLDER:
+            if entry.tokens[0] != PLACEHOLDER or flight.sources is not None:
                 continue
             active = entry.active
             token = 0 if active.done else active.pending.pop()
             entry.tokens = [token]
             if not active.done:
                 active.slot.tokens[entry.start] = token
-        self.executor.launch(flight.step, token_ids([t for e in flight.entries for t in e.tokens]))
+        tokens = token_ids([t for e in flight.entries for t in e.tokens])
+        self.executor.launch(flight.step, np.maximum(tokens, 0), flight.sources)
 
     def _choose(self, flight: Flight) -> None:
         """Wait for the flight and pick the next token of each sequence that asked for one;
@@ -338,6 +364,31 @@ class Engine:
             else:
                 reason = active.choose(rows[row])
             if reason is not None:
+                self._end(active, reason)
+
+    def _take_handed_on(self, flight: Flight, following: Flight) -> None:
+        """The tokens the flight chose, as the following one (launched) took them on the
+        device; a sequence that reached num_predict or an end token ends here, its row of
+        the following flight computed and dropped."""
+        handed = self.executor.handed_on(following.step, flight.step)
+        for entry in flight.entries:
+            entry.active.placed -= 1
+        at = {id(e.active): (e, row) for e, row in
+              zip(following.entries, itertools.accumulate([0] + [len(e.tokens) for e in
+                                                                 following.entries]))
+              if e.sampled}
+        for index in flight.output_rows:
+            active = flight.entries[index].active
+            if active.done:
+                continue
+            entry, row = at[id(active)]
+            token = int(handed[row])
+            entry.tokens = [token]
+            active.slot.tokens[entry.start] = token
+            reason = active.choose(chosen=token)
+            active.pending = []                  # evaluating already
+            if reason is not None:
+                self._drop_sampled(active)
                 self._end(active, reason)
 
     def _record(self, flight: Flight) -> None:
@@ -399,6 +450,9 @@ class Engine:
             self.executor.scheduler.wait()
         except Exception:                        # noqa: BLE001 - already failing
             pass
+        for flight in (self.in_flight, self._next):
+            if flight is not None and flight.step is not None:
+                self.executor.abandon(flight.step)
         self.executor.forget()
         lost = {e.active for f in (self.in_flight, self._next) if f for e in f.entries}
         self.in_flight = self._next = None

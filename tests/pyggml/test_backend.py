@@ -149,10 +149,14 @@ def test_an_inline_scheduler_computes_from_the_calling_thread():
             if inline:                                      # no worker thread was started
                 assert sum(t.name.startswith("pyggml-compute")
                            for t in threading.enumerate()) == workers
+                sched.alloc(graph)                          # queued behind the last one
+                t.set(x + 1)
+                computation = sched.compute_async(graph)
+            else:
                 with pytest.raises(pyggml.GGMLError, match="already in flight"):
                     sched.compute_async(graph)
             computation.wait()
             assert computation.done()
             found[inline] = out.numpy(copy=True)
-    np.testing.assert_array_equal(found[True], 2 * x)
-    np.testing.assert_array_equal(found[False], found[True])
+    np.testing.assert_array_equal(found[False], 2 * x)
+    np.testing.assert_array_equal(found[True], 2 * (x + 1))

@@ -64,6 +64,29 @@ def test_weights_and_ops_live_on_the_remote_device(server):
         np.testing.assert_array_equal(weight.numpy(out=rows), w)
 
 
+def test_an_inline_scheduler_queues_a_graph_behind_its_last_compute(server):
+    """Over a device that queues work (RPC, as a GPU), computing the graph allocated last
+    again does not wait for its compute in flight: each compute takes its inputs as it
+    starts, and the device runs them in order (each adds to what the last one wrote)."""
+    remote = pyggml.rpc.connect(server.endpoint)[0].open()
+    with pyggml.Context(graphs=0) as storage, pyggml.Context() as ctx, \
+            pyggml.Scheduler([remote], inline=True) as sched:
+        total = storage.new_tensor("F32", (4,))
+        storage.allocate(remote).clear(0)
+        step = ctx.new_tensor("F32", (4,)).set_input()
+        added = ctx.bind(total).add(step)
+        sched.place(added, remote)
+        graph = ctx.graph(added.cpy(ctx.bind(total)))
+        computations = []
+        for k in range(1, 6):
+            sched.alloc(graph)
+            step.set(np.full(4, k, np.float32))
+            computations.append(sched.compute_async(graph))
+        assert not any(c.done() for c in computations)      # none was waited for
+        sched.wait()
+        np.testing.assert_array_equal(total.numpy(), np.full(4, 15, np.float32))
+
+
 def test_an_unreachable_server_is_an_error_within_seconds():
     start = time.monotonic()
     with pytest.raises(GGMLError, match="cannot be reached"):

@@ -55,8 +55,8 @@ def test_prompt_chunks_share_batches_with_decodes(harness):
     engine = harness.engine(parallel=2, batch_size=16)
     seen = []
     build = engine.executor.build
-    engine.executor.build = lambda batch, *rest: seen.append(
-        (batch.seqs.copy(), len(batch))) or build(batch, *rest)
+    engine.executor.build = lambda batch, *rest, **options: seen.append(
+        (batch.seqs.copy(), len(batch))) or build(batch, *rest, **options)
     try:
         _, first = harness.submit(engine, PROMPTS[0], temperature=0, num_predict=40)
         first.get(timeout=30)                              # decoding has begun
@@ -166,10 +166,10 @@ def test_a_failed_batch_ends_its_sequences_and_the_loop_goes_on(harness):
     launch = engine.executor.launch
     failures = [RuntimeError("injected fault")]
 
-    def failing(step, tokens=None):
+    def failing(step, *values):
         if failures:
             raise failures.pop()
-        return launch(step, tokens)
+        return launch(step, *values)
 
     engine.executor.launch = failing
     try:

@@ -1,0 +1,104 @@
+"""Chained steps: with every layer on a device that queues graphs (here a real ggml RPC server
+on loopback, as a GPU would be), the batch loop launches the next batch before it reads the
+greedy tokens of the last one, which the device hands on itself. Everything a user sees must
+be what the CPU alone gives: tokens, ends and what the prompt cache keeps."""
+
+from __future__ import annotations
+
+import queue
+import time
+
+import pytest
+
+import runner
+from runner.api import split_options
+from runner.engine import Request
+
+from ...rpc_servers import rpc_server
+
+CHAT = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
+REQUESTS = [   # two slots: the third waits, then joins a batch the other decodes in
+    ("The capital of France is", dict(temperature=0, num_predict=40, stop=["approximately"])),
+    (CHAT.format("What is 2+2?"), dict(temperature=0, num_predict=40)),      # ends on <|im_end|>
+    ("Once upon a time", dict(temperature=0, num_predict=12)),
+]
+
+
+@pytest.fixture(scope="module")
+def server():
+    with rpc_server(threads=2) as running:
+        yield running
+
+
+def run(model, requests) -> list[tuple[str, str, int]]:
+    """(text, done reason, tokens generated) of each request, all submitted at once."""
+    events = queue.Queue()
+    submitted = []
+    for index, (prompt, options) in enumerate(requests):
+        sampling, generation = split_options(dict(options))
+        submitted.append(Request(model.tokenize(prompt, add_special=True),
+                                 lambda event, index=index: events.put((index, event)),
+                                 sampling, generation))
+    model.engine.submit(*submitted)
+    texts, ends = [""] * len(requests), [None] * len(requests)
+    while None in ends:
+        index, event = events.get(timeout=60)
+        assert "error" not in event, event["error"]
+        texts[index] += event.get("content", "")
+        if event.get("done"):
+            ends[index] = (event["done_reason"], event["eval_count"])
+    return [(text, *end) for text, end in zip(texts, ends)]
+
+
+def settled_slots(model) -> list[list]:
+    """The tokens each slot keeps, once the loop has finished every batch."""
+    engine, deadline = model.engine, time.monotonic() + 30
+    while engine.in_flight is not None or any(slot.busy for slot in engine.cache.slots):
+        assert time.monotonic() < deadline, "the batch loop did not settle"
+        time.sleep(0.01)
+    return [list(slot.tokens) for slot in engine.cache.slots]
+
+
+def test_chained_steps_give_what_the_cpu_gives(model_paths, server):
+    found = {}
+    for where, devices in (("cpu", dict(num_gpu=0)),
+                           ("rpc", dict(rpc=[server.endpoint], num_gpu=-1))):
+        model = runner.load(model_paths["smollm2"], num_ctx=128, parallel=2, repack=False,
+                            threads=2, **devices)
+        chained = []
+        build = model.executor.build
+
+        def watched(batch, *args, seen=chained, **options):
+            seen.append((len(batch), options.get("chained", False)))
+            return build(batch, *args, **options)
+        model.executor.build = watched
+        try:
+            assert model.executor.chains == (where == "rpc")
+            found[where] = run(model, REQUESTS), settled_slots(model), chained
+        finally:
+            model.close()
+    (cpu, cpu_slots, _), (rpc, rpc_slots, chained) = found["cpu"], found["rpc"]
+    assert rpc == cpu
+    assert [end for _, end, _ in cpu] == ["stop", "stop", "length"]
+    assert "approx" not in cpu[0][0] and cpu[1][0].strip() and cpu[2][2] == 12
+    assert rpc_slots == cpu_slots                 # the same tokens kept, the dropped ones not
+    # every step after the prompts', the third prompt's with the first one's decode too
+    assert [flag for _, flag in chained[1:]] == [True] * (len(chained) - 1)
+    assert any(n > 1 and flag for n, flag in chained[1:]) and len(chained) > 20
+
+
+def test_a_sampled_sequence_beside_greedy_ones_unchains_their_steps(model_paths, server):
+    """A sampler that needs more than the largest logit makes the batch read candidates;
+    the next batch then takes its tokens from the host, and chaining resumes after."""
+    mixed = [REQUESTS[2], ("Water boils at", dict(temperature=0.8, seed=3, num_predict=10))]
+    texts = {}
+    for where, devices in (("cpu", dict(num_gpu=0)),
+                           ("rpc", dict(rpc=[server.endpoint], num_gpu=-1))):
+        model = runner.load(model_paths["smollm2"], num_ctx=128, parallel=2, repack=False,
+                            threads=2, **devices)
+        try:
+            texts[where] = run(model, mixed)
+        finally:
+            model.close()
+    assert texts["rpc"] == texts["cpu"]
+    assert [n for _, _, n in texts["cpu"]] == [12, 10]
