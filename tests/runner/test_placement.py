@@ -121,14 +121,16 @@ def test_the_device_that_holds_the_logits_picks_greedy_tokens(model_paths, serve
     assert sampled["rpc"] == sampled["cpu"]
 
 
-def test_parallel_slots_and_a_context_shift_on_a_split_model(model_paths, server):
+@pytest.mark.parametrize("num_gpu", [15, -1])
+def test_parallel_slots_and_a_context_shift_on_a_split_model(model_paths, server, num_gpu):
     """Two sequences in one batch, each shifting its full context twice over, with half the
-    layers remote: the same tokens as on the CPU alone, batched the same way."""
+    layers remote (and all of them: steps chained between shifts): the same tokens as on the
+    CPU alone, batched the same way."""
     prompts = ["1, 2, 3, 4, 5, 6, 7, 8,", "Once upon a time, in a land far away,"]
     options = dict(num_ctx=64, parallel=2, flash_attn=True, repack=False, threads=2)
     texts = {}
     for where, devices in (("cpu", dict(num_gpu=0)),
-                           ("split", dict(rpc=[server.endpoint], num_gpu=15))):
+                           ("split", dict(rpc=[server.endpoint], num_gpu=num_gpu))):
         model = runner.load(model_paths["smollm2"], **options, **devices)
         try:
             texts[where] = model.generate_batch(prompts, temperature=0, num_predict=150)

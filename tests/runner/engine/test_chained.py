@@ -50,13 +50,13 @@ def run(model, requests) -> list[tuple[str, str, int]]:
     return [(text, *end) for text, end in zip(texts, ends)]
 
 
-def settled_slots(model) -> list[list]:
-    """The tokens each slot keeps, once the loop has finished every batch."""
+def settle(model) -> list:
+    """The slots, once the loop has finished every batch."""
     engine, deadline = model.engine, time.monotonic() + 30
     while engine.in_flight is not None or any(slot.busy for slot in engine.cache.slots):
         assert time.monotonic() < deadline, "the batch loop did not settle"
         time.sleep(0.01)
-    return [list(slot.tokens) for slot in engine.cache.slots]
+    return engine.cache.slots
 
 
 def test_chained_steps_give_what_the_cpu_gives(model_paths, server):
@@ -74,7 +74,7 @@ def test_chained_steps_give_what_the_cpu_gives(model_paths, server):
         model.executor.build = watched
         try:
             assert model.executor.chains == (where == "rpc")
-            found[where] = run(model, REQUESTS), settled_slots(model), chained
+            found[where] = run(model, REQUESTS), [s.tokens for s in settle(model)], chained
         finally:
             model.close()
     (cpu, cpu_slots, _), (rpc, rpc_slots, chained) = found["cpu"], found["rpc"]
@@ -102,3 +102,30 @@ def test_a_sampled_sequence_beside_greedy_ones_unchains_their_steps(model_paths,
             model.close()
     assert texts["rpc"] == texts["cpu"]
     assert [n for _, _, n in texts["cpu"]] == [12, 10]
+
+
+def test_a_sequence_cancelled_mid_chain_leaves_and_the_other_goes_on(model_paths, server):
+    model = runner.load(model_paths["smollm2"], num_ctx=128, parallel=2, repack=False,
+                        threads=2, rpc=[server.endpoint], num_gpu=-1)
+    try:
+        prompt, options = REQUESTS[2][0], dict(temperature=0, num_predict=30)
+        (alone, _, _), = run(model, [(prompt, options)])
+        events = {name: queue.Queue() for name in ("cancelled", "kept")}
+        sampling, generation = split_options(options)
+        requests = {name: Request(model.tokenize(prompt if name == "kept" else REQUESTS[0][0],
+                                                 add_special=True),
+                                  events[name].put, sampling, generation) for name in events}
+        model.engine.submit(*requests.values())
+        for _ in range(3):
+            assert "content" in events["cancelled"].get(timeout=30)
+        requests["cancelled"].cancel()
+        kept = ""
+        while not (event := events["kept"].get(timeout=30)).get("done"):
+            kept += event["content"]
+        assert kept == alone and event["eval_count"] == 30
+        while not (event := events["cancelled"].get(timeout=30)).get("done"):
+            pass
+        assert event["done_reason"] == "closed" and event["eval_count"] < 30
+        assert all(not slot.busy for slot in settle(model))
+    finally:
+        model.close()
