@@ -6,7 +6,8 @@ the compute on the scheduler's worker thread, with the GIL released, so Python c
 next graph meanwhile; wait() collects the result. A scheduler made with inline=True starts
 the compute on the calling thread instead: for devices that compute asynchronously (GPUs) the
 call returns once the work is queued, sparing two thread hand-offs per step; the CPU's share
-of the graph then runs in the call.
+of the graph then runs in the call. Such a scheduler may queue the graph it allocated last
+again before the compute in flight is done: the device runs the two in order.
 """
 
 from __future__ import annotations
