@@ -5,8 +5,9 @@ batch size, so one sequence's prompt chunk shares a batch with the decode steps 
 While batch N computes, batch N+1 is assembled and its graph built; a sequence waiting for
 N's logits gets a placeholder in N+1 that is filled with its sampled token before N+1 is
 launched. Only the choice of tokens stands between two computes: N's tokens are counted and
-their text streamed while N+1 computes. A sequence that ended meanwhile (a stop string, or
-before N+1 was launched, an end token) leaves its row of N+1 to be computed and dropped.
+their text streamed while N+1 computes. Chained on a device (flight.py, executor.py), even
+the choice comes after: N+1 takes N's greedy tokens there and is launched first. A sequence
+that ended meanwhile leaves its row of N+1 to be computed and dropped.
 
 Slots and the KV cache are touched only by this thread; requests come in through submit()
 and leave through their emit() callbacks; cancel() on a request is seen before the next step.
@@ -19,40 +20,19 @@ import itertools
 import threading
 import weakref
 from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..batch import Batch
-from ..executor import Executor, Step
+from ..executor import Executor
 from ..media import attach_media, largest_run, run_end, run_start, runs, token_ids
 from ..tokenizer import Tokenizer
+from .flight import PLACEHOLDER, Entry, Flight
 from .pooling import pool
 from .request import Active, Request
 from .slots import InputCache
 
 log = logging.getLogger("runner.engine")
-PLACEHOLDER = -1
-
-
-@dataclass
-class Entry:
-    active: Active
-    start: int                 # position of the first token
-    tokens: list               # ids, MediaRows; PLACEHOLDER: what the previous batch samples
-    rows: int                  # outputs: of the last token (1), none (0), all (embeddings)
-    sampled: bool = False      # its token is the one sampled from the previous batch
-
-
-@dataclass
-class Flight:
-    entries: list[Entry]
-    batch: Batch
-    step: Step | None = None
-    output_rows: list[int] = field(default_factory=list)   # entry index of each output row
-    needs: str = "logits"      # the least its samplers need: "choices", "candidates", "logits"
-    rows: object = None        # what finishing it read (logits, choices, candidates, hidden)
-    sources: list[int] | None = None   # chained: each token's row of the last flight's choices
 
 
 class Engine:
@@ -283,39 +263,14 @@ class Engine:
             budget -= len(entries[-1].tokens)
         if not entries:
             return None
-        # gathered in Python lists: for a decode step's few rows, cheaper than numpy calls
-        items = [t for e in entries for t in e.tokens]
-        positions = [p for e in entries for p in range(e.start, e.start + len(e.tokens))]
-        seqs = [e.active.slot.id for e in entries for _ in e.tokens]
-        ends = list(itertools.accumulate(len(e.tokens) for e in entries))
-        outputs = [end - r for e, end in zip(entries, ends) for r in range(e.rows, 0, -1)]
-        batch = Batch(np.maximum(token_ids(items), 0), positions, seqs,
-                      outputs=outputs or [ends[-1] - 1])
-        self._add_media(batch, items)
-        flight = Flight(entries, batch,
-                        output_rows=[i for i, e in enumerate(entries) for _ in range(e.rows)])
-        flight.needs = _least_needed([e.active for e in entries if e.rows])
-        flight.sources = self._chain_sources(entries)
+        flight = Flight.of(entries)
+        self._add_media(flight.batch, flight.items)
+        if self.executor.chains and self.in_flight is not None:
+            flight.sources = flight.chain_from(self.in_flight)
         flight.step = self.executor.build(flight.batch, self.pooling is not None,
                                           flight.needs == "candidates",
                                           chained=flight.sources is not None)
         return flight
-
-    def _chain_sources(self, entries: list[Entry]) -> list[int] | None:
-        """Where the flight in progress picks its tokens on the device and writes them to
-        the chain, and every sequence it picks for has its placeholder here: each token's
-        row of those choices (-1: a token of its own). Else None (tokens filled at launch)."""
-        last = self.in_flight
-        if not self.executor.chains or last is None or last.needs != "choices" or \
-                not last.step.writes_chain:
-            return None
-        picked = {id(last.entries[i].active): row for row, i in enumerate(last.output_rows)
-                  if not last.entries[i].active.done}
-        sampled = [e for e in entries if e.sampled]
-        if not picked or len(sampled) != len(picked) or \
-                not all(id(e.active) in picked for e in sampled):
-            return None
-        return [picked[id(e.active)] if e.sampled else -1 for e in entries for _ in e.tokens]
 
     def _add_media(self, batch: Batch, items: list) -> None:
         """The batch's image rows, encoding the images not encoded yet: the encoder shares
@@ -336,8 +291,7 @@ class Engine:
             entry.tokens = [token]
             if not active.done:
                 active.slot.tokens[entry.start] = token
-        tokens = token_ids([t for e in flight.entries for t in e.tokens])
-        self.executor.launch(flight.step, np.maximum(tokens, 0), flight.sources)
+        self.executor.launch(flight.step, np.maximum(token_ids(flight.items), 0), flight.sources)
 
     def _choose(self, flight: Flight) -> None:
         """Wait for the flight and pick the next token of each sequence that asked for one;
@@ -373,10 +327,7 @@ class Engine:
         handed = self.executor.handed_on(following.step, flight.step)
         for entry in flight.entries:
             entry.active.placed -= 1
-        at = {id(e.active): (e, row) for e, row in
-              zip(following.entries, itertools.accumulate([0] + [len(e.tokens) for e in
-                                                                 following.entries]))
-              if e.sampled}
+        at = following.sampled_rows()
         for index in flight.output_rows:
             active = flight.entries[index].active
             if active.done:
@@ -463,17 +414,6 @@ class Engine:
             if active.slot.busy:
                 self.cache.truncate(active.slot, 0)
                 self.cache.release(active.slot)
-
-
-def _least_needed(sampling: list[Active]) -> str:
-    """The least of a flight's outputs its sequences' samplers need: each row's largest
-    logit when every one is greedy, the few largest when every one samples from a top-k,
-    else the logits."""
-    if all(a.greedy for a in sampling):
-        return "choices"
-    if all(a.takes_candidates for a in sampling):
-        return "candidates"
-    return "logits"
 
 
 def _stop_before_exit(loop_ref) -> None:
