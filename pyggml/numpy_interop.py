@@ -115,6 +115,17 @@ def to_numpy(tensor, copy: bool = False, out: np.ndarray | None = None) -> np.nd
     return np.lib.stride_tricks.as_strided(raw.view(dtype), shape, strides).copy()
 
 
+def borrowed(tensor) -> np.ndarray | None:
+    """A view of tensor without a copy, compute memory included (valid only until its
+    scheduler computes or allocates again), or None where the tensor is not plain numbers
+    in host memory."""
+    _require_memory(tensor)
+    dtype = NUMPY_DTYPE.get(tensor.dtype)
+    if dtype is None or not lib.ggml_backend_buffer_is_host(tensor.ptr.buffer):
+        return None
+    return np.asarray(_HostView(tensor, tensor.ptr.data, tensor.shape, dtype, tensor.strides))
+
+
 def host_array(tensor, shape) -> np.ndarray:
     """An uninitialized array of tensor's dtype and the given shape, in the host memory that
     tensor's device copies to fastest (CUDA's pinned memory), or ordinary memory where the

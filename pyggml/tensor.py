@@ -18,7 +18,7 @@ from ._ggml import ffi, lib
 from .context import Context, _ne_of
 from .dtypes import GGMLType
 from .errors import GGMLError, failure_text
-from .numpy_interop import copy_in, host_array, to_numpy
+from .numpy_interop import borrowed, copy_in, host_array, to_numpy
 from .ops import TensorOps
 
 
@@ -290,6 +290,12 @@ class Tensor(TensorOps):
         that memory) and of quantized tensors (dequantized to float32). out: an array of
         the tensor's shape and dtype to copy into and return (no allocation)."""
         return to_numpy(self, copy, out)
+
+    def borrow(self):
+        """The data as a numpy array without a copy, a graph's results included: valid only
+        until the scheduler computes or allocates again, so read it at once. None where the
+        tensor is not plain numbers in host memory (a GPU's, a quantized one)."""
+        return borrowed(self)
 
     def host_array(self, shape=None):
         """A new array of this tensor's dtype (and shape, or the one given) in the host memory

@@ -196,15 +196,19 @@ class Executor:
         step.kv_inputs.feed()
         step.computation = self.scheduler.compute_async(step.graph)
 
-    def finish(self, step: Step, reuse: bool = False, read: str = "logits"):
+    def finish(self, step: Step, reuse: bool = False, read: str = "logits",
+               borrow: bool = False):
         """Wait; float32 (len(batch.outputs), vocab), or (..., embd) for embeddings. read
         (what the step has): "choices", only each row's largest logit's index, int32
         (outputs,); "candidates", (ids int32 (outputs, k), their logits float32 (outputs, k)).
         reuse: read into the array the last such call returned (valid until the next one),
-        which spares a step a fresh allocation of the whole vocabulary."""
+        which spares a step a fresh allocation of the whole vocabulary. borrow: logits in
+        host memory are not copied at all (valid until the next launch)."""
         try:
             step.computation.wait()
-            if read == "choices":
+            if read == "logits" and borrow and (logits := step.logits.borrow()) is not None:
+                result = logits
+            elif read == "choices":
                 result = self._read_reused(step.choices, "choices")
             elif read == "candidates":
                 ids, values = step.candidates

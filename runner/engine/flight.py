@@ -32,7 +32,7 @@ class Flight:
     step: Step | None = None
     output_rows: list[int] = field(default_factory=list)   # entry index of each output row
     needs: str = "logits"      # the least its samplers need: "choices", "candidates", "logits"
-    rows: object = None        # what finishing it read (logits, choices, candidates, hidden)
+    rows: object = None        # embeddings: the final hidden states it computed
     sources: list[int] | None = None   # chained: each token's row of the last flight's choices
 
     @classmethod

@@ -300,12 +300,16 @@ class Engine:
         # what the device picked, where it did (a GPU or RPC device), else the logits
         picked = {"choices": step.choices, "candidates": step.candidates}.get(flight.needs)
         read = flight.needs if picked is not None else "logits"
-        # embeddings keep their rows past the next step: only logits share one array
-        rows = flight.rows = self.executor.finish(step, reuse=self.pooling is None, read=read)
+        # logits in host memory are sampled from where they lie, unless logprobs are read
+        # from them after the next launch; embeddings keep their rows past the next step
+        logprobs = any(flight.entries[i].active.request.logprobs for i in flight.output_rows)
+        rows = self.executor.finish(step, reuse=self.pooling is None, read=read,
+                                    borrow=not (self.pooling or logprobs))
         self.in_flight = None
         for entry in flight.entries:
             entry.active.placed -= 1
         if self.pooling:
+            flight.rows = rows
             return
         for row, index in enumerate(flight.output_rows):
             active = flight.entries[index].active

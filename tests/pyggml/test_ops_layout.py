@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import pyggml
+from pyggml._ggml import ffi, lib
 
 from .conftest import f32
 
@@ -79,6 +80,20 @@ def test_numpy_into_a_given_array_copies_without_allocating(doubled):
             out.numpy(out=wrong)
     with pytest.raises(ValueError, match="contiguous"):
         out.transpose().numpy(out=np.zeros((6, 4), np.float32))
+
+
+def test_a_borrowed_result_is_the_compute_memory_itself(doubled):
+    x, out = doubled
+    borrowed = out.borrow()
+    if out.ptr.buffer and not lib.ggml_backend_buffer_is_host(out.ptr.buffer):
+        assert borrowed is None                         # a GPU's (--device): nothing to lend
+        return
+    np.testing.assert_array_equal(borrowed, 2 * x)
+    assert borrowed.ctypes.data == int(ffi.cast("uintptr_t", out.ptr.data))
+    with pyggml.Context(max_tensors=1, graphs=0) as storage:
+        quantized = storage.new_tensor("Q8_0", (2, 32))
+        storage.allocate(pyggml.cpu_backend(threads=1))
+        assert quantized.borrow() is None              # not plain numbers
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
