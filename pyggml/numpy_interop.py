@@ -119,11 +119,17 @@ def borrowed(tensor) -> np.ndarray | None:
     """A view of tensor without a copy, compute memory included (valid only until its
     scheduler computes or allocates again), or None where the tensor is not plain numbers
     in host memory."""
+    data = tensor.ptr.data
+    kept = tensor._borrowed          # the view made last, while the memory has not moved
+    if kept is not None and kept[0] == data:
+        return kept[1]
     _require_memory(tensor)
     dtype = NUMPY_DTYPE.get(tensor.dtype)
     if dtype is None or not lib.ggml_backend_buffer_is_host(tensor.ptr.buffer):
         return None
-    return np.asarray(_HostView(tensor, tensor.ptr.data, tensor.shape, dtype, tensor.strides))
+    view = np.asarray(_HostView(tensor, tensor.ptr.data, tensor.shape, dtype, tensor.strides))
+    tensor._borrowed = (tensor.ptr.data, view)
+    return view
 
 
 def host_array(tensor, shape) -> np.ndarray:

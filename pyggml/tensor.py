@@ -23,7 +23,7 @@ from .ops import TensorOps
 
 
 class Tensor(TensorOps):
-    __slots__ = ("_ptr", "_ctx", "ndim", "_array_layout", "_shape", "__weakref__")
+    __slots__ = ("_ptr", "_ctx", "ndim", "_array_layout", "_shape", "_borrowed", "__weakref__")
 
     def __init__(self, ptr, ctx: Context, ndim: int):
         self._ptr = ptr
@@ -31,6 +31,7 @@ class Tensor(TensorOps):
         self.ndim = ndim
         self._array_layout = None   # numpy_interop's (shape, dtype, contiguous), made once
         self._shape = None          # a ggml tensor's shape never changes: read once
+        self._borrowed = None       # (address, numpy view) of borrow()
 
     # -- identity -------------------------------------------------------------------------
 

@@ -90,6 +90,7 @@ def test_a_borrowed_result_is_the_compute_memory_itself(doubled):
         return
     np.testing.assert_array_equal(borrowed, 2 * x)
     assert borrowed.ctypes.data == int(ffi.cast("uintptr_t", out.ptr.data))
+    assert out.borrow() is borrowed                     # while the memory has not moved
     with pyggml.Context(max_tensors=1, graphs=0) as storage:
         quantized = storage.new_tensor("Q8_0", (2, 32))
         storage.allocate(pyggml.cpu_backend(threads=1))
