@@ -80,8 +80,9 @@ def attach_media(batch, items: list, block_ids) -> None:
 
 
 def token_ids(items) -> np.ndarray:
-    """int32 ids of items, MEDIA_TOKEN where a media row stands."""
-    return np.fromiter((MEDIA_TOKEN if isinstance(t, MediaRow) else t for t in items),
+    """int32 ids of items, MEDIA_TOKEN where a media row stands, 0 for a placeholder (a
+    negative id: a token not sampled yet)."""
+    return np.fromiter((MEDIA_TOKEN if isinstance(t, MediaRow) else max(t, 0) for t in items),
                        dtype=np.int32, count=len(items))
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from ..batch import Batch
 from ..executor import Step
 from ..media import token_ids
@@ -44,7 +42,7 @@ class Flight:
         seqs = [e.active.slot.id for e in entries for _ in e.tokens]
         ends = list(itertools.accumulate(len(e.tokens) for e in entries))
         outputs = [end - r for e, end in zip(entries, ends) for r in range(e.rows, 0, -1)]
-        batch = Batch(np.maximum(token_ids(items), 0), positions, seqs,
+        batch = Batch(token_ids(items), positions, seqs,
                       outputs=outputs or [ends[-1] - 1])
         return cls(entries, batch,
                    output_rows=[i for i, e in enumerate(entries) for _ in range(e.rows)],

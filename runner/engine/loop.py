@@ -291,7 +291,7 @@ class Engine:
             entry.tokens = [token]
             if not active.done:
                 active.slot.tokens[entry.start] = token
-        self.executor.launch(flight.step, np.maximum(token_ids(flight.items), 0), flight.sources)
+        self.executor.launch(flight.step, token_ids(flight.items), flight.sources)
 
     def _choose(self, flight: Flight) -> None:
         """Wait for the flight and pick the next token of each sequence that asked for one;
