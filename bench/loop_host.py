@@ -1,0 +1,116 @@
+"""Where a decode step's host time goes inside the batch loop, and what of it lies between
+two computes: each loop phase is timed around its method (medians per step, us) over one
+greedy request, with steps chained on the device and not, runs alternating.
+
+    python bench/loop_host.py [--model smollm2:135m] [--threads 2] [--generate 128]
+        [--rounds 3] [--num-gpu N] [--rpc HOST:PORT] [--tensor-split 3,1]
+
+Phases: "wait" (for the compute, inside finish), "read" (the rest of finish: the logits,
+the device's choices), "choose" (the samplers), "launch" (inputs, the start of the compute;
+chained, it returns once the device has finished the last step, so it includes that wait),
+"handed on" (chained: reading the tokens back), "record" (streaming, while the next step
+computes), "assemble" (the next batch and its graph, while the last one computes). Chaining
+applies where every layer sits on GPUs or RPC servers; on the CPU both rows are the same.
+Over RPC the wait shows in "read": the device's synchronize returns before the compute ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import queue
+import statistics
+import time
+
+import runner
+import runner.executor
+from runner.api import split_options
+from runner.devices import add_device_flags, device_options
+from runner.engine import Request, loop
+from runner.engine.request import Active
+from engines import model_path, token_ids
+
+PHASES = {"wait": None, "read": None, "choose": (Active, "choose"),
+          "launch": (loop.Engine, "_launch"), "handed on": (runner.executor.Executor, "handed_on"),
+          "record": (loop.Engine, "_record"), "assemble": (loop.Engine, "_assemble")}
+
+
+def timed(times: dict) -> None:
+    """Wrap each phase's method to add its durations to times[phase]."""
+    for phase, where in PHASES.items():
+        if where is not None:
+            cls, name = where
+            setattr(cls, name, _timer(getattr(cls, name), times, phase))
+    finish = runner.executor.Executor.finish
+
+    def split_finish(self, step, *args, **options):
+        start = time.perf_counter()
+        step.computation.wait()
+        waited = time.perf_counter()
+        result = finish(self, step, *args, **options)
+        times["wait"].append(waited - start)
+        times["read"].append(time.perf_counter() - waited)
+        return result
+    runner.executor.Executor.finish = split_finish
+
+
+def _timer(method, times: dict, phase: str):
+    def measured(*args, **options):
+        start = time.perf_counter()
+        result = method(*args, **options)
+        times[phase].append(time.perf_counter() - start)
+        return result
+    return measured
+
+
+def generate(model, prompt: list[int], n: int) -> float:
+    """Tokens/s of one greedy request through the batch loop, once it is idle again."""
+    sampling, generation = split_options({"temperature": 0, "num_predict": n, "stop": []})
+    events = queue.Queue()
+    model.engine.submit(Request(prompt, events.put, sampling, generation))
+    while not (done := events.get()).get("done"):
+        if "error" in done:
+            raise RuntimeError(f"The request failed: {done['error']}")
+    while model.engine.in_flight is not None or model.engine.active:
+        time.sleep(0.01)
+    return done["eval_count"] / done["eval_duration"] * 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="smollm2:135m")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--generate", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=3)
+    add_device_flags(parser)
+    args = parser.parse_args()
+    path = model_path(args.model)
+    model = runner.load(path, num_ctx=1024, threads=args.threads, **vars(device_options(args)))
+    chain = model.executor._chain              # taken away for the unchained runs
+    times = collections.defaultdict(list)
+    timed(times)
+    prompt = token_ids(path, 64)
+    generate(model, prompt, 8)                                            # warm up
+    runs = {True: collections.defaultdict(list), False: collections.defaultdict(list)}
+    for round_ in range(args.rounds):
+        for chained in ((True, False) if round_ % 2 == 0 else (False, True)):
+            model.executor._chain = chain if chained else None
+            model.executor.forget()
+            times.clear()
+            runs[chained]["tok/s"].append(generate(model, prompt, args.generate))
+            for phase in PHASES:
+                runs[chained][phase].append(statistics.median(times[phase] or [0.0]) * 1e6)
+    model.executor._chain = chain
+    model.close()
+    print(f"{path.name}, {args.threads} threads, tg{args.generate}, medians of {args.rounds} "
+          f"rounds; chains: {chain is not None}")
+    print(f"| steps | tok/s | {' | '.join(PHASES)} |")
+    print("|" + " --- |" * (len(PHASES) + 2))
+    for chained, found in runs.items():
+        cells = [f"{statistics.median(found[p]):.0f}" for p in PHASES]
+        print(f"| {'chained' if chained else 'unchained'} | "
+              f"{statistics.median(found['tok/s']):.1f} | {' | '.join(cells)} |")
+
+
+if __name__ == "__main__":
+    main()
