@@ -190,7 +190,7 @@ class Scheduler:
         anew)."""
         self._check_size(graph)
         shape = (graph, graph.n_nodes)
-        if self._current != shape or not (self.inline and self._inputs_on_host):
+        if self._current != shape or not self._queues_behind:
             self.wait()
         if self._current != shape:
             if graph in self._split:
@@ -225,6 +225,11 @@ class Scheduler:
         # out-of-range index
         graph.context.unfilled = dict(self._index_inputs)
 
+    @property
+    def _queues_behind(self) -> bool:
+        """A compute of the graph allocated last may be queued behind the one in flight."""
+        return self.inline and self._inputs_on_host
+
     def compute_async(self, graph: Graph) -> Computation:
         """Start computing an allocated graph on the worker thread (inline: queue it from
         this thread)."""
@@ -237,7 +242,7 @@ class Scheduler:
         with self._lock:
             previous = self._in_flight
             if previous is not None and not previous.done():
-                if not (self.inline and self._inputs_on_host):
+                if not self._queues_behind:
                     raise GGMLError("A compute is already in flight on this scheduler; wait() "
                                     "first.")
                 previous.raise_if_not_queued()      # queued behind it: its failure first

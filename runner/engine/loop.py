@@ -283,8 +283,8 @@ class Engine:
     def _launch(self, flight: Flight) -> None:
         """Fill placeholders with the tokens just sampled (unless the device hands them on),
         then start the compute."""
-        for entry in flight.entries:
-            if entry.tokens[0] != PLACEHOLDER or flight.sources is not None:
+        for entry in flight.entries if flight.sources is None else ():
+            if not entry.sampled:
                 continue
             active = entry.active
             token = 0 if active.done else active.pending.pop()
@@ -337,14 +337,13 @@ class Engine:
             if active.done:
                 continue
             entry, row = at[id(active)]
-            token = int(handed[row])
-            entry.tokens = [token]
-            active.slot.tokens[entry.start] = token
-            reason = active.choose(chosen=token)
+            entry.tokens = [int(handed[row])]
+            reason = active.choose(chosen=entry.tokens[0])
             active.pending = []                  # evaluating already
-            if reason is not None:
-                self._drop_sampled(active)
-                self._end(active, reason)
+            if reason is None:
+                active.slot.tokens[entry.start] = entry.tokens[0]
+            else:
+                self._end(active, reason)        # its cell stays a placeholder: dropped
 
     def _record(self, flight: Flight) -> None:
         """Count and stream the tokens chosen from the flight (the next one may be computing
