@@ -77,6 +77,7 @@ class Computation:
         self._scheduler = scheduler
         self._synchronized = job is not None
         self._finished = False          # waited for and checked: another wait() returns
+        self.waited = False             # wait() was called (its outcome read or raised)
 
     def done(self) -> bool:
         return self._job.done() if self._job is not None else self._synchronized
@@ -87,6 +88,7 @@ class Computation:
             self.wait()
 
     def wait(self) -> None:
+        self.waited = True
         if self._finished:
             return
         if self._job is not None:
@@ -241,10 +243,12 @@ class Scheduler:
                             "would crash ggml. Set every input after alloc().")
         with self._lock:
             previous = self._in_flight
-            if previous is not None and not previous.done():
+            if previous is not None and not previous.waited:
+                # whether it is still running or just ended: its outputs and its failure,
+                # if any, are read in wait(), and the next compute reuses its memory
                 if not self._queues_behind:
-                    raise GGMLError("A compute is already in flight on this scheduler; wait() "
-                                    "first.")
+                    raise GGMLError("A compute on this scheduler is in flight or was not "
+                                    "waited for; wait() first.")
                 previous.raise_if_not_queued()      # queued behind it: its failure first
             sched, cgraph = self.ptr, graph.ptr
             if self.inline:

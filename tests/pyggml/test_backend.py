@@ -61,7 +61,8 @@ def test_buffers_report_size_and_host():
 
 def test_build_info_records_the_patched_tree():
     info = json.loads(resources.files("pyggml").joinpath("build_info.json").read_text())
-    assert info["options"]["GGML_NATIVE"] in ("ON", "1", "TRUE")
+    # ON by default; a packager may build a portable library with it OFF
+    assert info["options"]["GGML_NATIVE"] in ("ON", "1", "TRUE", "OFF", "0", "FALSE")
     tree = info["ggml_tree"]
     if tree is not None:      # null when built from a packager's own tree
         assert len(tree["tree_sha256"]) == 64
@@ -153,7 +154,7 @@ def test_an_inline_scheduler_computes_from_the_calling_thread():
                 t.set(x + 1)
                 computation = sched.compute_async(graph)
             else:
-                with pytest.raises(pyggml.GGMLError, match="already in flight"):
+                with pytest.raises(pyggml.GGMLError, match="in flight or was not waited for"):
                     sched.compute_async(graph)
             computation.wait()
             assert computation.done()

@@ -70,7 +70,7 @@ def test_a_second_compute_in_flight_is_refused(sched):
         sched.alloc(graph)
         a.set(np.zeros((1024, 1024), np.float32))
         first = sched.compute_async(graph)
-        with pytest.raises(pyggml.GGMLError, match="already in flight"):
+        with pytest.raises(pyggml.GGMLError, match="in flight or was not waited for"):
             sched.compute_async(graph)
         first.wait()
 

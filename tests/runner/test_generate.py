@@ -86,11 +86,14 @@ def test_chat_uses_the_template(models):
     prompt = model.apply_template([{"role": "user", "content": "Hi"}])
     assert prompt.endswith("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
     messages = [{"role": "user", "content": "What is the capital of France?"}]
-    reply = model.chat(messages, stream=False, temperature=0, num_predict=12)
-    prompt_tokens = model.tokenize(model.apply_template(messages), add_special=True)
-    assert reply and reply == model.generate(model.apply_template(messages), stream=False,
-                                             temperature=0, num_predict=12)
-    assert model.last.prompt_eval_count <= len(prompt_tokens)
+    assert model.chat(messages, stream=False, temperature=0, num_predict=12)
+    # the same prompt again finds every token but its last in the cache: the chat evaluated
+    # exactly the template's tokens (the replies themselves may differ: a reused prefix
+    # evaluates the last token in a batch of one, which rounds differently and on some CPUs
+    # flips this prompt's near-tie between "The" and "L'")
+    assert model.generate(model.apply_template(messages), stream=False, temperature=0,
+                          num_predict=12)
+    assert model.last.prompt_eval_count == 1
 
 
 def test_bad_requests(models):

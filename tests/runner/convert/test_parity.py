@@ -25,8 +25,9 @@ KINDS = ["llama", "qwen2", "qwen3", "gemma3", "llama4", "gemma4", "gemma4_moe"]
 # straddle an FP16 rounding boundary its output still jumps by ~1e-3, and attention carries
 # the jump to every later token. Gemma 4's tiny models, with five GELUs per layer, unscaled
 # attention and norm weights of 1 +- 0.3, reach 7e-3 that way (test_gemma4.py shows the
-# rest agrees to 2e-4 with an exact GELU on both sides).
-TOLERANCE = {"gemma4": 1e-2, "gemma4_moe": 1e-2}
+# rest agrees to 2e-4 with an exact GELU on both sides). Gemma 3's one GELU a layer
+# reaches 1.04e-3 on ggml's AVX kernels (a ggml built without AVX2; under 1e-3 with AVX2).
+TOLERANCE = {"gemma3": 2e-3, "gemma4": 1e-2, "gemma4_moe": 1e-2}
 # f16 weights and cache: the bound on the max logit difference. Gemma 4's unscaled
 # attention over those norm weights puts scores near 50, which turns f16 rounding into ~0.1
 # of logit (0.008 with its Q/K norms scaled by 0.3). Its MoE router's near-ties on random

@@ -19,17 +19,34 @@ def smollm2(model_paths):
     model.close()
 
 
+class Endless:
+    """The model's tokenizer, with no end-of-generation token."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+    @staticmethod
+    def is_eog(token: int) -> bool:
+        return False
+
+
 class Harness:
     """Starts engines over one model and collects the events of requests."""
 
     def __init__(self, model):
         self.model, self.engines = model, []
 
-    def engine(self, **options) -> Engine:
+    def engine(self, endless: bool = False, **options) -> Engine:
+        """endless: no token ends a generation (where a test is about lengths, a greedy text
+        must not end sooner because another CPU's kernels round a near-tie the other way)."""
         for seq in range(64 - 1):
             self.model.kv.remove(seq)
         self.model.executor.forget()
-        engine = Engine(self.model.executor, self.model.tokenizer, **options)
+        tokenizer = Endless(self.model.tokenizer) if endless else self.model.tokenizer
+        engine = Engine(self.model.executor, tokenizer, **options)
         engine.start()
         self.engines.append(engine)
         return engine

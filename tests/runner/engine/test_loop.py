@@ -26,10 +26,10 @@ def wait_free(engine, n, timeout=10):
 def test_parallel_streams_equal_each_alone(harness, overlap):
     alone = []
     for prompt in PROMPTS:
-        engine = harness.engine(parallel=4, overlap=overlap)
+        engine = harness.engine(parallel=4, overlap=overlap, endless=True)
         alone.append(harness.run(engine, prompt, **GREEDY)[0])
         engine.stop()
-    engine = harness.engine(parallel=4, overlap=overlap)
+    engine = harness.engine(parallel=4, overlap=overlap, endless=True)
     pending = [harness.submit(engine, p, **GREEDY)[1] for p in PROMPTS]
     together = [harness.collect(events) for events in pending]
     assert [t[0] for t in together] == alone
@@ -117,7 +117,7 @@ def test_stop_string_is_held_back_trimmed_and_leaves_the_cache(harness):
 
 
 def test_full_context_shifts_or_ends_with_length(smollm2, harness):
-    engine = harness.engine(parallel=4)                      # 512 cells: 128 per sequence
+    engine = harness.engine(parallel=4, endless=True)        # 512 cells: 128 per sequence
     prompt = harness.model.tokenize("Count: one, two, three, four,", True)
     text, done, _ = harness.run(engine, prompt, temperature=0, num_predict=300, num_keep=4)
     assert done["eval_count"] == 300 and done["done_reason"] == "length"
@@ -142,7 +142,7 @@ def test_prompt_longer_than_the_context_is_refused(harness):
 
 
 def test_cancel_frees_the_slot_and_others_go_on(harness):
-    engine = harness.engine(parallel=2)
+    engine = harness.engine(parallel=2, endless=True)
     request, events = harness.submit(engine, PROMPTS[0], temperature=0, num_predict=-1)
     other = harness.submit(engine, PROMPTS[1], temperature=0, num_predict=30)[1]
     events.get(timeout=30)
@@ -207,7 +207,7 @@ def test_timings_are_nanoseconds_and_include_the_prompt(harness):
 def test_a_forked_sequence_that_fills_its_context_is_evaluated_again(harness):
     """Shifting would move cells another slot shares: the kept tokens are re-evaluated
     instead, and the other slot's cache stays whole."""
-    engine = harness.engine(parallel=4, multiuser=True)     # 128 per sequence
+    engine = harness.engine(parallel=4, multiuser=True, endless=True)   # 128 per sequence
     system = "You are a helpful assistant who answers briefly and kindly. " * 8
     first = harness.model.tokenize(system + "Hi!", True)
     harness.run(engine, first, temperature=0, num_predict=2)
