@@ -22,14 +22,14 @@ from pathlib import Path
 
 import gguf
 import numpy as np
+from engines import mtmd_chunk
 
 import pyggml
-from engines import mtmd_chunk
-from runner import store
-from runner.encoder import Encoder
-from runner.media import digest_of
+from runner.loading import store
 from runner.models.audio import gemma4a, melspec
 from runner.models.base import Weights
+from runner.multimodal.encoder import Encoder
+from runner.multimodal.media import digest_of
 
 TEXT = "gemma3:270m"
 E2B = dict(embd=1024, layers=12, heads=8, output=1536, text=640, channels=(128, 32),

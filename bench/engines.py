@@ -17,12 +17,12 @@ import numpy as np
 
 import pyggml
 from pyggml.profile import NodeClock, Profiler
-from runner import store
-from runner.batch import Batch
-from runner.executor import Executor
+from runner.engine.batch import Batch
+from runner.engine.executor import Executor
 from runner.kvcache import CausalCache
-from runner.loader import open_model
-from runner.placement import Placer
+from runner.loading import store
+from runner.loading.loader import open_model
+from runner.loading.placement import Placer
 
 
 def model_path(name: str):

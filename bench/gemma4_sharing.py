@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 
 import pyggml
-from runner.batch import Batch
 from runner.convert import convert
-from runner.executor import Executor
+from runner.engine.batch import Batch
+from runner.engine.executor import Executor
 from runner.kvcache import CausalCache
-from runner.loader import load_model
+from runner.loading.loader import load_model
 from runner.models.gemma4 import Gemma4
 
 

@@ -21,13 +21,13 @@ import queue
 import time
 
 import numpy as np
+from engines import token_ids
 
 import runner
-from engines import token_ids
-from runner import store
 from runner.api import split_options
-from runner.devices import add_device_flags, device_options
 from runner.engine import Request
+from runner.loading import store
+from runner.loading.devices import add_device_flags, device_options
 
 
 def ours(path, prompt, warm, n_gen, threads, flash, devices) -> tuple[float, float]:

@@ -22,16 +22,17 @@ import queue
 import statistics
 import time
 
-import runner
-import runner.executor
-from runner.api import split_options
-from runner.devices import add_device_flags, device_options
-from runner.engine import Request, loop
-from runner.engine.request import Active
 from engines import model_path, token_ids
 
+import runner
+import runner.engine.executor
+from runner.api import split_options
+from runner.engine import Request, loop
+from runner.engine.request import Active
+from runner.loading.devices import add_device_flags, device_options
+
 PHASES = {"wait": None, "read": None, "choose": (Active, "choose"),
-          "launch": (loop.Engine, "_launch"), "handed on": (runner.executor.Executor, "handed_on"),
+          "launch": (loop.Engine, "_launch"), "handed on": (runner.engine.executor.Executor, "handed_on"),
           "record": (loop.Engine, "_record"), "assemble": (loop.Engine, "_assemble")}
 
 
@@ -41,7 +42,7 @@ def timed(times: dict) -> None:
         if where is not None:
             cls, name = where
             setattr(cls, name, _timer(getattr(cls, name), times, phase))
-    finish = runner.executor.Executor.finish
+    finish = runner.engine.executor.Executor.finish
 
     def split_finish(self, step, *args, **options):
         start = time.perf_counter()
@@ -51,7 +52,7 @@ def timed(times: dict) -> None:
         times["wait"].append(waited - start)
         times["read"].append(time.perf_counter() - waited)
         return result
-    runner.executor.Executor.finish = split_finish
+    runner.engine.executor.Executor.finish = split_finish
 
 
 def _timer(method, times: dict, phase: str):

@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 import queue
 
-import runner
 from engines import token_ids
-from runner import store
+
+import runner
 from runner.api import split_options
-from runner.devices import add_device_flags, device_options
 from runner.engine import Request
+from runner.loading import store
+from runner.loading.devices import add_device_flags, device_options
 
 
 def continuation(model, prompt, n: int) -> list[dict]:

@@ -22,8 +22,9 @@ import statistics
 import time
 
 from engines import Ours, model_path, token_ids
-from runner.batch import Batch
-from runner.executor import Shape
+
+from runner.engine.batch import Batch
+from runner.engine.executor import Shape
 
 PHASES = ("build", "cache inputs", "alloc", "fill", "launch", "compute", "read")
 

@@ -22,7 +22,7 @@ import time
 import httpx
 
 import runner
-from runner import store
+from runner.loading import store
 
 PROMPT = "Write a long story about a lighthouse keeper and the sea. " * 4
 SCHEMA = {"type": "object", "required": ["title", "chapters"], "properties": {

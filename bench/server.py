@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import numpy as np
 
-from runner import store
+from runner.loading import store
 
 WORDS = ("river mountain quiet table orange window silver music paper garden winter "
          "engine yellow forest market planet candle bridge ocean valley").split()
@@ -95,8 +95,7 @@ class LlamaCpp:
 
     def __init__(self, path, args):
         import llama_cpp
-        from llama_cpp import Llama
-        from llama_cpp import _internals
+        from llama_cpp import Llama, _internals
 
         self.lib, self.args = llama_cpp, args
         self.llm = Llama(model_path=str(path), n_ctx=4096, n_threads=args.threads,
@@ -149,7 +148,7 @@ class LlamaCpp:
 
 def our_step_time(model, n: int, steps: int = 20) -> float:
     """The same for our executor (in process, no HTTP, no sampling)."""
-    from runner.batch import Batch
+    from runner.engine.batch import Batch
 
     executor = model.executor
     for seq in range(n):

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import gguf
 import numpy as np
+from engines import mtmd_chunk
 
 import runner
-from engines import mtmd_chunk
-from runner import store
-from runner.batch import Batch
 from runner.convert.mmproj import write_vit
-from runner.media import MediaRow, attach_media, token_ids
+from runner.engine.batch import Batch
+from runner.loading import store
+from runner.multimodal.media import MediaRow, attach_media, token_ids
 
 TEXT = "gemma3:270m"
 SIGLIP = dict(hidden_size=1152, intermediate_size=4304, num_attention_heads=16,

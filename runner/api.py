@@ -18,20 +18,20 @@ from dataclasses import dataclass, field, fields
 
 import pyggml
 
-from .chat import render, template_for, with_image_tags
-from .devices import DeviceOptions
 from .engine import Engine, Request
-from .executor import Executor
-from .generate import GenerateOptions
+from .engine.executor import Executor
+from .engine.options import GenerateOptions
 from .kvcache import CausalCache
 from .kvcache.causal import check_cache_type
-from .loader import Loaded, open_model
-from .placement import Backends, Footprint, Placer, Workload, choose_layers
+from .loading.devices import DeviceOptions
+from .loading.loader import Loaded, open_model
+from .loading.placement import Backends, Footprint, Placer, Workload, choose_layers
+from .multimodal.encoder import Encoder
+from .multimodal.projector_memory import add_allocated
+from .multimodal.prompts import Multimodal
 from .sample import SamplingOptions
 from .sample.grammar import Constraint, compile_grammar
-from .encoder import Encoder
-from .multimodal import Multimodal
-from .projector_memory import add_allocated
+from .tokenizer.template import render, template_for, with_image_tags
 
 log = logging.getLogger("runner")
 

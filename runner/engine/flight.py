@@ -6,9 +6,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from ..batch import Batch
-from ..executor import Step
-from ..media import token_ids
+from ..multimodal.media import token_ids
+from .batch import Batch
+from .executor import Step
 from .request import Active
 
 PLACEHOLDER = -1         # a token the flight before samples

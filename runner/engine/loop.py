@@ -15,18 +15,18 @@ and leave through their emit() callbacks; cancel() on a request is seen before t
 
 from __future__ import annotations
 
-import logging
 import itertools
+import logging
 import threading
 import weakref
 from collections import deque
 
 import numpy as np
 
-from ..batch import Batch
-from ..executor import Executor
-from ..media import attach_media, largest_run, run_end, run_start, runs, token_ids
+from ..multimodal.media import attach_media, largest_run, run_end, run_start, runs, token_ids
 from ..tokenizer import Tokenizer
+from .batch import Batch
+from .executor import Executor
 from .flight import PLACEHOLDER, Entry, Flight
 from .pooling import pool
 from .request import Active, Request

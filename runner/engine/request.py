@@ -16,12 +16,12 @@ from typing import Callable
 
 import numpy as np
 
-from ..generate import GenerateOptions, StopScanner
-from ..media import run_end, run_start
-from ..executor import CANDIDATES
+from ..multimodal.media import run_end, run_start
 from ..sample import Sampler, SamplingOptions, logprobs, takes_candidates
 from ..sample.grammar import Constraint
 from ..tokenizer import TextStream, Tokenizer
+from .executor import CANDIDATES
+from .options import GenerateOptions, StopScanner
 from .slots import Slot
 
 

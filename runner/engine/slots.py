@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..kvcache import CausalCache
-from ..media import run_start
+from ..multimodal.media import run_start
 
 
 @dataclass

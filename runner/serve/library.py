@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pyggml
 
-from .. import store
-from ..chat import template_for
+from ..loading import store
+from ..tokenizer.template import template_for
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?(:[A-Za-z0-9._-]+)?$")
 DIGEST = re.compile(r"^sha256[:-]([0-9a-f]{64})$")

@@ -13,7 +13,7 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 
 import pyggml
 
-from .. import store
+from ..loading import store
 from .library import DIGEST, Entry, ModelNotFound, rfc3339
 from .native import body_of
 from .schemas import documented

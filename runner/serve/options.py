@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass, field, fields
 
-from ..generate import GenerateOptions
+from ..engine.options import GenerateOptions
 from ..sample import SamplingOptions
 
 log = logging.getLogger("runner.serve")

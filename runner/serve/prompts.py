@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..chat import render
+from ..tokenizer.template import render
 from .library import Entry
 from .parsers import Format, format_for
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from .library import Entry
 from .options import LoadChoice, Settings
-from .runners import OutOfMemory, Runner
+from .workers import OutOfMemory, Runner
 
 log = logging.getLogger("runner.serve")
 

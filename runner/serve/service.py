@@ -10,13 +10,13 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from ..chat import with_image_tags
+from ..tokenizer.template import with_image_tags
 from .library import Entry, Library, ModelNotFound
 from .options import Settings, keep_alive_seconds, layered, load_choice, think_level
 from .parsers import Extractor, forced_call_grammar, format_for
 from .prompts import Prompt, chat_prompt, generate_prompt
-from .runners import RunnerError
 from .scheduler import Busy, Loaded, Scheduler
+from .workers import RunnerError
 
 DONE_REASONS = {0: "stop", 1: "length", 2: "stop"}
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
 from ..models.audio.sound import AudioError
-from ..transcribe import TOKENS_PER_CHUNK, prompt, wav_chunks
+from ..multimodal.transcribe import TOKENS_PER_CHUNK, prompt, wav_chunks
 from .native import folded
 from .service import ServeError, Service
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import pyggml
-from runner import store
-from runner.loader import load_model
+from runner.loading import store
+from runner.loading.loader import load_model
 
 MODELS = {"smollm2": "smollm2:135m", "gemma3": "gemma3:270m"}
 SPECIAL = {"smollm2": ["<|im_start|>", "<|im_end|>", "<|endoftext|>"],

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import pyggml
-from runner.batch import Batch
-from runner.executor import Executor
+from runner.engine.batch import Batch
+from runner.engine.executor import Executor
 from runner.kvcache import CausalCache
 
 from .conftest import MODELS, SPECIAL
@@ -52,7 +52,7 @@ def test_logits_equal_llama_cpp(model_paths, backend, key, flash, repack):
     """Bit for bit, in llama.cpp's default (repacked CPU weights) and without repacking."""
     from llama_cpp._internals import LlamaContext, LlamaModel
 
-    from runner.loader import load_model
+    from runner.loading.loader import load_model
 
     llm = reference(model_paths[key], n_ctx=256, logits_all=True, flash_attn=flash,
                     n_batch=512)
@@ -73,7 +73,7 @@ def test_quantized_cache_logits_equal_llama_cpp(model_paths, backend, key, cache
     attn_rot); without the same rotation our logits were 1.6 to 13 off. Bit for bit through
     the prompt, decoding steps, and a context shift (which rotates keys back to re-rope
     them) followed by more steps."""
-    from runner.loader import load_model
+    from runner.loading.loader import load_model
 
     ggml_type = {"q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0}[cache_type]
     llm = reference(model_paths[key], n_ctx=256, logits_all=True, flash_attn=True,
@@ -141,7 +141,7 @@ def trained_bpe_gguf(path, pre: str):
 
 @pytest.mark.parametrize("pre", ["default", "gpt-2", "llama-bpe", "qwen2", "smollm"])
 def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
-    from runner.loader import load_model
+    from runner.loading.loader import load_model
 
     path = trained_bpe_gguf(tmp_path / f"{pre}.gguf", pre)
     ours = load_model(path, backend).tokenizer
@@ -177,7 +177,7 @@ def test_converted_models_run_in_llama_cpp_as_in_ours(tmp_path, backend, name):
     5e-3 for Gemma 4's experts (measured 8.7e-4: the order of the routing weights'
     arithmetic differs, and the GELU table can turn that into a jump)."""
     from runner.convert import convert
-    from runner.loader import load_model
+    from runner.loading.loader import load_model
 
     from .convert.hf_tiny import SPECIAL as TINY_SPECIAL
     from .convert.hf_tiny import checkpoint
@@ -205,7 +205,7 @@ def test_converted_models_rotate_quantized_caches_as_llama_cpp(tmp_path, backend
     """Rotation sides per layer where head sizes differ (Gemma 4: 64 on sliding layers, 128
     on full ones, a shared KV) and on sliding-window caches: bit for bit."""
     from runner.convert import convert
-    from runner.loader import load_model
+    from runner.loading.loader import load_model
 
     from .convert.hf_tiny import checkpoint
 

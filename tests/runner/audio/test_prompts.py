@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 import runner
-from runner.batch import Batch
-from runner.media import MediaRow, attach_media, token_ids
+from runner.engine.batch import Batch
+from runner.multimodal.media import MediaRow, attach_media, token_ids
 
-from ..server.conftest import RunnerProcess
 from ..vision.hf_vision import png
 from ..vision.test_prompts import every_logit
+from ..worker.conftest import RunnerProcess
 from . import hf_audio
 
 CLIP_A = hf_audio.tone(1.0, 16000, hz=300.0, seed=1)

@@ -10,7 +10,7 @@ import io
 
 import pytest
 
-from runner.transcribe import TOKENS_PER_CHUNK, prompt, wav_chunks
+from runner.multimodal.transcribe import TOKENS_PER_CHUNK, prompt, wav_chunks
 
 from ..serve.conftest import ServerProcess
 from . import hf_audio

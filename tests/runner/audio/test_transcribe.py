@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from runner.models.audio import sound
-from runner.transcribe import transcribe, wav_chunks
+from runner.multimodal.transcribe import transcribe, wav_chunks
 
 from . import hf_audio
 

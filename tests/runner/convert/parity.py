@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 import pyggml
-from runner.executor import Executor
+from runner.engine.executor import Executor
 from runner.kvcache import CausalCache
-from runner.loader import load_model
+from runner.loading.loader import load_model
 
 PROMPT = "The capital of France is Paris, and the capital of Spain is Madrid."
 

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from pyggml.tensor import Tensor
-from runner.batch import Batch
-from runner.convert import convert
 from pyggml.gguf_reader import Header
+from pyggml.tensor import Tensor
+from runner.convert import convert
+from runner.engine.batch import Batch
 
 from .parity import PROMPT, executor, reference
 
@@ -90,7 +90,7 @@ def test_the_sentencepiece_style_tokenizer_gives_transformers_ids(made, backend)
     characters it lacks (the snowman and the CJK below are not in the training corpus)."""
     from transformers import AutoTokenizer
 
-    from runner.loader import load_model
+    from runner.loading.loader import load_model
 
     files = made("gemma4")
     ours = load_model(files["f32"], backend).tokenizer
@@ -139,9 +139,9 @@ def test_sharing_layers_compute_only_the_output_rows(made, backend, flash):
     whose logits are wanted (as transformers does): the same logits, fewer rows in the
     products of those layers."""
     import pyggml
-    from runner.executor import Executor
+    from runner.engine.executor import Executor
     from runner.kvcache import CausalCache
-    from runner.loader import load_model
+    from runner.loading.loader import load_model
 
     model = load_model(made("gemma4")["f32"], backend)
     ids = model.tokenizer.encode(PROMPT, add_special=True)

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import pyggml
-from runner.batch import Batch
 from runner.convert import CheckpointError, convert
-from runner.executor import Executor
+from runner.engine.batch import Batch
+from runner.engine.executor import Executor
 from runner.kvcache import CausalCache
-from runner.loader import load_model
+from runner.loading.loader import load_model
 
 from ..corpus import corpus
 from .hf_tiny import SPECIAL, checkpoint

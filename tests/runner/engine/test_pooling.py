@@ -11,7 +11,7 @@ import runner
 from runner.engine import Engine, Request
 from runner.engine.pooling import pool, pooling_of
 
-from ..test_llama_reference import reference_hidden
+from ..models.test_llama_reference import reference_hidden
 from ..tiny import SHAPE, llama_tensors, write_llama
 
 KINDS = {1: "mean", 2: "cls", 3: "last"}

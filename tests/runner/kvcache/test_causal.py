@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import pyggml
-from runner.batch import Batch
+from runner.engine.batch import Batch
 from runner.kvcache import CausalCache, LayerShape
 from runner.kvcache.causal import CacheFullError, check_cache_type
 

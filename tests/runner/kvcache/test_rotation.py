@@ -8,8 +8,8 @@ import numpy as np
 
 import pyggml
 import runner.kvcache.causal as causal
-from runner.batch import Batch
-from runner.executor import Executor
+from runner.engine.batch import Batch
+from runner.engine.executor import Executor
 from runner.kvcache import CausalCache
 from runner.kvcache.rotation import key_rotation, value_rotation
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runner import store
 from runner.convert import convert
+from runner.loading import store
 from runner.serve.library import Library
 
-from ..convert.hf_tiny import bert_checkpoint, checkpoint
 from ...rpc_servers import free_port
+from ..convert.hf_tiny import bert_checkpoint, checkpoint
 
 QWEN_TOOLS_TEMPLATE = """{%- if tools %}<|im_start|>system
 {% if messages[0].role == 'system' %}{{ messages[0].content }}

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import pyggml
-from runner.encoder import Encoder
-from runner.loader import open_model
+from runner.loading.loader import open_model
 from runner.models.vision import images
+from runner.multimodal.encoder import Encoder
 
 from . import hf_vision
 from .hf_vision import png

@@ -8,8 +8,16 @@ import pytest
 import runner
 from runner.engine.request import truncate_prompt
 from runner.engine.slots import common_prefix
-from runner.media import Media, MediaRow, largest_run, run_end, run_start, runs, token_ids
 from runner.models.vision import Pixels
+from runner.multimodal.media import (
+    Media,
+    MediaRow,
+    largest_run,
+    run_end,
+    run_start,
+    runs,
+    token_ids,
+)
 
 from .hf_vision import png
 

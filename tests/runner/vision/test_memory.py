@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import runner
 from runner.api import LoadOptions, workload_of
-from runner.loader import open_model
-from runner.placement import Backends, Placer, choose_layers, measure
+from runner.loading.loader import open_model
+from runner.loading.placement import Backends, Placer, choose_layers, measure
 
 
 def measured(paths, projector):

@@ -12,7 +12,7 @@ import pytest
 
 import pyggml
 from runner.convert import CheckpointError, convert
-from runner.loader import open_model
+from runner.loading.loader import open_model
 from runner.models.vision import images
 
 # keys every vision mmproj must carry (get_u32/get_f32 with required=true, and the
@@ -76,7 +76,7 @@ def test_llama_cpp_loads_the_mmproj_and_encodes_our_rows(kind, vision_models):
     pytest.importorskip("llama_cpp")
     from PIL import Image
 
-    from runner.encoder import Encoder
+    from runner.multimodal.encoder import Encoder
 
     from .mtmd import mtmd_rows
 

@@ -14,9 +14,9 @@ import pytest
 
 import runner
 from runner.api import split_options
-from runner.batch import Batch
 from runner.engine import Request
-from runner.media import MediaRow, attach_media, token_ids
+from runner.engine.batch import Batch
+from runner.multimodal.media import MediaRow, attach_media, token_ids
 
 from . import hf_vision
 from .hf_vision import png

@@ -10,7 +10,7 @@ import pytest
 
 import runner
 
-from ..server.conftest import RunnerProcess
+from ..worker.conftest import RunnerProcess
 from .hf_vision import png
 
 IMAGE = png(4, 40, 56)

@@ -1,0 +1,30 @@
+"""Chat templates: the file's jinja2 template and Gemma's built-in fallback."""
+
+import pytest
+
+from runner.tokenizer.template import GEMMA_TURNS, render, template_for
+
+
+def test_gemma_fallback_folds_the_system_prompt_into_the_first_turn():
+    text = render(GEMMA_TURNS, [{"role": "system", "content": "Be brief."},
+                                {"role": "user", "content": "Hi"},
+                                {"role": "assistant", "content": "Hello!"},
+                                {"role": "user", "content": "Why?"}])
+    assert text == ("<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
+                    "<start_of_turn>model\nHello!<end_of_turn>\n"
+                    "<start_of_turn>user\nWhy?<end_of_turn>\n<start_of_turn>model\n")
+
+
+def test_template_choice():
+    assert template_for({"tokenizer.chat_template": "T", "general.architecture": "gemma3"}) == "T"
+    assert template_for({"general.architecture": "gemma3"}) == GEMMA_TURNS
+    assert template_for({"general.architecture": "llama"}) is None
+
+
+def test_template_errors_become_value_errors():
+    with pytest.raises(ValueError, match="chat template failed: no system"):
+        render("{{ raise_exception('no system') }}", [{"role": "user", "content": "x"}])
+    with pytest.raises(ValueError, match="role"):
+        render(GEMMA_TURNS, [{"role": "user"}])
+    with pytest.raises(ValueError, match="role"):
+        render(GEMMA_TURNS, ["not a dict"])
