@@ -16,8 +16,9 @@ import numpy as np
 
 import runner
 from runner.api import split_options
-from runner.engine import Engine, Request
 from runner.engine.batch import Batch
+from runner.engine.loop import Engine
+from runner.engine.request import Request
 
 PROMPTS = ["The capital of France is", "Once upon a time", "def fib(n):",
            "The sky is blue because"]

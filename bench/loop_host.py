@@ -27,12 +27,13 @@ from engines import model_path, token_ids
 import runner
 import runner.engine.executor
 from runner.api import split_options
-from runner.engine import Request, loop
-from runner.engine.request import Active
+from runner.engine import loop
+from runner.engine.request import Active, Request
 from runner.loading.devices import add_device_flags, device_options
 
 PHASES = {"wait": None, "read": None, "choose": (Active, "choose"),
-          "launch": (loop.Engine, "_launch"), "handed on": (runner.engine.executor.Executor, "handed_on"),
+          "launch": (loop.Engine, "_launch"),
+          "handed on": (runner.engine.executor.Executor, "handed_on"),
           "record": (loop.Engine, "_record"), "assemble": (loop.Engine, "_assemble")}
 
 

@@ -22,7 +22,7 @@ from engines import token_ids
 
 import runner
 from runner.api import split_options
-from runner.engine import Request
+from runner.engine.request import Request
 from runner.loading import store
 from runner.loading.devices import add_device_flags, device_options
 

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field, fields
 
 import pyggml
 
-from .engine import Engine, Request
 from .engine.executor import Executor
+from .engine.loop import Engine
 from .engine.options import GenerateOptions
+from .engine.request import Request
 from .kvcache import CausalCache
 from .kvcache.causal import check_cache_type
 from .loading.devices import DeviceOptions
@@ -85,7 +86,7 @@ class Result:
 
 class Model:
     """A loaded model and its batch loop (parallel slots, prompt cache), its layers on the
-    devices the options choose (placement.py)."""
+    devices the options choose (loading/placement.py)."""
 
     def __init__(self, loaded: Loaded, options: LoadOptions, progress=None):
         self.options = options

@@ -1,1 +1,3 @@
-"""From a name to weights in memory: the model store, opening a GGUF file, the devices, and where each layer and weight goes."""
+"""From a name to weights in memory, in the order it happens: the model store resolves the
+name (store.py), the GGUF file is opened (loader.py), the devices are found (devices.py) and
+each layer and weight is given its device and memory (placement.py)."""

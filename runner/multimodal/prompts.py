@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ..models.audio import sound
+from . import sound
 from ..models.vision import images
 from ..tokenizer import Tokenizer
 from .encoder import Encoder

@@ -9,7 +9,7 @@ from typing import Iterator
 import numpy as np
 import soundfile
 
-from ..models.audio import sound
+from . import sound
 
 TOKENS_PER_CHUNK = 448          # the most a chunk's transcription may take (Whisper's bound)
 

@@ -9,7 +9,7 @@ import base64
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
-from ..models.audio.sound import AudioError
+from ..multimodal.sound import AudioError
 from ..multimodal.transcribe import TOKENS_PER_CHUNK, prompt, wav_chunks
 from .native import folded
 from .service import ServeError, Service

@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import pyggml
 
 from ..api import split_options
-from ..engine import Request as EngineRequest
+from ..engine.request import Request as EngineRequest
 from ..engine.request import truncate_prompt
 from .schemas import (
     OPERATIONS,

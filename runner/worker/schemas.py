@@ -1,4 +1,4 @@
-"""Request bodies of the runner protocol (../shared/DESIGN.md), validated by pydantic.
+"""Request bodies of the runner protocol (docs/runner.md), validated by pydantic.
 
 Field names follow the protocol (Ollama's server sends "Prompt", "Options", ...); like Go's
 JSON decoder, keys match regardless of case. Unknown keys are refused with their names.

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 import pyggml
 
 from ..api import LoadOptions, Model, workload_of
-from ..engine import Engine
+from ..engine.loop import Engine
 from ..kvcache.causal import check_cache_type
 from ..loading import store
 from ..loading.devices import DeviceOptions

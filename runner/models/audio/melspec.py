@@ -14,14 +14,14 @@ import math
 
 import numpy as np
 
-RATE = 16_000
+from ...multimodal.sound import MAX_SAMPLES, RATE
+
 BINS = 128
 FRAME = 320                # 20 ms
 HOP = 160                  # 10 ms
 FFT = 2 ** math.ceil(math.log2(FRAME))
 PAD_MULTIPLE = 128
 FLOOR = 1e-3
-MAX_SAMPLES = 30 * RATE
 
 
 def hann(length: int) -> np.ndarray:

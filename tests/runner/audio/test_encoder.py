@@ -7,9 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runner.models.audio import gemma4a, sound
+from runner.models.audio import gemma4a
+from runner.models.vision import projector_class
+from runner.multimodal import sound
 
 from . import hf_audio
+
+
+PROJECTOR = "gemma4a"          # the tiny checkpoint's clip.audio.projector_type (test_registry.py)
 
 
 def relative_error(ours, expected) -> float:
@@ -20,6 +25,7 @@ def relative_error(ours, expected) -> float:
 def test_rows_are_the_references(loaded, audio_reference, seconds):
     clip = hf_audio.tone(seconds, 16000, seed=int(seconds * 100))
     expected = hf_audio.encoded(audio_reference, clip)
+    assert type(loaded.multimodal.encoders["audio"].projector) is projector_class(PROJECTOR)
     media, = loaded.multimodal.media(hf_audio.wav(clip, 16000, "FLOAT"))
     ours = media.embedding()
     assert ours.shape == expected.shape == (media.rows, loaded.loaded.model.config.embd)

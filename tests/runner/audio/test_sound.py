@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runner.models.audio import melspec, sound
+from runner.models.audio import melspec
+from runner.multimodal import sound
 
 from . import hf_audio
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from runner.models.audio import sound
+from runner.multimodal import sound
 from runner.multimodal.transcribe import transcribe, wav_chunks
 
 from . import hf_audio

@@ -10,12 +10,14 @@ import pytest
 
 import runner
 from runner.convert import convert
-from runner.engine import Request
+from runner.engine.request import Request
+from runner.models import model_class
 
 from ..corpus import corpus
 from .hf_tiny import bert_checkpoint
 from .parity import table_gelu
 
+ARCHITECTURE = "bert"          # what the tiny checkpoint converts to (see test_registry.py)
 TEXTS = ["The capital of France is Paris.", "Hello, world! How are you today?",
          "Numbers like 1234 and symbols #@! too."]
 
@@ -48,6 +50,7 @@ def test_bert_embeddings_match_sentence_level_output(tmp_path, pooling):
     path = convert(directory, tmp_path / "bert.gguf", "f32", progress=False)
     model = runner.load(path, num_ctx=128, parallel=2, batch_size=64)
     try:
+        assert type(model.loaded.model) is model_class(ARCHITECTURE)
         for text in TEXTS:
             got = np.array(model.embed(text))
             np.testing.assert_allclose(got, reference(directory, text, pooling, table_gelu()),

@@ -8,7 +8,8 @@ import pytest
 
 import runner
 from runner.api import split_options
-from runner.engine import Engine, Request
+from runner.engine.loop import Engine
+from runner.engine.request import Request
 
 
 @pytest.fixture(scope="module")

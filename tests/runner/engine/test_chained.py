@@ -12,7 +12,7 @@ import pytest
 
 import runner
 from runner.api import split_options
-from runner.engine import Request
+from runner.engine.request import Request
 
 from ...rpc_servers import rpc_server
 

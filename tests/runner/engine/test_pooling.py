@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import runner
-from runner.engine import Engine, Request
+from runner.engine.loop import Engine
 from runner.engine.pooling import pool, pooling_of
+from runner.engine.request import Request
 
 from ..models.test_llama_reference import reference_hidden
 from ..tiny import SHAPE, llama_tensors, write_llama

@@ -14,8 +14,8 @@ import pytest
 
 import runner
 from runner.api import split_options
-from runner.engine import Request
 from runner.engine.batch import Batch
+from runner.engine.request import Request
 from runner.multimodal.media import MediaRow, attach_media, token_ids
 
 from . import hf_vision

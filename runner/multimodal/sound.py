@@ -12,8 +12,9 @@ import numpy as np
 import soundfile
 import soxr
 
-from .melspec import MAX_SAMPLES, RATE
 
+RATE = 16_000                  # what the audio encoders were trained at
+MAX_SAMPLES = 30 * RATE        # what the reference extractor reads at a time
 MAGIC = (b"RIFF", b"RIFX", b"RF64", b"fLaC", b"OggS")
 
 
