@@ -10,8 +10,13 @@
         print(y.numpy())
 
 Shapes are numpy's (outermost first) everywhere; see pyggml.tensor for the convention.
+
+Names are imported on first use: reading a GGUF file's header (pyggml.gguf_reader) does not
+load the ggml library, so a process that only reads files (the Ollama/OpenAI server) never
+does. The library logs the system's backends and devices once, when it is first loaded.
 """
 
+from importlib import import_module as _import_module
 from importlib.util import find_spec as _find_spec
 
 if _find_spec(__name__ + "._ggml") is None:  # the checkout itself, shadowing the install
@@ -20,27 +25,33 @@ if _find_spec(__name__ + "._ggml") is None:  # the checkout itself, shadowing th
         "tree because it is the current directory. Run from another directory, or install "
         "the checkout with `pip install -e .` so that it works in place.")
 
-from . import log as _log
-from . import rpc
-from .backend import (Backend, Buffer, BufferType, Device, allocate, backend_features,
-                      cpu_backend, cpu_device, device, devices, log_system_info,
-                      system_info)
-from .context import Context
-from .dtypes import BF16, F16, F32, I32, I64, GGMLType
-from .errors import GGMLError
-from .gguf_weights import GGUFFile
-from .graph import Computation, Graph, Scheduler
-from .numpy_interop import dequantize
-from .ops import walsh_hadamard
-from .quants import quantize
-from .tensor import Tensor
+# name -> the module that defines it
+_EXPORTS = {
+    **dict.fromkeys(["Backend", "Buffer", "BufferType", "Device", "allocate", "backend_features",
+                     "cpu_backend", "cpu_device", "device", "devices", "log_system_info",
+                     "system_info"], "backend"),
+    "Context": "context",
+    **dict.fromkeys(["BF16", "F16", "F32", "I32", "I64", "GGMLType"], "dtypes"),
+    "GGMLError": "errors",
+    "GGUFFile": "gguf_weights",
+    **dict.fromkeys(["Computation", "Graph", "Scheduler"], "graph"),
+    "dequantize": "numpy_interop",
+    "walsh_hadamard": "ops",
+    "quantize": "quants",
+    "Tensor": "tensor",
+}
 
-__all__ = [
-    "Backend", "Buffer", "BufferType", "Computation", "Context", "Device", "GGMLError",
-    "GGMLType", "GGUFFile", "Graph", "Scheduler", "Tensor", "BF16", "F16", "F32", "I32", "I64",
-    "allocate", "backend_features", "cpu_backend", "cpu_device", "dequantize", "device", "devices",
-    "log_system_info", "quantize", "rpc", "system_info", "walsh_hadamard",
-]
+__all__ = sorted(_EXPORTS) + ["rpc"]
 
-_log.install()
-log_system_info()
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(_import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    try:                                   # a submodule reached as an attribute: pyggml.rpc
+        return _import_module(f".{name}", __name__)
+    except ModuleNotFoundError as missing:
+        if missing.name != f"{__name__}.{name}":
+            raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

@@ -11,7 +11,7 @@ import functools
 import logging
 from dataclasses import dataclass
 
-from ._ggml import ffi, lib
+from ._lib import ffi, lib
 from .cpus import default_threads, usable_threads
 from .errors import GGMLError
 
@@ -217,11 +217,15 @@ class Backend:
 
     def failure(self) -> str | None:
         """Why this backend can no longer compute (an RPC server that went away), or None."""
-        if self.device.endpoint is None:
+        endpoint = self.device.endpoint
+        if endpoint is None:
             return None                          # a local device does not go away
-        from . import rpc
-
-        return rpc.failure(self.device)
+        lost = rpc_function("ggml_backend_rpc_connection_lost",
+                            "ggml_backend_rpc_connection_lost_t")
+        if lost(endpoint.encode()):
+            return (f"the RPC server at {endpoint} (device {self.device.name}) stopped "
+                    "answering; what lived there must be set up again once it is back")
+        return None
 
     def close(self) -> None:
         if self._ptr is not None:
@@ -292,6 +296,18 @@ class BufferType:
 
     def __repr__(self) -> str:
         return f"<BufferType {self.name}>"
+
+
+def rpc_function(name: str, ctype: str):
+    """A function of ggml's RPC backend, found through its registry (rpc.py calls them)."""
+    reg = lib.ggml_backend_reg_by_name(b"RPC")
+    if reg == ffi.NULL:
+        raise GGMLError("This build of ggml has no RPC backend; rebuild with "
+                        "-C cmake.define.GGML_RPC=ON.")
+    address = lib.ggml_backend_reg_get_proc_address(reg, name.encode())
+    if address == ffi.NULL:
+        raise GGMLError(f"The RPC backend of this build lacks {name}.")
+    return ffi.cast(ctype, address)
 
 
 def cpu_backend(threads: int | None = None) -> Backend:
@@ -401,3 +417,6 @@ def allocate(buffer_type: BufferType, tensors) -> list[Buffer]:
         buffers.append(buffer)
         start = end
     return buffers
+
+
+log_system_info()                   # once, when the library is first loaded

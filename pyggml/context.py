@@ -6,11 +6,13 @@ Contexts are always created with no_alloc: tensor memory lives in backend buffer
 
 from __future__ import annotations
 
-import operator
-
-from ._ggml import ffi, lib
+from ._lib import ffi, lib
+from .backend import Buffer
 from .dtypes import GGMLType
 from .errors import GGMLError, ensure, failure_text
+from .graph import Graph
+from .shape import ne_of
+from .tensor import Tensor
 
 DEFAULT_GRAPH_SIZE = lib.GGML_DEFAULT_GRAPH_SIZE
 
@@ -73,10 +75,8 @@ class Context:
 
     def new_tensor(self, dtype, shape, name: str | None = None):
         """A tensor of numpy-order shape (1 to 4 dimensions) and ggml type dtype."""
-        from .tensor import Tensor
-
         dtype = GGMLType.parse(dtype)
-        ne = _ne_of(shape)
+        ne = ne_of(shape)
         if ne[0] % dtype.block_size:
             raise ValueError(f"The last dimension of a {dtype.name} tensor must be a multiple of "
                              f"{dtype.block_size}, not {ne[0]} (shape {tuple(shape)}).")
@@ -102,8 +102,6 @@ class Context:
     def bind(self, tensor):
         """The same ggml tensor, with operations on it built in this context (this context
         keeps the tensor's own context alive)."""
-        from .tensor import Tensor
-
         owner = tensor.context
         if owner is not self and id(owner) not in self._bound:
             self._bound.add(id(owner))
@@ -112,8 +110,6 @@ class Context:
 
     def tensors(self):
         """Every tensor of this context, in creation order."""
-        from .tensor import Tensor
-
         raw = lib.ggml_get_first_tensor(self.ptr)
         while raw != ffi.NULL:
             yield Tensor(raw, self, max(1, lib.ggml_n_dims(raw)))
@@ -121,8 +117,6 @@ class Context:
 
     def allocate(self, backend):
         """Place every tensor of this context in one new buffer of backend's device."""
-        from .backend import Buffer
-
         buft = lib.ggml_backend_get_default_buffer_type(backend.ptr)
         size = lib.ggml_backend_alloc_ctx_tensors_from_buft_size(self.ptr, buft)
         raw = lib.ggml_backend_alloc_ctx_tensors(self.ptr, backend.ptr)
@@ -134,33 +128,4 @@ class Context:
         return buffer
 
     def graph(self, *outputs, size: int | None = None):
-        from .graph import Graph
-
         return Graph(self, outputs, size or self.graph_size)
-
-
-_PADDING = {1: [1, 1, 1], 2: [1, 1], 3: [1], 4: []}
-
-
-def _ne_of(shape) -> list[int]:
-    """ggml's ne (innermost first, padded to 4) from a numpy-order shape."""
-    ne = list(shape)
-    ne.reverse()
-    padding = _PADDING.get(len(ne))
-    if padding is None:
-        raise ValueError(f"A ggml tensor has 1 to 4 dimensions; shape {tuple(shape)} has "
-                         f"{len(ne)}.")
-    for n in ne:
-        if n.__class__ is not int or n < 0:
-            return _checked_ne_of(shape)
-    return ne + padding
-
-
-def _checked_ne_of(shape) -> list[int]:
-    try:
-        ne = [operator.index(n) for n in reversed(shape)]
-    except TypeError:
-        raise ValueError(f"Tensor dimensions must be integers, not {tuple(shape)!r}.") from None
-    if min(ne) < 0:
-        raise ValueError(f"Tensor dimensions must be non-negative, not {tuple(shape)}.")
-    return ne + _PADDING[len(ne)]

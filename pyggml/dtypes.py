@@ -6,7 +6,7 @@ import enum
 
 import numpy as np
 
-from ._ggml import ffi, lib
+from ._lib import ffi, lib
 
 
 class GGMLType(enum.IntEnum):

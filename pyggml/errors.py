@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ._ggml import ffi, lib
-
-lib.pyggml_install_abort_hook()
+from ._lib import ffi, lib
 
 
 class GGMLError(RuntimeError):

@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._ggml import ffi, lib
+from ._lib import ffi, lib
 from .backend import Backend, Buffer, BufferType, allocate, cpu_backend, cpu_device
 from .context import Context
 from .dtypes import GGMLType

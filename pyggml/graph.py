@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import threading
 import weakref
+from typing import TYPE_CHECKING
 
-from ._ggml import ffi, lib
+from ._lib import ffi, lib
 from .backend import Backend, Buffer, cpu_backend
-from .context import Context
 from .errors import GGMLError, failure_text
+from .tensor import Tensor
 from .worker import ComputeThread, Job
+
+if TYPE_CHECKING:
+    from .context import Context
 
 INPUT_FLAG = 1          # GGML_TENSOR_FLAG_INPUT
 
@@ -60,8 +64,6 @@ class Graph:
         return lib.ggml_graph_n_nodes(self.ptr)
 
     def nodes(self):
-        from .tensor import Tensor
-
         for i in range(self.n_nodes):
             raw = lib.ggml_graph_node(self._ptr, i)
             yield Tensor(raw, self.context, max(1, lib.ggml_n_dims(raw)))

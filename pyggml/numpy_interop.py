@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._ggml import ffi, lib
+from ._lib import ffi, lib
 from .dtypes import NUMPY_DTYPE
 from .errors import GGMLError
+from .shape import describe
 
 
 def _require_memory(tensor) -> None:
@@ -188,7 +189,3 @@ def dequantize(raw: np.ndarray, ggml_type, shape) -> np.ndarray:
     return out.reshape(shape)
 
 
-def describe(tensor) -> str:
-    from .tensor import describe as describe_tensor
-
-    return describe_tensor(tensor)

@@ -7,10 +7,16 @@ raises GGMLError with ggml's message and the operands' shapes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ._ggml import ffi, lib
+from ._lib import ffi, lib
 from .dtypes import GGMLType
+from .shape import ne_of
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
 
 ROPE_MODES = {
     "normal": lib.GGML_ROPE_TYPE_NORMAL,
@@ -25,39 +31,6 @@ SCALE_MODES = {
     "bilinear": lib.GGML_SCALE_MODE_BILINEAR,
     "bicubic": lib.GGML_SCALE_MODE_BICUBIC,
 }
-UNARY = {
-    "gelu": (lib.safe_ggml_gelu, "GELU, tanh approximation."),
-    "gelu_erf": (lib.safe_ggml_gelu_erf, "GELU, exact (erf)."),
-    "gelu_quick": (lib.safe_ggml_gelu_quick, "x * sigmoid(1.702 x)."),
-    "silu": (lib.safe_ggml_silu, "x * sigmoid(x)."),
-    "relu": (lib.safe_ggml_relu, "max(x, 0)."),
-    "sigmoid": (lib.safe_ggml_sigmoid, "1 / (1 + exp(-x))."),
-    "tanh": (lib.safe_ggml_tanh, "tanh(x)."),
-    "softplus": (lib.safe_ggml_softplus, "log(1 + exp(x))."),
-    "exp": (lib.safe_ggml_exp, "exp(x)."),
-    "sqr": (lib.safe_ggml_sqr, "x * x."),
-    "sqrt": (lib.safe_ggml_sqrt, "sqrt(x)."),
-    "log": (lib.safe_ggml_log, "Natural logarithm."),
-    "floor": (lib.safe_ggml_floor, "The largest integer not above x."),
-    "sum_rows": (lib.safe_ggml_sum_rows, "Sum over the last dimension, kept as size 1."),
-    "mean": (lib.safe_ggml_mean, "Mean over the last dimension, kept as size 1."),
-    "geglu_halves": (lib.safe_ggml_geglu, "gelu(first half of each row) * its second half, "
-                                          "halving the last dimension (a fused gate_up's "
-                                          "output)."),
-}
-GATED = {
-    "swiglu": (lib.safe_ggml_swiglu_split, "silu(self) * up, fused (a SwiGLU FFN's gate)."),
-    "geglu": (lib.safe_ggml_geglu_split, "gelu(self) * up, fused (a GeGLU FFN's gate)."),
-}
-BINARY = {
-    "add": (lib.safe_ggml_add, "self + other; other broadcasts (each of self's dimensions a "
-                               "multiple of other's)."),
-    "sub": (lib.safe_ggml_sub, "self - other, broadcasting other."),
-    "mul": (lib.safe_ggml_mul, "self * other element-wise, broadcasting other."),
-    "div": (lib.safe_ggml_div, "self / other element-wise, broadcasting other."),
-}
-
-
 def _table(table: dict, key: str, what: str) -> int:
     try:
         return table[key]
@@ -279,13 +252,11 @@ class TensorOps:
 
     def interpolate(self, shape, mode: str = "nearest", align_corners: bool = False):
         """Resample to a numpy-order shape of the same rank."""
-        from .context import _ne_of
-
         flags = _table(SCALE_MODES, mode, "interpolation mode")
         if align_corners:
             flags |= lib.GGML_SCALE_FLAG_ALIGN_CORNERS
         ctx = self._home()
-        raw = lib.safe_ggml_interpolate(ctx.ptr, self._ptr, *_ne_of(shape), flags)
+        raw = lib.safe_ggml_interpolate(ctx.ptr, self._ptr, *ne_of(shape), flags)
         return self._result(ctx, raw, len(tuple(shape)), ("interpolate to", shape))
 
     def upscale(self, factor: int, mode: str = "nearest"):
@@ -296,33 +267,108 @@ class TensorOps:
             shape[-2] *= factor
         return self.interpolate(shape, mode)
 
+    # element-wise and row-wise operations, one ggml call each
 
-def _unary_method(name: str, fn, doc: str):
-    def method(self):
+    def _unary(self, fn, name: str) -> "Tensor":
         ctx = self._home()
         return self._result(ctx, fn(ctx.ptr, self._ptr), self.ndim, name)
 
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = doc
-    return method
-
-
-def _binary_method(name: str, fn, doc: str):
-    def method(self, other):
+    def _binary(self, fn, name: str, other: "Tensor") -> "Tensor":
         ctx = self._home(other)
         return self._result(ctx, fn(ctx.ptr, self._ptr, other._ptr), max(self.ndim, other.ndim),
                             name, other)
 
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = doc
-    return method
+    def gelu(self) -> "Tensor":
+        """GELU, tanh approximation."""
+        return self._unary(lib.safe_ggml_gelu, "gelu")
 
+    def gelu_erf(self) -> "Tensor":
+        """GELU, exact (erf)."""
+        return self._unary(lib.safe_ggml_gelu_erf, "gelu_erf")
 
-for _name, (_fn, _doc) in UNARY.items():
-    setattr(TensorOps, _name, _unary_method(_name, _fn, _doc))
-for _name, (_fn, _doc) in {**BINARY, **GATED}.items():
-    setattr(TensorOps, _name, _binary_method(_name, _fn, _doc))
-TensorOps.quick_gelu = TensorOps.gelu_quick
+    def gelu_quick(self) -> "Tensor":
+        """x * sigmoid(1.702 x)."""
+        return self._unary(lib.safe_ggml_gelu_quick, "gelu_quick")
+
+    def silu(self) -> "Tensor":
+        """x * sigmoid(x)."""
+        return self._unary(lib.safe_ggml_silu, "silu")
+
+    def relu(self) -> "Tensor":
+        """max(x, 0)."""
+        return self._unary(lib.safe_ggml_relu, "relu")
+
+    def sigmoid(self) -> "Tensor":
+        """1 / (1 + exp(-x))."""
+        return self._unary(lib.safe_ggml_sigmoid, "sigmoid")
+
+    def tanh(self) -> "Tensor":
+        """tanh(x)."""
+        return self._unary(lib.safe_ggml_tanh, "tanh")
+
+    def softplus(self) -> "Tensor":
+        """log(1 + exp(x))."""
+        return self._unary(lib.safe_ggml_softplus, "softplus")
+
+    def exp(self) -> "Tensor":
+        """exp(x)."""
+        return self._unary(lib.safe_ggml_exp, "exp")
+
+    def sqr(self) -> "Tensor":
+        """x * x."""
+        return self._unary(lib.safe_ggml_sqr, "sqr")
+
+    def sqrt(self) -> "Tensor":
+        """sqrt(x)."""
+        return self._unary(lib.safe_ggml_sqrt, "sqrt")
+
+    def log(self) -> "Tensor":
+        """Natural logarithm."""
+        return self._unary(lib.safe_ggml_log, "log")
+
+    def floor(self) -> "Tensor":
+        """The largest integer not above x."""
+        return self._unary(lib.safe_ggml_floor, "floor")
+
+    def sum_rows(self) -> "Tensor":
+        """Sum over the last dimension, kept as size 1."""
+        return self._unary(lib.safe_ggml_sum_rows, "sum_rows")
+
+    def mean(self) -> "Tensor":
+        """Mean over the last dimension, kept as size 1."""
+        return self._unary(lib.safe_ggml_mean, "mean")
+
+    def geglu_halves(self) -> "Tensor":
+        """gelu(first half of each row) * its second half, halving the last dimension (a
+        fused gate_up's output)."""
+        return self._unary(lib.safe_ggml_geglu, "geglu_halves")
+
+    quick_gelu = gelu_quick
+
+    def swiglu(self, other: "Tensor") -> "Tensor":
+        """silu(self) * up, fused (a SwiGLU FFN's gate)."""
+        return self._binary(lib.safe_ggml_swiglu_split, "swiglu", other)
+
+    def geglu(self, other: "Tensor") -> "Tensor":
+        """gelu(self) * up, fused (a GeGLU FFN's gate)."""
+        return self._binary(lib.safe_ggml_geglu_split, "geglu", other)
+
+    def add(self, other: "Tensor") -> "Tensor":
+        """self + other; other broadcasts (each of self's dimensions a multiple of
+        other's)."""
+        return self._binary(lib.safe_ggml_add, "add", other)
+
+    def sub(self, other: "Tensor") -> "Tensor":
+        """self - other, broadcasting other."""
+        return self._binary(lib.safe_ggml_sub, "sub", other)
+
+    def mul(self, other: "Tensor") -> "Tensor":
+        """self * other element-wise, broadcasting other."""
+        return self._binary(lib.safe_ggml_mul, "mul", other)
+
+    def div(self, other: "Tensor") -> "Tensor":
+        """self / other element-wise, broadcasting other."""
+        return self._binary(lib.safe_ggml_div, "div", other)
 
 
 def walsh_hadamard(n: int) -> np.ndarray:

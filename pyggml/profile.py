@@ -18,8 +18,9 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ._ggml import ffi, lib
+from ._lib import ffi, lib
 from .dtypes import type_name
+
 
 @dataclass(frozen=True)
 class NodeTime:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._ggml import ffi, lib
+from ._lib import ffi, lib
 from .dtypes import GGMLType
 from .numpy_interop import dequantize
 

@@ -16,8 +16,8 @@ import functools
 import socket
 import threading
 
-from ._ggml import ffi, lib
-from .backend import Device, device_at
+from ._lib import ffi, lib
+from .backend import Device, device_at, rpc_function
 from .cpus import default_threads, usable_threads
 from .errors import GGMLError
 
@@ -36,24 +36,14 @@ def parse_endpoint(endpoint: str) -> tuple[str, int]:
 
 
 @functools.cache
-def _function(name: str, ctype: str):
-    reg = lib.ggml_backend_reg_by_name(b"RPC")
-    if reg == ffi.NULL:
-        raise GGMLError("This build of ggml has no RPC backend; rebuild with "
-                        "-C cmake.define.GGML_RPC=ON.")
-    address = lib.ggml_backend_reg_get_proc_address(reg, name.encode())
-    if address == ffi.NULL:
-        raise GGMLError(f"The RPC backend of this build lacks {name}.")
-    return ffi.cast(ctype, address)
-
-
 def connect(endpoint: str) -> list[Device]:
     """The devices of the RPC server at endpoint, added to devices() on first contact."""
     host, port = parse_endpoint(endpoint)
     endpoint = f"{host}:{port}"
     with _lock:
         if endpoint not in _connected:
-            add_server = _function("ggml_backend_rpc_add_server", "ggml_backend_rpc_add_server_t")
+            add_server = rpc_function("ggml_backend_rpc_add_server",
+                                      "ggml_backend_rpc_add_server_t")
             reg = add_server(endpoint.encode())
             if reg == ffi.NULL:
                 raise GGMLError(f"The RPC server at {endpoint} cannot be reached: nothing answered "
@@ -67,18 +57,6 @@ def connect(endpoint: str) -> list[Device]:
                                     if lib.ggml_backend_dev_get(i) in added]
         indices = _connected[endpoint]
     return [device_at(i) for i in indices]
-
-
-def failure(device: Device) -> str | None:
-    """Why device can no longer compute (its server went away), or None."""
-    endpoint = device.endpoint
-    if endpoint is None:
-        return None
-    lost = _function("ggml_backend_rpc_connection_lost", "ggml_backend_rpc_connection_lost_t")
-    if lost(endpoint.encode()):
-        return (f"the RPC server at {endpoint} (device {device.name}) stopped answering; what "
-                "lived there must be set up again once it is back")
-    return None
 
 
 def serve(device: Device, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
@@ -95,7 +73,7 @@ def serve(device: Device, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
             probe.bind((address, port))
         except OSError as error:
             raise GGMLError(f"Cannot listen on {address}:{port}: {error.strerror}.") from None
-    start = _function("ggml_backend_rpc_start_server", "ggml_backend_rpc_start_server_t")
+    start = rpc_function("ggml_backend_rpc_start_server", "ggml_backend_rpc_start_server_t")
     chosen = ffi.new("struct ggml_backend_device *[1]", [device.ptr])
     threads = usable_threads(threads) if threads else default_threads()
     start(f"{address}:{port}".encode(), ffi.NULL, threads, 1, chosen)

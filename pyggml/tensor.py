@@ -11,15 +11,18 @@ live here; arithmetic and neural-network operations in ops.py.
 
 from __future__ import annotations
 
-import math
 import operator
+from typing import TYPE_CHECKING
 
-from ._ggml import ffi, lib
-from .context import Context, _ne_of
+from ._lib import ffi, lib
 from .dtypes import GGMLType
 from .errors import GGMLError, failure_text
 from .numpy_interop import borrowed, copy_in, host_array, to_numpy
 from .ops import TensorOps
+from .shape import describe, ggml_dim, ne_of, resolve_shape
+
+if TYPE_CHECKING:
+    from .context import Context
 
 
 class Tensor(TensorOps):
@@ -167,8 +170,8 @@ class Tensor(TensorOps):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         if -1 in shape:
-            shape = _resolve_shape(shape, self.size)
-        ne = _ne_of(shape)
+            shape = resolve_shape(shape, self.size)
+        ne = ne_of(shape)
         ctx = self._home()
         raw = lib.safe_ggml_reshape_4d(ctx.ptr, self._ptr, *ne)
         return self._result(ctx, raw, len(shape), ("reshaping to", shape))
@@ -176,7 +179,7 @@ class Tensor(TensorOps):
     def view(self, shape, offset: int = 0, strides=None) -> "Tensor":
         """A view of numpy-order shape starting offset bytes in, with byte strides (numpy
         order, the innermost equal to this tensor's); contiguous rows by default."""
-        ne = _ne_of(shape)
+        ne = ne_of(shape)
         raw_self = self.ptr
         dtype = raw_self.type
         row = lib.ggml_row_size(dtype, ne[0])
@@ -241,7 +244,7 @@ class Tensor(TensorOps):
 
     def concat(self, other: "Tensor", axis: int = 0) -> "Tensor":
         ndim = max(self.ndim, other.ndim)
-        dim = _ggml_dim(axis, ndim)
+        dim = ggml_dim(axis, ndim)
         ctx = self._home(other)
         raw = lib.safe_ggml_concat(ctx.ptr, self._ptr, other._ptr, dim)
         return self._result(ctx, raw, ndim, ("concat along axis", axis), other)
@@ -251,7 +254,7 @@ class Tensor(TensorOps):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         ctx = self._home()
-        raw = lib.safe_ggml_repeat_4d(ctx.ptr, self._ptr, *_ne_of(shape))
+        raw = lib.safe_ggml_repeat_4d(ctx.ptr, self._ptr, *ne_of(shape))
         return self._result(ctx, raw, max(self.ndim, len(shape)), ("repeat to", shape))
 
     def pad(self, widths) -> "Tensor":
@@ -302,25 +305,3 @@ class Tensor(TensorOps):
         """A new array of this tensor's dtype (and shape, or the one given) in the host memory
         its device copies to fastest (pinned, for a GPU): numpy(out=...) reads into it."""
         return host_array(self, self.shape if shape is None else shape)
-
-
-def describe(tensor: Tensor) -> str:
-    name = f"'{tensor.name}' " if tensor.name else ""
-    return f"{name}{tensor.dtype.name} {tensor.shape}"
-
-
-def _ggml_dim(axis: int, ndim: int) -> int:
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of range for {ndim} dimensions.")
-    return ndim - 1 - (axis % ndim)
-
-
-def _resolve_shape(shape, size: int) -> tuple[int, ...]:
-    """Fill in the one -1 dimension of shape so it holds size elements."""
-    shape = tuple(operator.index(n) for n in shape)
-    if shape.count(-1) > 1:
-        raise ValueError(f"reshape allows at most one -1 dimension, not {shape}.")
-    known = math.prod(n for n in shape if n != -1)
-    if known <= 0 or size % known:
-        raise ValueError(f"Cannot reshape {size} elements to {shape}.")
-    return tuple(size // known if n == -1 else n for n in shape)

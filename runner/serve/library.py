@@ -21,7 +21,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyggml
+from gguf import GGMLQuantizationType
+
+from pyggml.gguf_reader import Header
 
 from ..loading import store
 from ..tokenizer.template import template_for
@@ -72,7 +74,7 @@ class Entry:
     @property
     def metadata(self) -> dict:
         if self._metadata is None:
-            self._metadata = pyggml.GGUFFile(self.path).metadata
+            self._metadata = Header(self.path).metadata
         return self._metadata
 
     @property
@@ -107,7 +109,7 @@ class Entry:
 
     def projector_metadata(self) -> dict | None:
         if self.projector is not None and self._projector_metadata is None:
-            self._projector_metadata = pyggml.GGUFFile(self.projector).metadata
+            self._projector_metadata = Header(self.projector).metadata
         return self._projector_metadata
 
     def projector_info(self) -> dict | None:
@@ -119,11 +121,11 @@ class Entry:
 
     def details(self) -> dict:
         meta = self.metadata
-        header = pyggml.GGUFFile(self.path).header
+        header = Header(self.path)
         parameters = sum(math.prod(t.ne) for t in header.tensors)
         file_type = meta.get("general.file_type")
         if file_type is None:
-            counts = Counter(pyggml.dtypes.type_name(t.type).upper() for t in header.tensors)
+            counts = Counter(type_name(t.type) for t in header.tensors)
             quantization = counts.most_common(1)[0][0] if counts else "unknown"
         else:
             quantization = FILE_TYPES.get(file_type, f"file type {file_type}")
@@ -225,7 +227,7 @@ class Library:
 
     def is_projector(self, digest: str) -> bool:
         """Whether the blob is an mmproj file (a vision encoder), not a model."""
-        meta = pyggml.GGUFFile(self.blobs / f"sha256-{digest}").metadata
+        meta = Header(self.blobs / f"sha256-{digest}").metadata
         return meta.get("general.architecture") == "clip"
 
     def write_blob(self, digest: str, chunks) -> None:
@@ -255,7 +257,7 @@ class Library:
                     "parameters": parameters or {}}
         if projector is not None:
             manifest["projector"] = self._source(projector)
-            meta = pyggml.GGUFFile(self._source_path(manifest["projector"])).metadata
+            meta = Header(self._source_path(manifest["projector"])).metadata
             if meta.get("general.architecture") != "clip":
                 raise ValueError("the projector is not an mmproj file (general.architecture "
                                  "clip)")
@@ -269,7 +271,7 @@ class Library:
             return str(Path(source).resolve())
         if not self.has_blob(found.group(1)):
             raise ModelNotFound(f"blob sha256:{found.group(1)} not found; upload it first")
-        pyggml.GGUFFile(self.blobs / f"sha256-{found.group(1)}")     # a GGUF, or refused
+        Header(self.blobs / f"sha256-{found.group(1)}")     # a GGUF, or refused
         return f"sha256:{found.group(1)}"
 
     def copy(self, source: str, destination: str) -> None:
@@ -301,3 +303,11 @@ class Library:
                                          suffix=".tmp") as f:
             json.dump(manifest, f)
         os.replace(f.name, path)
+
+
+def type_name(ggml_type: int) -> str:
+    """A tensor type's name as llama.cpp prints it (Q4_K, F16)."""
+    try:
+        return GGMLQuantizationType(ggml_type).name
+    except ValueError:
+        return f"type {ggml_type}"

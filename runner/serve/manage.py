@@ -11,7 +11,7 @@ import time
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
-import pyggml
+from pyggml.gguf_reader import Header
 
 from ..loading import store
 from .library import DIGEST, Entry, ModelNotFound, rfc3339
@@ -93,7 +93,7 @@ def router(service: Service) -> APIRouter:
                                         for k, v in entry.projector_info().items()}
         if verbose:
             result["tensors"] = [{"name": t.name, "type": t.type, "shape": list(t.ne)}
-                                 for t in pyggml.GGUFFile(entry.path).header.tensors]
+                                 for t in Header(entry.path).tensors]
         return result
 
     @api.get("/api/ps")
@@ -226,7 +226,7 @@ async def _model_files(library, files: dict) -> tuple[str | None, str | None]:
                              "/api/blobs/<digest> first")
         try:
             is_projector = await asyncio.to_thread(library.is_projector, found.group(1))
-        except (ValueError, pyggml.GGMLError) as error:
+        except ValueError as error:
             raise ServeError(400, f"the file {name} is not a GGUF file: {error}") from None
         if is_projector:
             projector = projector or digest

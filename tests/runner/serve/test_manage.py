@@ -77,3 +77,14 @@ def test_create_from_an_uploaded_blob_then_copy_and_delete(server, ollama_client
     assert gone.value.status_code == 404
     with pytest.raises(ollama.ResponseError):
         ollama_client.create("bad", files={"model.gguf": "sha256:" + "1" * 64})
+
+
+def test_the_server_never_loads_ggml(server, ollama_client):
+    """It reads GGUF headers and drives worker processes; the computing is theirs. Loading
+    ggml would cost it start time and memory (bench/serve_start.py) and a GPU context."""
+    ollama_client.list()
+    ollama_client.show("smollm2:135m")
+    ollama_client.generate("smollm2:135m", "Hi", options={"num_predict": 1})
+    with open(f"/proc/{server.proc.pid}/maps") as maps:
+        assert "libggml" not in maps.read()
+    assert server.runner_pids()               # the generation ran in a worker, which has it
