@@ -152,7 +152,7 @@ class Executor:
             inputs.media = ctx.new_tensor("F32", batch.media.shape, name="media").set_input()
             inputs.media_rows = ctx.new_tensor("I32", (batch.n_media,),
                                                name="media_rows").set_input()
-        kv_inputs = self.kv.inputs(ctx, self.model.windows(), getattr(self.model, "causal", True),
+        kv_inputs = self.kv.inputs(ctx, self.model.windows(), self.model.causal,
                                    self.model.media_windows())
         logits = self.model.forward(inputs, kv_inputs).set_output()    # (outputs, vocab)
         outputs, choices, candidates = [logits], None, None

@@ -47,7 +47,7 @@ class Engine:
         self.cache = InputCache(self.kv, parallel, multiuser)
         self.batch_size, self.overlap, self.pooling = batch_size, overlap, pooling
         # an encoder (not causal) sees its whole prompt at once: one batch per prompt
-        self.causal = getattr(executor.model, "causal", True)
+        self.causal = executor.model.causal
         self.waiting: deque[Request] = deque()
         self.active: list[Active] = []
         self.in_flight: Flight | None = None

@@ -1,32 +1,21 @@
 """Model architectures, registered by their GGUF general.architecture name.
 
 A model module defines a hyper-parameter dataclass read from GGUF metadata and a model
-class whose weights bind by GGUF tensor name. The model contract (see base.py):
-`forward(ctx, inputs, kv) -> logits`, `cache_layers()`, `windows()`, `shift(...)`.
+class whose weights bind by GGUF tensor name; contract.py says what the engine and the
+loader call on it (TextModel). Projectors (images, audio) live in vision/ and audio/.
 """
 
 from __future__ import annotations
 
-REGISTRY: dict[str, type] = {}
+from .contract import Registry
 
-
-def register(architecture: str):
-    def add(cls):
-        if architecture in REGISTRY:
-            raise ValueError(f"The architecture {architecture!r} is registered twice "
-                             f"({REGISTRY[architecture].__name__} and {cls.__name__}).")
-        REGISTRY[architecture] = cls
-        return cls
-
-    return add
+ARCHITECTURES: Registry = Registry("architecture")
+register = ARCHITECTURES.register
 
 
 def model_class(architecture: str) -> type:
-    try:
-        return REGISTRY[architecture]
-    except KeyError:
-        raise ValueError(f"Unknown architecture {architecture!r}; this runner knows "
-                         f"{', '.join(sorted(REGISTRY))}.") from None
+    """The class of a GGUF general.architecture (ValueError naming the known ones)."""
+    return ARCHITECTURES[architecture]
 
 
 # the modules register themselves

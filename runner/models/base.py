@@ -86,6 +86,7 @@ class Transformer:
     weights, the cache shape. Subclasses set config_class and build their blocks."""
 
     config_class: type
+    causal = True                 # each token sees the earlier ones only
 
     @classmethod
     def config_of(cls, meta: dict):

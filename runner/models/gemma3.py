@@ -16,7 +16,7 @@ import numpy as np
 from . import register
 from .attention import attention
 from .base import ATTENTION, LLM, ROPE, Layer, Metadata, Transformer, TransformerConfig, Weights
-from .llama import RopeConfig
+from .rope import RopeConfig
 
 SLIDING_PATTERN = 6          # layers i with i % 6 == 5 attend globally
 LOCAL_ROPE_BASE = 10000.0    # local layers' rope base when {arch}.rope.freq_base_swa is absent

@@ -31,7 +31,7 @@ from . import register
 from .attention import attend
 from .base import (ATTENTION, LLM, ROPE, Layer, Metadata, ModelError, Transformer,
                    TransformerConfig, Weights)
-from .llama import RopeConfig
+from .rope import RopeConfig
 
 # ours, as llama.cpp has no key for it: the checkpoint's use_bidirectional_attention "vision"
 IMAGES_BOTH_WAYS = "{arch}.attention.bidirectional_vision"

@@ -1,7 +1,7 @@
 """Llama (and the many models shaped like it): GQA attention, RoPE, SwiGLU FFN, RMSNorm.
 
 Llama 3 rope scaling arrives as the rope_freqs tensor (frequency factors) that llama.cpp's
-converter writes; linear and YaRN scaling come from the rope.scaling metadata.
+converter writes; linear and YaRN scaling come from the rope.scaling metadata (rope.py).
 """
 
 from __future__ import annotations
@@ -9,58 +9,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from . import register
 from .attention import attention
-from .base import ATTENTION, LLM, ROPE, Layer, Metadata, Transformer, TransformerConfig, Weights
-
-
-def yarn_attn_factor(factor: float) -> float:
-    """llama.cpp's YaRN attention factor before the file's: its magnitude scale 1 + 0.1 ln s
-    times the inverse that ggml's rope multiplies back in, computed in float32 as it does (a
-    hair from 1)."""
-    f32 = np.float32
-    scale = f32(1) / f32(f32(1) / f32(factor))
-    mscale = f32(0.1) * np.log(scale) + f32(1) if scale > 1 else f32(1)
-    return float(mscale * (f32(1) / (f32(1) + f32(0.1) * np.log(scale))))
-
-
-@dataclass
-class RopeConfig:
-    dims: int
-    base: float
-    freq_scale: float = 1.0
-    ext_factor: float = 0.0
-    attn_factor: float = 1.0
-    original_context: int = 0
-    beta_fast: float = 32.0
-    beta_slow: float = 1.0
-
-    @classmethod
-    def from_metadata(cls, m: Metadata, dims: int, base_default: float) -> "RopeConfig":
-        kind = m.get(ROPE.SCALING_TYPE, "none")
-        factor = float(m.get(ROPE.SCALING_FACTOR, 1.0)) or 1.0
-        rope = cls(dims=int(m.get(ROPE.DIMENSION_COUNT, dims)),
-                   base=float(m.get(ROPE.FREQ_BASE, base_default)),
-                   original_context=int(m.get(ROPE.SCALING_ORIG_CTX_LEN, 0)
-                                        or m.get(LLM.CONTEXT_LENGTH, 0)),
-                   attn_factor=float(m.get(ROPE.SCALING_ATTN_FACTOR, 1.0)))
-        if kind in ("linear", "yarn"):
-            rope.freq_scale = float(np.float32(1) / np.float32(factor))     # as llama.cpp
-        if kind == "yarn":
-            rope.ext_factor = float(m.get(ROPE.SCALING_YARN_EXT_FACTOR, 1.0))
-            rope.attn_factor *= yarn_attn_factor(factor)
-            rope.beta_fast = float(m.get(ROPE.SCALING_YARN_BETA_FAST, 32.0))
-            rope.beta_slow = float(m.get(ROPE.SCALING_YARN_BETA_SLOW, 1.0))
-        return rope
-
-    def apply(self, x, positions, mode: str, freq_factors=None):
-        return x.rope_ext(positions, self.dims, mode, freq_factors=freq_factors,
-                          freq_base=self.base,
-                          freq_scale=self.freq_scale, n_ctx_orig=self.original_context,
-                          ext_factor=self.ext_factor, attn_factor=self.attn_factor,
-                          beta_fast=self.beta_fast, beta_slow=self.beta_slow)
+from .base import ATTENTION, LLM, Layer, Metadata, Transformer, TransformerConfig, Weights
+from .rope import RopeConfig
 
 
 @dataclass

@@ -1,14 +1,7 @@
 """Vision encoders ("projectors"): image -> embedding rows the text model reads in place of
-tokens. Registered by llama.cpp's clip.projector_type, the key of its mmproj files.
-
-A projector class has:
-- `from_metadata(meta, weights)`: its hyper-parameters (clip.vision.* keys) and weights bound
-  by mmproj tensor name (v.*, mm.*);
-- `preprocess(image) -> Pixels`: a decoded RGB image to the arrays its graph reads, as the
-  family's reference processor makes them, and how many embedding rows they become;
-- `forward(inputs) -> Tensor (rows, text embd)`: the encoder graph over a PixelInputs;
-- `layout`: the token texts around the rows in the prompt (looked up in the text vocab),
-  and whether the text model's image rows attend to each other both ways.
+tokens. Registered by llama.cpp's clip.projector_type, the key of its mmproj files (audio
+encoders register here too, by clip.audio.projector_type). What the loader and the encoder
+call on one is the Projector protocol of ../contract.py.
 """
 
 from __future__ import annotations
@@ -17,27 +10,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-PROJECTORS: dict[str, type] = {}
+from ..contract import Registry
+
+PROJECTORS: Registry = Registry("projector type")
+register_projector = PROJECTORS.register
 # llama.cpp's KEY_FEATURE_LAYER: the hidden states a tower is read at (gguf-py names it not)
 FEATURE_LAYER = "clip.vision.feature_layer"
 
 
-def register_projector(kind: str):
-    def add(cls):
-        if kind in PROJECTORS:
-            raise ValueError(f"The projector type {kind!r} is registered twice.")
-        PROJECTORS[kind] = cls
-        return cls
-
-    return add
-
-
 def projector_class(kind: str) -> type:
-    try:
-        return PROJECTORS[kind]
-    except KeyError:
-        raise ValueError(f"Unknown vision projector type {kind!r}; this runner knows "
-                         f"{', '.join(sorted(PROJECTORS))}.") from None
+    """The class of a clip.projector_type (ValueError naming the known ones)."""
+    return PROJECTORS[kind]
 
 
 @dataclass

@@ -14,12 +14,17 @@ from runner.engine.batch import Batch
 from runner.engine.executor import Executor
 from runner.kvcache import CausalCache
 from runner.loading.loader import load_model
+from runner.models import model_class
 
 from ..corpus import corpus
 from .hf_tiny import SPECIAL, checkpoint
 from .parity import PROMPT, executor, reference
 
-KINDS = ["llama", "qwen2", "qwen3", "gemma3", "llama4", "gemma4", "gemma4_moe"]
+# each tiny checkpoint kind and the GGUF architecture it converts to (test_registry.py: every
+# registered architecture is one of these, or BERT's, which test_bert.py compares)
+ARCHITECTURE_OF = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3": "gemma3",
+                   "llama4": "llama4", "gemma4": "gemma4", "gemma4_moe": "gemma4"}
+KINDS = list(ARCHITECTURE_OF)
 # f32 tolerance on the logits. The reference rounds GELU as ggml's CPU backend does (see
 # parity.py), but where transformers' and ggml's inputs to it differ in the last bit and
 # straddle an FP16 rounding boundary its output still jumps by ~1e-3, and attention carries
@@ -41,6 +46,7 @@ F16_TOLERANCE = {"gemma4": 0.15, "gemma4_moe": None}
 def test_full_prompt_logits_match_transformers(made, backend, kind):
     files = made(kind)
     model, run = executor(files["f32"], backend)
+    assert type(model.model) is model_class(ARCHITECTURE_OF[kind])
     ids = model.tokenizer.encode(PROMPT, add_special=True)
     ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
     expected = reference(files["hf"], ids)

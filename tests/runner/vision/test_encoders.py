@@ -8,13 +8,15 @@ import pytest
 
 import pyggml
 from runner.loading.loader import open_model
-from runner.models.vision import images
+from runner.models.vision import images, projector_class
 from runner.multimodal.encoder import Encoder
 
 from . import hf_vision
 from .hf_vision import png
 
-KINDS = ["gemma3", "llava", "gemma4"]
+# each tiny checkpoint kind and its clip.projector_type (see test_registry.py)
+PROJECTOR_OF = {"gemma3": "gemma3", "llava": "mlp", "gemma4": "gemma4v"}
+KINDS = list(PROJECTOR_OF)
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +48,7 @@ def test_rows_are_the_reference_image_features(kind, height, width, encoders, re
     data = png(height * width, height, width)
     expected = hf_vision.features(reference(kind), hf_vision.processed(kind, data))
     encoder = encoders(kind)
+    assert type(encoder.projector) is projector_class(PROJECTOR_OF[kind])
     ours = encoder.encode(b"%d" % (height * width), encoder.projector.preprocess(
         images.decode(data)))
     close(ours, expected)
