@@ -1,5 +1,5 @@
 """A model with a real file's metadata, vocabulary, tensor shapes and types, and random
-weights: for measuring where the real file cannot go (the GPU machine of ../shared/GPU.md
+weights: for measuring where the real file cannot go (the lent GPU machine
 takes no downloads and little luggage). Speed does not depend on the weights' values.
 
     python bench/twin.py skeleton REAL.gguf SKELETON.json.gz   # metadata and tensor list

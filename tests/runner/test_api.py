@@ -10,7 +10,7 @@ from runner.engine.options import GenerateOptions, StopScanner
 from .conftest import MODELS
 
 # Greedy continuations of "The capital of France is" by llama.cpp (llama-cpp-python 0.3.36,
-# 2 threads, flash attention off), recorded in ../shared/MODELS.md; we must agree up to the
+# 2 threads, flash attention off), recorded with the model files' facts; we must agree up to the
 # first step where llama.cpp's own top-2 margin is under 0.1 (beyond these prefixes).
 LLAMA_CPP_GREEDY = {
     "smollm2": " Paris.\n\nThe United States has a population of approximately 31",

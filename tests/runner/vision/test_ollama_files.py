@@ -1,5 +1,5 @@
 """Ollama's single-file vision models (the tower inside the model's GGUF, under its names and
-<arch>.vision.* keys, as ../shared/reference/multimodal.md section 5a lists them): written
+<arch>.vision.* keys, as Ollama's converter writes them): written
 here from a converted model and mmproj, then loaded without a projector, they give the same
 image rows and logits as the pair."""
 
