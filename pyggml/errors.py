@@ -1,10 +1,9 @@
-"""The one error path: a failed ggml call becomes a GGMLError carrying ggml's own text."""
+"""The one error path: a failed ggml call becomes a GGMLError carrying ggml's own text.
+GGMLError itself needs no library (a process that only catches it loads none)."""
 
 from __future__ import annotations
 
 import os
-
-from ._lib import ffi, lib
 
 
 class GGMLError(RuntimeError):
@@ -13,6 +12,8 @@ class GGMLError(RuntimeError):
 
 def ggml_message() -> str:
     """Take the message of the last failed guarded call on this thread ('' if none)."""
+    from ._lib import ffi, lib       # there is a failure: the library is loaded already
+
     message = lib.pyggml_take_error()
     return "" if message == ffi.NULL else ffi.string(message).decode(errors="replace")
 
