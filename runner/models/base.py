@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import gguf
 
@@ -69,16 +69,29 @@ class Weights:
     def optional(self, name: str, shape=None) -> pyggml.Tensor | None:
         return self.take(name, shape) if name in self.tensors else None
 
-    def bind(self, target, prefix: str, shapes: dict, optional: dict | None = None) -> None:
-        """Set target.<name> = tensor '<prefix><name>.weight' for each name in shapes."""
+    def bind(self, block: "Block", prefix: str, shapes: dict,
+             optional: dict | None = None) -> None:
+        """Fill block's field <name> with tensor '<prefix><name>.weight' for each name in
+        shapes (and in optional, None where the file has none)."""
+        declared = block.fields()
+        for name in [*shapes, *(optional or {})]:
+            if name not in declared:
+                raise TypeError(f"{type(block).__name__} declares no field {name}.")
         for name, shape in shapes.items():
-            setattr(target, name, self.take(f"{prefix}{name}.weight", shape))
+            setattr(block, name, self.take(f"{prefix}{name}.weight", shape))
         for name, shape in (optional or {}).items():
-            setattr(target, name, self.optional(f"{prefix}{name}.weight", shape))
+            setattr(block, name, self.optional(f"{prefix}{name}.weight", shape))
 
 
-class Layer:
-    """A plain holder for one block's weights (attributes are GGUF tensor names)."""
+@dataclass
+class Block:
+    """One block's weights. Each model declares its blocks' fields in a subclass, named as
+    their GGUF tensors (blk.N.<field>.weight), so that grep finds every one; Weights.bind
+    fills declared fields only."""
+
+    @classmethod
+    def fields(cls) -> set[str]:
+        return {f.name for f in fields(cls)}
 
 
 class Transformer:

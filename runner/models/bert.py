@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from . import register
 from .attention import attention
-from .base import ATTENTION, LLM, Layer, Metadata, ModelError, Transformer, TransformerConfig
+from .base import ATTENTION, LLM, Block, Metadata, ModelError, Transformer, TransformerConfig
 
 
 @dataclass
@@ -25,6 +25,19 @@ class BertConfig(TransformerConfig):
                    norm_eps=float(m.get(ATTENTION.LAYERNORM_EPS, 1e-12)))
 
 
+@dataclass
+class BertBlock(Block):
+    """Each linear and norm as (weight, bias), the bias None where the file has none."""
+    attn_q: tuple | None = None
+    attn_k: tuple | None = None
+    attn_v: tuple | None = None
+    attn_output: tuple | None = None
+    attn_output_norm: tuple | None = None
+    ffn_up: tuple | None = None
+    ffn_down: tuple | None = None
+    layer_output_norm: tuple | None = None
+
+
 @register("bert")
 class Bert(Transformer):
     config_class = BertConfig
@@ -38,15 +51,16 @@ class Bert(Transformer):
         self.embd_norm = self._norm(weights, "token_embd_norm", c.embd)
         self.blocks = []
         for i in range(c.layers):
-            block = Layer()
-            for name, shape in (("attn_q", (c.embd, c.embd)), ("attn_k", (c.embd, c.embd)),
-                                ("attn_v", (c.embd, c.embd)), ("attn_output", (c.embd, c.embd)),
-                                ("ffn_up", (c.ffn, c.embd)), ("ffn_down", (c.embd, c.ffn))):
-                setattr(block, name, (weights.take(f"blk.{i}.{name}.weight", shape),
-                                      weights.optional(f"blk.{i}.{name}.bias", shape[:1])))
-            block.attn_output_norm = self._norm(weights, f"blk.{i}.attn_output_norm", c.embd)
-            block.layer_output_norm = self._norm(weights, f"blk.{i}.layer_output_norm", c.embd)
-            self.blocks.append(block)
+            e, f = c.embd, c.ffn
+            shapes = {"attn_q": (e, e), "attn_k": (e, e), "attn_v": (e, e),
+                      "attn_output": (e, e), "ffn_up": (f, e), "ffn_down": (e, f)}
+            linears = {name: (weights.take(f"blk.{i}.{name}.weight", shape),
+                              weights.optional(f"blk.{i}.{name}.bias", shape[:1]))
+                       for name, shape in shapes.items()}
+            self.blocks.append(BertBlock(
+                **linears,
+                attn_output_norm=self._norm(weights, f"blk.{i}.attn_output_norm", e),
+                layer_output_norm=self._norm(weights, f"blk.{i}.layer_output_norm", e)))
 
     @staticmethod
     def _norm(weights, name: str, dim: int):

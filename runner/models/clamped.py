@@ -7,23 +7,31 @@ the model binds (absent bounds are infinite), so the graph is the same measured 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
-from .base import Layer, Weights
+from .base import Block, Weights
 
 CLAMPS = ("input_min", "input_max", "output_min", "output_max")
 UNBOUNDED = (-math.inf, math.inf, -math.inf, math.inf)
 
 
-def bind_clamps(block: Layer, weights: Weights, prefix: str, linears) -> None:
-    """block.limits: each linear's four bounds as floats."""
-    block.limits = {}
+@dataclass
+class ClampedBlock(Block):
+    """A block with clamped linears: limits holds each one's four bounds as floats."""
+    limits: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
+
+
+def bind_clamps(block: ClampedBlock, weights: Weights, prefix: str, linears) -> None:
+    """block.limits of each of the linears (fields of block), read from the file."""
     for name in linears:
+        if name not in block.fields():
+            raise TypeError(f"{type(block).__name__} declares no field {name}.")
         values = [weights.value(f"{prefix}{name}.{kind}") for kind in CLAMPS]
         block.limits[name] = tuple(default if value is None else float(value.reshape(-1)[0])
                                    for value, default in zip(values, UNBOUNDED))
 
 
-def clamped_linear(block: Layer, name: str, x):
+def clamped_linear(block: ClampedBlock, name: str, x):
     """block.<name> applied to x, clamped where its bounds say."""
     lo_in, hi_in, lo_out, hi_out = block.limits[name]
     if math.isfinite(lo_in) or math.isfinite(hi_in):

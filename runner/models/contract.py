@@ -11,8 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Generic, Iterator, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    import numpy as np
-
     import pyggml
 
     from ..kvcache import LayerShape

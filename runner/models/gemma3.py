@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import register
 from .attention import attention
-from .base import ATTENTION, LLM, ROPE, Layer, Metadata, Transformer, TransformerConfig, Weights
+from .base import ATTENTION, LLM, ROPE, Block, Metadata, Transformer, TransformerConfig, Weights
 from .rope import RopeConfig
+
+if TYPE_CHECKING:
+    from pyggml import Tensor
 
 SLIDING_PATTERN = 6          # layers i with i % 6 == 5 attend globally
 LOCAL_ROPE_BASE = 10000.0    # local layers' rope base when {arch}.rope.freq_base_swa is absent
@@ -61,6 +65,23 @@ class Gemma3Config(TransformerConfig):
         return layer % SLIDING_PATTERN != SLIDING_PATTERN - 1
 
 
+@dataclass
+class Gemma3Block(Block):
+    attn_norm: Tensor | None = None
+    attn_q: Tensor | None = None
+    attn_k: Tensor | None = None
+    attn_v: Tensor | None = None
+    attn_q_norm: Tensor | None = None
+    attn_k_norm: Tensor | None = None
+    attn_output: Tensor | None = None
+    post_attention_norm: Tensor | None = None
+    ffn_norm: Tensor | None = None
+    ffn_gate: Tensor | None = None
+    ffn_up: Tensor | None = None
+    ffn_down: Tensor | None = None
+    post_ffw_norm: Tensor | None = None
+
+
 @register("gemma3")
 class Gemma3(Transformer):
     config_class = Gemma3Config
@@ -72,7 +93,7 @@ class Gemma3(Transformer):
         self.bind_ends(weights)
         self.blocks = []
         for i in range(c.layers):
-            block = Layer()
+            block = Gemma3Block()
             weights.bind(block, f"blk.{i}.", {
                 "attn_norm": (c.embd,), "attn_q": (q_dim, c.embd), "attn_k": (kv_dim, c.embd),
                 "attn_v": (kv_dim, c.embd), "attn_q_norm": (c.head_dim,),

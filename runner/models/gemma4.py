@@ -25,13 +25,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ..kvcache import LayerShape
 from . import register
 from .attention import attend
-from .base import (ATTENTION, LLM, ROPE, Layer, Metadata, ModelError, Transformer,
+from .base import (ATTENTION, LLM, ROPE, Block, Metadata, ModelError, Transformer,
                    TransformerConfig, Weights)
 from .rope import RopeConfig
+
+if TYPE_CHECKING:
+    from pyggml import Tensor
 
 # ours, as llama.cpp has no key for it: the checkpoint's use_bidirectional_attention "vision"
 IMAGES_BOTH_WAYS = "{arch}.attention.bidirectional_vision"
@@ -137,6 +141,36 @@ class Rows:
         return self.masks[window]
 
 
+@dataclass
+class Gemma4Block(Block):
+    attn_norm: Tensor | None = None
+    attn_q: Tensor | None = None
+    attn_q_norm: Tensor | None = None
+    attn_k: Tensor | None = None            # only the layers that keep a cache
+    attn_k_norm: Tensor | None = None
+    attn_v: Tensor | None = None            # absent where K = V
+    attn_output: Tensor | None = None
+    post_attention_norm: Tensor | None = None
+    ffn_norm: Tensor | None = None
+    ffn_gate: Tensor | None = None
+    ffn_up: Tensor | None = None
+    ffn_down: Tensor | None = None
+    post_ffw_norm: Tensor | None = None
+    layer_output_scale: Tensor | None = None
+    inp_gate: Tensor | None = None          # per-layer embeddings
+    proj: Tensor | None = None
+    post_norm: Tensor | None = None
+    moe: bool = False                       # experts beside the dense FFN
+    ffn_gate_inp: Tensor | None = None
+    router_scale: Tensor | None = None      # ffn_gate_inp.scale
+    ffn_gate_up_exps: Tensor | None = None
+    ffn_down_exps: Tensor | None = None
+    expert_scale: Tensor | None = None      # ffn_down_exps.scale
+    pre_ffw_norm_2: Tensor | None = None
+    post_ffw_norm_1: Tensor | None = None
+    post_ffw_norm_2: Tensor | None = None
+
+
 @register("gemma4")
 class Gemma4(Transformer):
     config_class = Gemma4Config
@@ -161,8 +195,8 @@ class Gemma4(Transformer):
         self.cache_layer = [c.cache_of(i) for i in range(c.layers)]   # whose cache each reads
         self.blocks = [self._bind_block(weights, i) for i in range(c.layers)]
 
-    def _bind_block(self, weights: Weights, i: int) -> Layer:
-        c, block, prefix = self.config, Layer(), f"blk.{i}."
+    def _bind_block(self, weights: Weights, i: int) -> Gemma4Block:
+        c, block, prefix = self.config, Gemma4Block(), f"blk.{i}."
         e, d, f = c.embd, c.head_dim_of(i), c.layer_ffn[i]
         q_dim, kv_dim = c.heads * d, c.layer_kv_heads[i] * d
         weights.bind(block, prefix, {

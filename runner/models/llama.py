@@ -8,11 +8,33 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import register
 from .attention import attention
-from .base import ATTENTION, LLM, Layer, Metadata, Transformer, TransformerConfig, Weights
+from .base import ATTENTION, LLM, Block, Metadata, Transformer, TransformerConfig, Weights
 from .rope import RopeConfig
+
+if TYPE_CHECKING:
+    from pyggml import Tensor
+
+
+@dataclass
+class LlamaBlock(Block):
+    attn_norm: Tensor | None = None
+    attn_q: Tensor | None = None
+    attn_k: Tensor | None = None
+    attn_v: Tensor | None = None
+    attn_q_bias: Tensor | None = None       # qwen2
+    attn_k_bias: Tensor | None = None
+    attn_v_bias: Tensor | None = None
+    attn_q_norm: Tensor | None = None       # qwen3, per head
+    attn_k_norm: Tensor | None = None
+    attn_output: Tensor | None = None
+    ffn_norm: Tensor | None = None
+    ffn_gate: Tensor | None = None
+    ffn_up: Tensor | None = None
+    ffn_down: Tensor | None = None
 
 
 @dataclass
@@ -39,6 +61,7 @@ class Llama(Transformer):
     Q/K/V biases (qwen2), per-head Q/K RMSNorm (qwen3), the rope mode."""
 
     config_class = LlamaConfig
+    block_class = LlamaBlock
     rope_mode = "normal"     # llama.cpp's converter permutes Q and K for interleaved rope
 
     @classmethod
@@ -51,26 +74,26 @@ class Llama(Transformer):
         self.rope_freqs = weights.optional("rope_freqs.weight")
         self.blocks = [self._bind_block(weights, i) for i in range(config.layers)]
 
-    def _bind_block(self, weights: Weights, i: int) -> Layer:
+    def _bind_block(self, weights: Weights, i: int) -> LlamaBlock:
         c = self.config
         block = self._bind_attention(weights, i)
         weights.bind(block, f"blk.{i}.", {
             "ffn_gate": (c.ffn, c.embd), "ffn_up": (c.ffn, c.embd), "ffn_down": (c.embd, c.ffn)})
         return block
 
-    def _bind_attention(self, weights: Weights, i: int) -> Layer:
+    def _bind_attention(self, weights: Weights, i: int) -> LlamaBlock:
         """A block's attention weights (optional biases and Q/K norms) and its FFN norm."""
         c = self.config
         q_dim, kv_dim = c.heads * c.head_dim, c.kv_heads * c.head_dim
-        block = Layer()
+        block = self.block_class()
         weights.bind(block, f"blk.{i}.", {
             "attn_norm": (c.embd,), "attn_q": (q_dim, c.embd), "attn_k": (kv_dim, c.embd),
             "attn_v": (kv_dim, c.embd), "attn_output": (c.embd, q_dim),
             "ffn_norm": (c.embd,)}, optional={
             "attn_q_norm": (c.head_dim,), "attn_k_norm": (c.head_dim,)})
-        for name, dim in (("q", q_dim), ("k", kv_dim), ("v", kv_dim)):
-            setattr(block, f"attn_{name}_bias",
-                    weights.optional(f"blk.{i}.attn_{name}.bias", (dim,)))
+        block.attn_q_bias = weights.optional(f"blk.{i}.attn_q.bias", (q_dim,))
+        block.attn_k_bias = weights.optional(f"blk.{i}.attn_k.bias", (kv_dim,))
+        block.attn_v_bias = weights.optional(f"blk.{i}.attn_v.bias", (kv_dim,))
         return block
 
     @staticmethod

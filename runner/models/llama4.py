@@ -11,11 +11,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import register
 from .attention import attention
-from .base import ATTENTION, LLM, Layer, Metadata, ModelError
-from .llama import Llama, LlamaConfig
+from .base import ATTENTION, LLM, Metadata, ModelError
+from .llama import Llama, LlamaBlock, LlamaConfig
+
+if TYPE_CHECKING:
+    from pyggml import Tensor
+
+
+@dataclass
+class Llama4Block(LlamaBlock):
+    ffn_gate_inp: Tensor | None = None      # the router of a mixture-of-experts layer
+    ffn_gate_exps: Tensor | None = None
+    ffn_up_exps: Tensor | None = None
+    ffn_down_exps: Tensor | None = None
+    ffn_gate_shexp: Tensor | None = None    # the shared expert
+    ffn_up_shexp: Tensor | None = None
+    ffn_down_shexp: Tensor | None = None
 
 
 @dataclass
@@ -54,6 +69,7 @@ class Llama4Config(LlamaConfig):
 @register("llama4")
 class Llama4(Llama):
     config_class = Llama4Config
+    block_class = Llama4Block
 
     def __init__(self, config: Llama4Config, weights):
         if config.experts_used != 1:
@@ -61,7 +77,7 @@ class Llama4(Llama):
                              f"{config.experts_used}.")
         super().__init__(config, weights)
 
-    def _bind_block(self, weights, i: int) -> Layer:
+    def _bind_block(self, weights, i: int) -> Llama4Block:
         c = self.config
         if not c.is_moe(i):
             return super()._bind_block(weights, i)

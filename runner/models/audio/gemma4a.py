@@ -20,14 +20,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import gguf
 import numpy as np
 
-from ..base import Layer, Metadata, ModelError, Weights
-from ..clamped import bind_clamps, clamped_linear
+from ..base import Metadata, ModelError, Weights
+from ..clamped import ClampedBlock, bind_clamps, clamped_linear
 from ..vision import Layout, Pixels, register_projector
 from . import melspec
+
+if TYPE_CHECKING:
+    from pyggml import Tensor
 
 AUDIO = gguf.Keys.ClipAudio
 CHUNK = 12                      # queries per attention block
@@ -40,6 +44,32 @@ KERNEL = 3                      # the subsampling convolutions'
 LINEARS = ("ffn_up", "ffn_down", "attn_q", "attn_k", "attn_v", "attn_out", "conv_pw1",
            "conv_pw2", "ffn_up_1", "ffn_down_1")
 MAX_SAMPLES = melspec.MAX_SAMPLES
+
+
+@dataclass
+class ConformerBlock(ClampedBlock):
+    ffn_norm: Tensor | None = None          # the first half-step FFN
+    ffn_up: Tensor | None = None
+    ffn_down: Tensor | None = None
+    ffn_post_norm: Tensor | None = None
+    attn_pre_norm: Tensor | None = None
+    attn_q: Tensor | None = None
+    attn_k: Tensor | None = None
+    attn_v: Tensor | None = None
+    attn_k_rel: Tensor | None = None        # relative positions' keys
+    per_dim_scale: Tensor | None = None
+    attn_out: Tensor | None = None
+    attn_post_norm: Tensor | None = None
+    conv_norm: Tensor | None = None         # the light convolution (its norms as llama.cpp
+    conv_pw1: Tensor | None = None          # names them: conv_norm before, norm_conv after)
+    conv_dw: Tensor | None = None
+    norm_conv: Tensor | None = None
+    conv_pw2: Tensor | None = None
+    ffn_norm_1: Tensor | None = None        # the second half-step FFN
+    ffn_up_1: Tensor | None = None
+    ffn_down_1: Tensor | None = None
+    ffn_post_norm_1: Tensor | None = None
+    ln2: Tensor | None = None
 
 
 @dataclass
@@ -113,7 +143,7 @@ class Gemma4Audio:
         ffn = 4 * c.embd
         self.blocks = []
         for i in range(c.layers):
-            block = Layer()
+            block = ConformerBlock()
             weights.bind(block, f"a.blk.{i}.", {
                 **{norm: (c.embd,) for norm in (
                     "ffn_norm", "ffn_post_norm", "attn_pre_norm", "attn_post_norm",
@@ -183,7 +213,7 @@ class Gemma4Audio:
         out = out.reshape(out.shape[1:])
         return out.norm(self.config.eps).mul(norm).relu()
 
-    def _block(self, x, block: Layer, mask, relative):
+    def _block(self, x, block: ConformerBlock, mask, relative):
         c = self.config
         x = self._half_ffn(x, block, "ffn_norm", "ffn_up", "ffn_down", "ffn_post_norm")
         h = x.rms_norm(c.eps).mul(block.attn_pre_norm)
@@ -193,13 +223,13 @@ class Gemma4Audio:
         x = self._half_ffn(x, block, "ffn_norm_1", "ffn_up_1", "ffn_down_1", "ffn_post_norm_1")
         return x.rms_norm(c.eps).mul(block.ln2)
 
-    def _half_ffn(self, x, block: Layer, pre: str, up: str, down: str, post: str):
+    def _half_ffn(self, x, block: ConformerBlock, pre: str, up: str, down: str, post: str):
         eps = self.config.eps
         h = clamped_linear(block, up, x.rms_norm(eps).mul(getattr(block, pre))).silu()
         h = clamped_linear(block, down, h).rms_norm(eps).mul(getattr(block, post))
         return x.add(h.scale(RESIDUAL))
 
-    def _light_conv(self, x, block: Layer):
+    def _light_conv(self, x, block: ConformerBlock):
         """GLU, causal depthwise conv over time, RMSNorm, SiLU, linear: (N, D) -> (N, D)."""
         c = self.config
         n, d = x.shape
@@ -214,7 +244,7 @@ class Gemma4Audio:
         h = h.rms_norm(c.eps).mul(block.norm_conv).silu()
         return clamped_linear(block, "conv_pw2", h)
 
-    def _attention(self, h, block: Layer, mask, relative):
+    def _attention(self, h, block: ConformerBlock, mask, relative):
         """Chunked local attention with relative positions: h (N, D) -> (N, D)."""
         c = self.config
         n, heads, d = h.shape[0], c.heads, c.head_dim

@@ -14,15 +14,20 @@ Tensor names are llama.cpp's (gemma4v mmproj): the patch embedding stored as a c
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import gguf
 import numpy as np
 
 from . import Layout, Pixels, register_projector
 from . import images
-from ..base import Layer, Metadata, ModelError, Weights
-from ..clamped import bind_clamps, clamped_linear
+from ..base import Metadata, ModelError, Weights
+from ..clamped import ClampedBlock, bind_clamps, clamped_linear
 from .vit import ViTConfig, attend_all, embed_patches, patchify
+
+if TYPE_CHECKING:
+    from pyggml import Tensor
 
 VISION = gguf.Keys.ClipVision
 ROPE_BASE = 100.0
@@ -31,6 +36,23 @@ DEFAULT_MAX_TOKENS = 280               # the reference processor's max_soft_toke
 MAX_TOKENS = "clip.vision.image_max_tokens"     # ours: the soft-token budget of an image
 LINEARS = ("attn_q", "attn_k", "attn_v", "attn_out", "ffn_gate", "ffn_up", "ffn_down")
 NORMS = ("ln1", "attn_post_norm", "ln2", "ffn_post_norm")
+
+
+@dataclass
+class Gemma4VisionBlock(ClampedBlock):
+    ln1: Tensor | None = None
+    attn_q: Tensor | None = None
+    attn_k: Tensor | None = None
+    attn_v: Tensor | None = None
+    attn_q_norm: Tensor | None = None
+    attn_k_norm: Tensor | None = None
+    attn_out: Tensor | None = None
+    attn_post_norm: Tensor | None = None
+    ln2: Tensor | None = None
+    ffn_gate: Tensor | None = None
+    ffn_up: Tensor | None = None
+    ffn_down: Tensor | None = None
+    ffn_post_norm: Tensor | None = None
 
 
 def fitted_size(height: int, width: int, patch: int, max_patches: int,
@@ -67,7 +89,7 @@ class Gemma4Vision:
                              f"not (2, positions, {c.embd}).")
         self.blocks = []
         for i in range(c.layers):
-            block = Layer()
+            block = Gemma4VisionBlock()
             weights.bind(block, f"v.blk.{i}.", {
                 "attn_q": (c.embd, c.embd), "attn_k": (c.embd, c.embd),
                 "attn_v": (c.embd, c.embd), "attn_out": (c.embd, c.embd),
@@ -131,7 +153,7 @@ class Gemma4Vision:
             x = x.sub(self.std_bias).mul(self.std_scale)
         return self.input_projection.mul_mat(x.rms_norm(c.eps))              # (rows, E)
 
-    def _block(self, x, block: Layer, xs, ys, flash: bool):
+    def _block(self, x, block: Gemma4VisionBlock, xs, ys, flash: bool):
         c, n = self.config, x.shape[0]
         d, eps = c.head_dim, c.eps
         h = x.rms_norm(eps).mul(block.ln1)

@@ -12,7 +12,7 @@ import gguf
 
 import pyggml
 
-from ..base import Layer, Metadata, ModelError, Weights
+from ..base import Block, Metadata, ModelError, Weights
 from . import Pixels
 
 VISION = gguf.Keys.ClipVision
@@ -55,17 +55,38 @@ class ViTConfig:
         return self.embd // self.heads
 
 
-def bind_blocks(weights: Weights, c: ViTConfig, layers: int) -> list[Layer]:
+@dataclass
+class ViTBlock(Block):
+    """v.blk.N: each weight with its bias (<name>.bias as <name>_b)."""
+    ln1: pyggml.Tensor | None = None
+    ln1_b: pyggml.Tensor | None = None
+    attn_q: pyggml.Tensor | None = None
+    attn_q_b: pyggml.Tensor | None = None
+    attn_k: pyggml.Tensor | None = None
+    attn_k_b: pyggml.Tensor | None = None
+    attn_v: pyggml.Tensor | None = None
+    attn_v_b: pyggml.Tensor | None = None
+    attn_out: pyggml.Tensor | None = None
+    attn_out_b: pyggml.Tensor | None = None
+    ln2: pyggml.Tensor | None = None
+    ln2_b: pyggml.Tensor | None = None
+    ffn_up: pyggml.Tensor | None = None
+    ffn_up_b: pyggml.Tensor | None = None
+    ffn_down: pyggml.Tensor | None = None
+    ffn_down_b: pyggml.Tensor | None = None
+
+
+def bind_blocks(weights: Weights, c: ViTConfig, layers: int) -> list[ViTBlock]:
     """v.blk.N: ln1, attn_q/k/v/out, ln2, ffn_up, ffn_down, each with a bias."""
     blocks = []
     for i in range(layers):
-        block = Layer()
-        shapes = {"ln1": (c.embd,), "attn_q": (c.embd, c.embd), "attn_k": (c.embd, c.embd),
-                  "attn_v": (c.embd, c.embd), "attn_out": (c.embd, c.embd), "ln2": (c.embd,),
-                  "ffn_up": (c.ffn, c.embd), "ffn_down": (c.embd, c.ffn)}
-        for name, shape in shapes.items():
-            setattr(block, name, weights.take(f"v.blk.{i}.{name}.weight", shape))
-            setattr(block, name + "_b", weights.take(f"v.blk.{i}.{name}.bias", shape[:1]))
+        e, f, prefix = c.embd, c.ffn, f"v.blk.{i}."
+        shapes = {"ln1": (e,), "attn_q": (e, e), "attn_k": (e, e), "attn_v": (e, e),
+                  "attn_out": (e, e), "ln2": (e,), "ffn_up": (f, e), "ffn_down": (e, f)}
+        block = ViTBlock(**{name: weights.take(f"{prefix}{name}.weight", shape)
+                            for name, shape in shapes.items()},
+                         **{f"{name}_b": weights.take(f"{prefix}{name}.bias", shape[:1])
+                            for name, shape in shapes.items()})
         blocks.append(block)
     return blocks
 
@@ -111,7 +132,7 @@ def layer_norm(x, weight, bias, eps: float):
     return x.norm(eps).mul(weight).add(bias)
 
 
-def encoder_block(x, block: Layer, c: ViTConfig, flash: bool = False):
+def encoder_block(x, block: ViTBlock, c: ViTConfig, flash: bool = False):
     """One pre-LayerNorm block over x (P, D), every position attending to every other."""
     n = x.shape[0]
     h = layer_norm(x, block.ln1, block.ln1_b, c.eps)
