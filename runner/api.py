@@ -24,9 +24,10 @@ from .engine.options import GenerateOptions
 from .engine.request import Request
 from .kvcache import CausalCache
 from .kvcache.causal import check_cache_type
-from .loading.devices import DeviceOptions
+from .loading.devices import Backends, DeviceOptions
+from .loading.fit import Footprint, Workload, choose_layers
 from .loading.loader import Loaded, open_model
-from .loading.placement import Backends, Footprint, Placer, Workload, choose_layers
+from .loading.placement import Placer
 from .multimodal.encoder import Encoder
 from .multimodal.projector_memory import add_allocated
 from .multimodal.prompts import Multimodal
@@ -86,7 +87,7 @@ class Result:
 
 class Model:
     """A loaded model and its batch loop (parallel slots, prompt cache), its layers on the
-    devices the options choose (loading/placement.py)."""
+    devices the options choose (loading/fit.py, loading/placement.py)."""
 
     def __init__(self, loaded: Loaded, options: LoadOptions, progress=None):
         self.options = options

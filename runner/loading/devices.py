@@ -7,7 +7,7 @@ stay on the CPU (see placement.py). Several accelerators share the offloaded lay
 proportion to tensor_split, or else to their free memory, in device order; main_gpu takes the
 layers that rounding leaves over. num_gpu=-1 offloads as many layers as fit: the largest
 count whose measured memory (weights, KV cache, compute graph) each accelerator holds with
-HEADROOM to spare.
+HEADROOM to spare. Backends opens one backend per device as the layers need them.
 """
 
 from __future__ import annotations
@@ -162,3 +162,24 @@ def listed_layers(gpu_layers: dict, layers: int,
                                  f"{device.name}.")
             plan[layer] = device
     return [device or cpu for device in plan]
+
+
+class Backends:
+    """One open backend per device, made on first use (the CPU's with its thread count)."""
+
+    def __init__(self, threads: int | None = None):
+        self.threads = threads
+        self._open: dict[str, pyggml.Backend] = {}
+
+    def __getitem__(self, device: pyggml.Device) -> pyggml.Backend:
+        if device.name not in self._open:
+            self._open[device.name] = device.open(self.threads if device.is_cpu else None)
+        return self._open[device.name]
+
+    def ordered(self, devices: list[pyggml.Device]) -> list[pyggml.Backend]:
+        return [self[d] for d in devices]
+
+    def close(self) -> None:
+        for backend in self._open.values():
+            backend.close()
+        self._open.clear()

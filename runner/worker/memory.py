@@ -1,8 +1,8 @@
 """The protocol's memory report: what a layout takes per device and per layer.
 
-Every figure comes from ggml for the real placement (loading/placement.py): weights and KV cache from
-the allocation sizes of the memory each tensor is placed in, the compute graph of a full batch
-from the scheduler. Before loading (fit, alloc) nothing is allocated to measure them; after
+Every figure comes from ggml for the real placement (loading/fit.py measures it): weights and
+KV cache from the allocation sizes of the memory each tensor is placed in, the compute graph
+of a full batch from the scheduler. Before loading (fit, alloc) nothing is allocated to measure them; after
 commit they are read off the model's allocations.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyggml
 
-from ..loading.placement import Footprint
+from ..loading.fit import Footprint
 
 
 def memory_report(footprint: Footprint) -> dict:

@@ -22,9 +22,10 @@ from ..api import LoadOptions, Model, workload_of
 from ..engine.loop import Engine
 from ..kvcache.causal import check_cache_type
 from ..loading import store
-from ..loading.devices import DeviceOptions
+from ..loading.devices import Backends, DeviceOptions
+from ..loading.fit import Footprint, choose_layers, measure
 from ..loading.loader import Loaded, open_model
-from ..loading.placement import Backends, Footprint, Placer, choose_layers, measure
+from ..loading.placement import Placer
 from .memory import memory_report, shortfalls
 
 log = logging.getLogger("runner.worker")

@@ -16,7 +16,8 @@ from pyggml.gguf_weights import repacked_layout
 from runner.engine.batch import Batch
 from runner.engine.executor import Executor
 from runner.kvcache import CausalCache
-from runner.loading.placement import Backends, Placer
+from runner.loading.devices import Backends
+from runner.loading.placement import Placer
 
 from ...rpc_servers import rpc_server
 from ..conftest import MODELS

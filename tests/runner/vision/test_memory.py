@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import runner
 from runner.api import LoadOptions, workload_of
+from runner.loading.devices import Backends
+from runner.loading.fit import choose_layers, measure
 from runner.loading.loader import open_model
-from runner.loading.placement import Backends, Placer, choose_layers, measure
+from runner.loading.placement import Placer
 
 
 def measured(paths, projector):
