@@ -298,6 +298,7 @@ class BufferType:
         return f"<BufferType {self.name}>"
 
 
+@functools.cache
 def rpc_function(name: str, ctype: str):
     """A function of ggml's RPC backend, found through its registry (rpc.py calls them)."""
     reg = lib.ggml_backend_reg_by_name(b"RPC")

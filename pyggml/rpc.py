@@ -12,7 +12,6 @@ why), never the process.
 
 from __future__ import annotations
 
-import functools
 import socket
 import threading
 
@@ -35,7 +34,6 @@ def parse_endpoint(endpoint: str) -> tuple[str, int]:
     return host, int(port)
 
 
-@functools.cache
 def connect(endpoint: str) -> list[Device]:
     """The devices of the RPC server at endpoint, added to devices() on first contact."""
     host, port = parse_endpoint(endpoint)

@@ -208,7 +208,7 @@ def cmd_tokenize(args) -> int:
 def cmd_show(args) -> int:
     import pyggml
 
-    from ..serve.library import FILE_TYPES
+    from ..serve.library import FILE_TYPES, type_name
 
     found = server()
     if found is not None:
@@ -222,7 +222,7 @@ def cmd_show(args) -> int:
     meta = gguf_file.metadata
     arch = meta.get("general.architecture", "unknown")
     params = sum(math.prod(t.ne) for t in gguf_file.header.tensors)
-    types = Counter(pyggml.dtypes.type_name(t.type).upper() for t in gguf_file.header.tensors)
+    types = Counter(type_name(t.type) for t in gguf_file.header.tensors)
     file_type = meta.get("general.file_type")
     template = template_for(meta)
     rows = [

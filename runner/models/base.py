@@ -73,10 +73,7 @@ class Weights:
              optional: dict | None = None) -> None:
         """Fill block's field <name> with tensor '<prefix><name>.weight' for each name in
         shapes (and in optional, None where the file has none)."""
-        declared = block.fields()
-        for name in [*shapes, *(optional or {})]:
-            if name not in declared:
-                raise TypeError(f"{type(block).__name__} declares no field {name}.")
+        block.check_declared([*shapes, *(optional or {})])
         for name, shape in shapes.items():
             setattr(block, name, self.take(f"{prefix}{name}.weight", shape))
         for name, shape in (optional or {}).items():
@@ -90,8 +87,12 @@ class Block:
     fills declared fields only."""
 
     @classmethod
-    def fields(cls) -> set[str]:
-        return {f.name for f in fields(cls)}
+    def check_declared(cls, names) -> None:
+        """Raise TypeError for a name that is not one of this block's fields."""
+        declared = {f.name for f in fields(cls)}
+        for name in names:
+            if name not in declared:
+                raise TypeError(f"{cls.__name__} declares no field {name}.")
 
 
 class Transformer:

@@ -23,9 +23,8 @@ class ClampedBlock(Block):
 
 def bind_clamps(block: ClampedBlock, weights: Weights, prefix: str, linears) -> None:
     """block.limits of each of the linears (fields of block), read from the file."""
+    block.check_declared(linears)
     for name in linears:
-        if name not in block.fields():
-            raise TypeError(f"{type(block).__name__} declares no field {name}.")
         values = [weights.value(f"{prefix}{name}.{kind}") for kind in CLAMPS]
         block.limits[name] = tuple(default if value is None else float(value.reshape(-1)[0])
                                    for value, default in zip(values, UNBOUNDED))
