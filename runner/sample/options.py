@@ -28,8 +28,10 @@ class SamplingOptions:
                     raise ValueError(f"{name} must be a number, not {value!r}.")
                 if not math.isfinite(value):
                     raise ValueError(f"{name} must be a finite number, not {value!r}.")
-            if value < low or (high is not None and value > high):
-                bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+            if value < low or (high is not None and value > high) or \
+                    (name in ABOVE_LOW and value == low):
+                bound = f"[{low}, {high}]" if high is not None else \
+                    f"> {low}" if name in ABOVE_LOW else f">= {low}"
                 raise ValueError(f"{name} must be {bound}, not {value!r}.")
         if self.seed is not None and (isinstance(self.seed, bool) or
                                       not isinstance(self.seed, int)):
@@ -54,6 +56,7 @@ class SamplingOptions:
         return cls(**{k: v for k, v in options.items() if k in known})
 
 
+ABOVE_LOW = {"repeat_penalty"}      # 0 would divide logits by zero
 # option -> (lowest, highest or None, type)
 LIMITS = {
     "temperature": (0.0, None, float),

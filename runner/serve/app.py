@@ -10,12 +10,16 @@ import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import manage, native, openai_api, transcriptions
 from .library import Library
 from .options import Settings
+from .reading import DOCUMENTED, sentence
 from .scheduler import Scheduler
 from .service import ServeError, Service
 
@@ -44,6 +48,11 @@ def create_app(settings: Settings | None = None, library: Library | None = None)
     async def invalid(request: Request, failure: RequestValidationError):
         return error(request, 400, "; ".join(e.get("msg", "") for e in failure.errors()))
 
+    @app.exception_handler(ValidationError)
+    async def invalid_translation(request: Request, failure: ValidationError):
+        """A native request made from an OpenAI one that its checks refuse."""
+        return error(request, 400, sentence(failure))
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, failure: StarletteHTTPException):
         return error(request, failure.status_code, str(failure.detail))
@@ -58,5 +67,17 @@ def create_app(settings: Settings | None = None, library: Library | None = None)
         await scheduler.stop()
 
     for module in (manage, native, openai_api, transcriptions):
-        app.include_router(module.router(service))
+        app.include_router(module.api)
+    app.openapi = lambda: app.openapi_schema or published(app)
     return app
+
+
+def published(app: FastAPI) -> dict:
+    """The OpenAPI schema, with the request bodies' pydantic schemas as its components."""
+    schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                         routes=app.routes)
+    _, bodies = models_json_schema([(kind, "validation") for kind in DOCUMENTED],
+                                   ref_template="#/components/schemas/{model}")
+    schema.setdefault("components", {}).setdefault("schemas", {}).update(bodies["$defs"])
+    app.openapi_schema = schema
+    return schema

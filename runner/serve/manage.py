@@ -8,6 +8,8 @@ import json
 import math
 import time
 
+from typing import Annotated
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
@@ -15,9 +17,9 @@ from pyggml.gguf_reader import Header
 
 from ..loading import store
 from .library import DIGEST, Entry, ModelNotFound, rfc3339
-from .native import body_of
-from .schemas import documented
-from .service import ServeError, Service
+from .bodies import CopyRequest, CreateRequest, ModelRequest
+from .reading import Served, body, documented
+from .service import ServeError
 
 VERSION = "0.1.0"
 BIG_ARRAY = 64          # model_info arrays longer than this are emptied unless verbose
@@ -30,9 +32,10 @@ def tag_of(entry: Entry) -> dict:
             "capabilities": entry.capabilities()}
 
 
-def model_info(entry: Entry, verbose: bool) -> dict:
+def shown(metadata: dict, verbose: bool) -> dict:
+    """Metadata as show reports it: long arrays (the vocabulary) emptied unless verbose."""
     return {key: (value if verbose or not isinstance(value, list) or len(value) <= BIG_ARRAY
-                  else []) for key, value in entry.metadata.items()}
+                  else []) for key, value in metadata.items()}
 
 
 def statuses(stream: bool, steps):
@@ -55,141 +58,136 @@ def statuses(stream: bool, steps):
     return last()
 
 
-def router(service: Service) -> APIRouter:
-    api = APIRouter()
-    library, scheduler = service.library, service.scheduler
+api = APIRouter()
+ModelBody = Annotated[ModelRequest, body(ModelRequest)]
+CreateBody = Annotated[CreateRequest, body(CreateRequest)]
+CopyBody = Annotated[CopyRequest, body(CopyRequest)]
 
-    @api.api_route("/", methods=["GET", "HEAD"])
-    async def root():
-        return PlainTextResponse("Ollama is running")
 
-    @api.api_route("/api/version", methods=["GET", "HEAD"])
-    async def version():
-        return {"version": VERSION}
+@api.api_route("/", methods=["GET", "HEAD"])
+async def root():
+    return PlainTextResponse("Ollama is running")
 
-    @api.api_route("/api/tags", methods=["GET", "HEAD"])
-    async def tags():
-        entries = await asyncio.to_thread(library.list)
-        return {"models": [tag_of(e) for e in entries]}
 
-    @api.post("/api/show", openapi_extra=documented("model"))
-    async def show(request: Request):
-        body = await body_of(request)
-        entry = service.entry(body.get("model") or body.get("name"))
-        verbose = bool(body.get("verbose"))
-        parameters = "\n".join(f"{k} {json.dumps(v) if isinstance(v, str) else v}"
-                               for k, v in entry.parameters.items())
-        result = {"license": entry.metadata.get("general.license", ""),
-                  "modelfile": f"FROM {entry.path}\n", "parameters": parameters,
-                  "template": entry.chat_template or "", "details": entry.details(),
-                  "model_info": model_info(entry, verbose),
-                  "capabilities": entry.capabilities(), "modified_at": entry.modified_at}
-        if entry.system:
-            result["system"] = entry.system
-        if entry.projector is not None:
-            result["modelfile"] += f"FROM {entry.projector}\n"
-            result["projector_info"] = {k: (v if verbose or not isinstance(v, list) or
-                                            len(v) <= BIG_ARRAY else [])
-                                        for k, v in entry.projector_info().items()}
-        if verbose:
-            result["tensors"] = [{"name": t.name, "type": t.type, "shape": list(t.ne)}
-                                 for t in Header(entry.path).tensors]
-        return result
+@api.api_route("/api/version", methods=["GET", "HEAD"])
+async def version():
+    return {"version": VERSION}
 
-    @api.get("/api/ps")
-    async def ps():
-        models = []
-        for loaded in sorted(scheduler.loaded.values(),
-                             key=lambda m: m.expires_at or math.inf, reverse=True):
-            size, size_vram = loaded.sizes()
-            models.append({**tag_of(loaded.entry), "size": size, "size_vram": size_vram,
-                           "expires_at": expiry(loaded), "context_length": loaded.choice.num_ctx})
-        return {"models": models}
 
-    @api.post("/api/pull", openapi_extra=documented("model"))
-    async def pull(request: Request):
-        body = await body_of(request)
-        name = (body.get("model") or body.get("name") or "").lower()
-        if name not in store.CATALOG:
-            raise ServeError(404, f"pull model manifest: {name!r} is not a model this server "
-                             f"can pull (known: {', '.join(store.CATALOG)})")
+@api.api_route("/api/tags", methods=["GET", "HEAD"])
+async def tags(service: Served):
+    entries = await asyncio.to_thread(service.library.list)
+    return {"models": [tag_of(e) for e in entries]}
 
-        async def steps():
-            source = store.CATALOG[name]
-            yield {"status": "pulling manifest"}
-            yield {"status": f"pulling {source.sha256[:12]}", "digest": f"sha256:{source.sha256}"}
-            await asyncio.to_thread(store.pull, name, False)
-            size = store.path_of(name).stat().st_size
-            yield {"status": f"pulling {source.sha256[:12]}", "digest": f"sha256:{source.sha256}",
-                   "total": size, "completed": size}
-            yield {"status": "verifying sha256 digest"}
-            yield {"status": "writing manifest"}
-            yield {"status": "success"}
 
-        return await _respond(statuses(body.get("stream", True), steps()))
+@api.post("/api/show", openapi_extra=documented(ModelRequest))
+async def show(request: ModelBody, service: Served):
+    entry = service.entry(request.model)
+    verbose = request.verbose
+    parameters = "\n".join(f"{k} {json.dumps(v) if isinstance(v, str) else v}"
+                           for k, v in entry.parameters.items())
+    result = {"license": entry.metadata.get("general.license", ""),
+              "modelfile": f"FROM {entry.path}\n", "parameters": parameters,
+              "template": entry.chat_template or "", "details": entry.details(),
+              "model_info": shown(entry.metadata, verbose),
+              "capabilities": entry.capabilities(), "modified_at": entry.modified_at}
+    if entry.system:
+        result["system"] = entry.system
+    if entry.projector is not None:
+        result["modelfile"] += f"FROM {entry.projector}\n"
+        result["projector_info"] = shown(entry.projector_info(), verbose)
+    if verbose:
+        result["tensors"] = [{"name": t.name, "type": t.type, "shape": list(t.ne)}
+                             for t in Header(entry.path).tensors]
+    return result
 
-    @api.api_route("/api/blobs/{digest}", methods=["HEAD"])
-    async def has_blob(digest: str):
-        found = DIGEST.match(digest)
-        ok = found is not None and library.has_blob(found.group(1))
-        return Response(status_code=200 if ok else 404)
 
-    @api.post("/api/blobs/{digest}")
-    async def upload_blob(digest: str, request: Request):
-        found = DIGEST.match(digest)
-        if found is None:
-            raise ServeError(400, f"invalid digest {digest!r}: expected sha256:<64 hex digits>")
-        chunks = []
-        async for chunk in request.stream():
-            chunks.append(chunk)
-        await _library_call(library.write_blob, found.group(1), chunks)
-        return Response(status_code=201)
+@api.get("/api/ps")
+async def ps(service: Served):
+    models = []
+    for loaded in sorted(service.scheduler.loaded.values(),
+                         key=lambda m: m.expires_at or math.inf, reverse=True):
+        size, size_vram = loaded.sizes()
+        models.append({**tag_of(loaded.entry), "size": size, "size_vram": size_vram,
+                       "expires_at": expiry(loaded), "context_length": loaded.choice.num_ctx})
+    return {"models": models}
 
-    @api.post("/api/create", openapi_extra=documented("create"))
-    async def create(request: Request):
-        body = await body_of(request)
-        name = body.get("model") or body.get("name")
-        files, source = body.get("files") or {}, body.get("from")
-        if not name:
-            raise ServeError(400, "model is required")
-        if not isinstance(files, dict) or (not files and not source):
-            raise ServeError(400, "neither 'from' nor 'files' was specified")
 
-        model, projector = await _model_files(library, files)
-        if model is None:
-            if not source:
-                raise ServeError(400, "the files hold no model, only a projector")
-            entry = service.entry(source)
-            model, projector = str(entry.path), projector or entry.projector
+@api.post("/api/pull", openapi_extra=documented(ModelRequest))
+async def pull(request: ModelBody):
+    name = request.model.lower()
+    if name not in store.CATALOG:
+        raise ServeError(404, f"pull model manifest: {name!r} is not a model this server "
+                         f"can pull (known: {', '.join(store.CATALOG)})")
 
-        async def steps():
-            yield {"status": "parsing GGUF"}
-            await _library_call(
-                library.create, name, model, body.get("template"), body.get("system"),
-                body.get("parameters"), projector,
-                invalid="the file is not a model this server reads: {}")
-            yield {"status": "writing manifest"}
-            yield {"status": "success"}
+    async def steps():
+        source = store.CATALOG[name]
+        yield {"status": "pulling manifest"}
+        yield {"status": f"pulling {source.sha256[:12]}", "digest": f"sha256:{source.sha256}"}
+        await asyncio.to_thread(store.pull, name, False)
+        size = store.path_of(name).stat().st_size
+        yield {"status": f"pulling {source.sha256[:12]}", "digest": f"sha256:{source.sha256}",
+               "total": size, "completed": size}
+        yield {"status": "verifying sha256 digest"}
+        yield {"status": "writing manifest"}
+        yield {"status": "success"}
 
-        return await _respond(statuses(body.get("stream", True), steps()))
+    return await _respond(statuses(request.stream, steps()))
 
-    @api.post("/api/copy", openapi_extra=documented("copy"))
-    async def copy(request: Request):
-        body = await body_of(request)
-        await _library_call(library.copy, body.get("source") or "",
-                            body.get("destination") or "")
-        return Response(status_code=200)
 
-    @api.delete("/api/delete", openapi_extra=documented("model"))
-    async def delete(request: Request):
-        body = await body_of(request)
-        name = body.get("model") or body.get("name") or ""
-        entry = service.entry(name)
-        await scheduler.unload(entry.name)
-        await asyncio.to_thread(library.delete, name)
-        return Response(status_code=200)
+@api.api_route("/api/blobs/{digest}", methods=["HEAD"])
+async def has_blob(digest: str, service: Served):
+    found = DIGEST.match(digest)
+    ok = found is not None and service.library.has_blob(found.group(1))
+    return Response(status_code=200 if ok else 404)
 
-    return api
+
+@api.post("/api/blobs/{digest}")
+async def upload_blob(digest: str, request: Request, service: Served):
+    found = DIGEST.match(digest)
+    if found is None:
+        raise ServeError(400, f"invalid digest {digest!r}: expected sha256:<64 hex digits>")
+    chunks = []
+    async for chunk in request.stream():
+        chunks.append(chunk)
+    await _library_call(service.library.write_blob, found.group(1), chunks)
+    return Response(status_code=201)
+
+
+@api.post("/api/create", openapi_extra=documented(CreateRequest))
+async def create(request: CreateBody, service: Served):
+    library = service.library
+    model, projector = await _model_files(library, request.files)
+    if model is None:
+        if not request.source:
+            raise ServeError(400, "the files hold no model, only a projector")
+        entry = service.entry(request.source)
+        model, projector = str(entry.path), projector or entry.projector
+    parameters = request.parameters.given() if request.parameters else {}
+
+    async def steps():
+        yield {"status": "parsing GGUF"}
+        await _library_call(library.create, request.model, model, request.template,
+                            request.system, parameters, projector,
+                            invalid="the file is not a model this server reads: {}")
+        yield {"status": "writing manifest"}
+        yield {"status": "success"}
+
+    return await _respond(statuses(request.stream, steps()))
+
+
+@api.post("/api/copy", openapi_extra=documented(CopyRequest))
+async def copy(request: CopyBody, service: Served):
+    await _library_call(service.library.copy, request.source, request.destination)
+    return Response(status_code=200)
+
+
+@api.delete("/api/delete", openapi_extra=documented(ModelRequest))
+async def delete(request: ModelBody, service: Served):
+    entry = service.entry(request.model)
+    await service.scheduler.unload(entry.name)
+    await _library_call(service.library.delete, request.model)
+    return Response(status_code=200)
 
 
 def expiry(loaded) -> str:

@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import time
 
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from typing import Annotated
 
-from .schemas import documented
-from .service import Service, ServeError, Stream
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+
+from .bodies import ChatRequest, EmbeddingsRequest, EmbedRequest, GenerateRequest
+from .reading import Served, body, documented
+from .service import ServeError, Stream
 
 
 def ndjson(stream: Stream) -> StreamingResponse:
@@ -51,69 +54,48 @@ async def folded(stream: Stream) -> dict:
     return result
 
 
-async def body_of(request: Request) -> dict:
-    """The JSON object of a request; Ollama's messages for a missing or bad one."""
-    raw = await request.body()
-    if not raw:
-        raise ServeError(400, "missing request body")
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ServeError(400, f"invalid JSON: {error}") from None
-    if not isinstance(body, dict):
-        raise ServeError(400, "the request body must be a JSON object")
-    for field, kinds in TYPES.items():
-        if body.get(field) is not None and not isinstance(body[field], kinds):
-            raise ServeError(400, f'"{field}" has the wrong type')
-    return body
+api = APIRouter()
+GenerateBody = Annotated[GenerateRequest, body(GenerateRequest)]
+ChatBody = Annotated[ChatRequest, body(ChatRequest)]
+EmbedBody = Annotated[EmbedRequest, body(EmbedRequest)]
+EmbeddingsBody = Annotated[EmbeddingsRequest, body(EmbeddingsRequest)]
 
 
-TYPES = {"model": str, "prompt": str, "system": str, "template": str, "suffix": str,
-         "stream": bool, "raw": bool, "options": dict, "messages": list, "tools": list,
-         "context": list, "images": list, "truncate": bool, "shift": bool, "logprobs": bool,
-         "top_logprobs": int, "keep_alive": (int, float, str)}
+@api.post("/api/generate", openapi_extra=documented(GenerateRequest))
+async def generate(request: GenerateBody, service: Served):
+    if not request.prompt and not request.images:
+        return await service.load_only(request, chat=False)
+    return await answer(await service.generate(request), request.stream)
 
 
-def router(service: Service) -> APIRouter:
-    api = APIRouter()
-
-    @api.post("/api/generate", openapi_extra=documented("generate"))
-    async def generate(request: Request):
-        body = await body_of(request)
-        if not body.get("prompt") and not body.get("images"):
-            return await service.load_only(body, chat=False)
-        stream = await service.generate(body)
-        return ndjson(stream) if body.get("stream", True) else await folded(stream)
-
-    @api.post("/api/chat", openapi_extra=documented("chat"))
-    async def chat(request: Request):
-        body = await body_of(request)
-        if not body.get("messages"):
-            return await service.load_only(body, chat=True)
-        stream = await service.chat(body)
-        return ndjson(stream) if body.get("stream", True) else await folded(stream)
-
-    @api.post("/api/embed", openapi_extra=documented("embed"))
-    async def embed(request: Request):
-        started = time.perf_counter_ns()
-        body = await body_of(request)
-        vectors, count, load = await service.embed(body)
-        return {"model": body["model"], "embeddings": vectors,
-                "total_duration": time.perf_counter_ns() - started, "load_duration": load,
-                "prompt_eval_count": count}
-
-    @api.post("/api/embeddings", openapi_extra=documented("embeddings"))
-    async def embeddings(request: Request):
-        """The legacy form: one prompt, a vector not normalised."""
-        body = await body_of(request)
-        if not body.get("prompt"):
-            await service.load_only(body, chat=False)
-            return {"embedding": []}
-        vectors, _, _ = await service.embed(dict(body, input=body["prompt"]), normalize=False)
-        return {"embedding": vectors[0]}
-
-    return api
+@api.post("/api/chat", openapi_extra=documented(ChatRequest))
+async def chat(request: ChatBody, service: Served):
+    if not request.messages:
+        return await service.load_only(request, chat=True)
+    return await answer(await service.chat(request), request.stream)
 
 
-def error_response(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+@api.post("/api/embed", openapi_extra=documented(EmbedRequest))
+async def embed(request: EmbedBody, service: Served):
+    started = time.perf_counter_ns()
+    vectors, count, load = await service.embed(request)
+    return {"model": request.model, "embeddings": vectors,
+            "total_duration": time.perf_counter_ns() - started, "load_duration": load,
+            "prompt_eval_count": count}
+
+
+@api.post("/api/embeddings", openapi_extra=documented(EmbeddingsRequest))
+async def embeddings(request: EmbeddingsBody, service: Served):
+    """The legacy form: one prompt, a vector not normalised."""
+    single = EmbedRequest(model=request.model, input=request.prompt,
+                          keep_alive=request.keep_alive, options=request.options)
+    if not request.prompt:
+        await service.load_only(single, chat=False)
+        return {"embedding": []}
+    vectors, _, _ = await service.embed(single, normalize=False)
+    return {"embedding": vectors[0]}
+
+
+async def answer(stream: Stream, streaming: bool):
+    """NDJSON chunks, or the stream folded into one object."""
+    return ndjson(stream) if streaming else await folded(stream)

@@ -10,15 +10,19 @@ import secrets
 import struct
 import time
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from .native import body_of, folded
-from .schemas import documented
-from .service import ServeError, Service
+from .bodies import ChatRequest, EmbedRequest, GenerateRequest, Message, Options
+from .native import folded
+from .openai_bodies import (EFFORT, AudioPart, ChatCompletionRequest, CompletionRequest,
+                            ImagePart, OpenAIEmbeddingsRequest, OpenAIMessage, ResponseFormat,
+                            Sampling, TextPart)
+from .reading import Served, body, documented
+from .service import ServeError
 
-EFFORT = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high",
-          "max": "max", "xhigh": "max", "ultra": "max"}
 FINGERPRINT = "fp_ollama"
 
 
@@ -27,95 +31,73 @@ def error_body(status: int, message: str) -> dict:
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
-def _options(body: dict) -> dict:
+def _options(body: Sampling, limit: int | None) -> Options:
     """OpenAI's sampling fields as Ollama options (temperature and top_p default to 1)."""
-    options = {"temperature": body.get("temperature", 1.0), "top_p": body.get("top_p", 1.0)}
-    for field in ("seed", "frequency_penalty", "presence_penalty"):
-        if body.get(field) is not None:
-            options[field] = body[field]
-    limit = body.get("max_completion_tokens", body.get("max_tokens"))
-    if limit is not None:
-        options["num_predict"] = limit
-    stop = body.get("stop")
-    if stop is not None:
-        options["stop"] = [stop] if isinstance(stop, str) else stop
-    return {k: v for k, v in options.items() if v is not None}
+    stop = [body.stop] if isinstance(body.stop, str) else body.stop
+    given = {"temperature": 1.0 if body.temperature is None else body.temperature,
+             "top_p": 1.0 if body.top_p is None else body.top_p, "seed": body.seed,
+             "frequency_penalty": body.frequency_penalty,
+             "presence_penalty": body.presence_penalty, "num_predict": limit, "stop": stop}
+    return Options(**{k: v for k, v in given.items() if v is not None})
 
 
-def _format(body: dict):
-    response_format = body.get("response_format") or {}
-    kind = response_format.get("type") if isinstance(response_format, dict) else None
-    if kind == "json_object":
-        return "json"
-    if kind == "json_schema":
-        schema = (response_format.get("json_schema") or {}).get("schema")
-        if not isinstance(schema, dict):
-            raise ServeError(400, "response_format json_schema needs a schema object")
-        return schema
-    if kind not in (None, "text"):
-        raise ServeError(400, f"response_format type {kind!r} is not supported")
-    return None
-
-
-def _think(body: dict):
-    effort = body.get("reasoning_effort") or (body.get("reasoning") or {}).get("effort")
-    if effort is None:
+def _format(response_format: ResponseFormat | None):
+    if response_format is None or response_format.type == "text":
         return None
-    if effort not in EFFORT:
-        raise ServeError(400, f"reasoning_effort must be one of {', '.join(EFFORT)}")
-    return EFFORT[effort]
+    if response_format.type == "json_object":
+        return "json"
+    if response_format.json_schema is None:
+        raise ServeError(400, "response_format json_schema needs a schema object")
+    return response_format.json_schema.schema_
 
 
-def _messages(messages) -> list[dict]:
+def _think(body: ChatCompletionRequest):
+    effort = body.reasoning_effort or (body.reasoning.effort if body.reasoning else None)
+    return None if effort is None else EFFORT[effort]
+
+
+def _messages(messages: list[OpenAIMessage]) -> list[Message]:
     """OpenAI messages as native ones: content parts split, tool call arguments parsed,
     tool results named, developer as system, reasoning as thinking."""
-    if not isinstance(messages, list) or not messages:
-        raise ServeError(400, "messages must be a non-empty list")
     names, found = {}, []
     for message in messages:
-        if not isinstance(message, dict):
-            raise ServeError(400, f"invalid message {message!r}")
-        role = {"developer": "system"}.get(message.get("role"), message.get("role"))
-        base = {"role": role}
-        if message.get("reasoning"):
-            base["thinking"] = message["reasoning"]
+        base = {"role": "system" if message.role == "developer" else message.role}
+        if message.reasoning:
+            base["thinking"] = message.reasoning
         calls = []
-        for call in message.get("tool_calls") or []:
-            function = call.get("function") or {}
-            arguments = function.get("arguments") or "{}"
+        for call in message.tool_calls or []:
+            arguments = call.function.arguments
             try:
                 arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
             except json.JSONDecodeError:
                 raise ServeError(400, f"invalid tool call arguments: {arguments!r}") from None
-            names[call.get("id")] = function.get("name")
-            calls.append({"id": call.get("id"), "function": {"name": function.get("name"),
-                                                             "arguments": arguments}})
+            if not isinstance(arguments, dict):
+                raise ServeError(400, f"tool call arguments must be a JSON object, not "
+                                      f"{arguments!r}")
+            names[call.id] = call.function.name
+            calls.append({"id": call.id, "function": {"name": call.function.name,
+                                                      "arguments": arguments}})
         if calls:
             base["tool_calls"] = calls
-        if role == "tool":
-            base["tool_name"] = message.get("name") or names.get(message.get("tool_call_id"), "")
-            base["tool_call_id"] = message.get("tool_call_id")
-        content = message.get("content")
-        if isinstance(content, list):
-            for part in content:
-                found.append(dict(base, **_part(part)))
+        if message.role == "tool":
+            base["tool_name"] = message.name or names.get(message.tool_call_id, "")
+            base["tool_call_id"] = message.tool_call_id
+        if isinstance(message.content, list):
+            found += [Message(**base, **_part(part)) for part in message.content]
         else:
-            found.append(dict(base, content=content or ""))
+            found.append(Message(**base, content=message.content or ""))
     return found
 
 
-def _part(part: dict) -> dict:
-    kind = part.get("type") if isinstance(part, dict) else None
-    if kind == "text":
-        return {"content": part.get("text", "")}
-    if kind == "image_url":
-        url = (part.get("image_url") or {}).get("url", "")
+def _part(part: TextPart | ImagePart | AudioPart) -> dict:
+    if isinstance(part, TextPart):
+        return {"content": part.text}
+    if isinstance(part, ImagePart):
+        url = part.image_url.url
         if not url.startswith("data:image/"):
             raise ServeError(400, "only data:image/...;base64 image URLs are supported")
         return {"content": "", "images": [url.split(",", 1)[-1]]}
-    if kind == "input_audio":
-        return {"content": "", "images": [(part.get("input_audio") or {}).get("data", "")]}
-    raise ServeError(400, f"unsupported content part {kind!r}")
+    return {"content": "", "images": [part.input_audio.data]}
 
 
 def _tool_calls(calls: list[dict]) -> list[dict]:
@@ -162,117 +144,120 @@ def _sse(stream, convert, include_usage: bool, model: str, kind: str, ident: str
     return StreamingResponse(events(), media_type="text/event-stream")
 
 
-def router(service: Service) -> APIRouter:
-    api = APIRouter()
+class ChatChunks:
+    """Native chunks as chat.completion.chunk choices: the role on the first delta, then
+    reasoning, tool calls and content, and the finish reason on the last."""
 
-    @api.post("/v1/chat/completions", openapi_extra=documented("openai_chat"))
-    async def chat_completions(request: Request):
-        body = await body_of(request)
-        native = {"model": body.get("model"), "messages": _messages(body.get("messages")),
-                  "options": _options(body), "format": _format(body), "stream": False,
-                  "tools": body.get("tools"), "tool_choice": body.get("tool_choice"),
-                  "think": _think(body), "logprobs": bool(body.get("logprobs")),
-                  "top_logprobs": body.get("top_logprobs") or 0}
-        stream = await service.chat(native)
-        ident = f"chatcmpl-{secrets.randbelow(1000)}"
-        if body.get("stream"):
-            calls_seen = []
+    def __init__(self):
+        self.calls_seen = []
 
-            def convert(chunk, first):
-                message, choices = chunk.get("message", {}), []
-                pending = {"role": "assistant"} if first else {}
+    def __call__(self, chunk: dict, first: bool) -> list[dict]:
+        message, choices = chunk.get("message", {}), []
+        pending = {"role": "assistant"} if first else {}
 
-                def add(delta, **extra):
-                    nonlocal pending
-                    choices.append({"index": 0, "delta": {**pending, **delta},
-                                    "finish_reason": None, **extra})
-                    pending = {}
+        def add(delta, **extra):
+            nonlocal pending
+            choices.append({"index": 0, "delta": {**pending, **delta}, "finish_reason": None,
+                            **extra})
+            pending = {}
 
-                if message.get("thinking"):
-                    add({"reasoning": message["thinking"]})
-                if message.get("tool_calls"):
-                    calls_seen.extend(message["tool_calls"])
-                    add({"tool_calls": _tool_calls(message["tool_calls"])})
-                if message.get("content") or pending:
-                    extra = {"logprobs": _logprobs(chunk["logprobs"])} \
-                        if chunk.get("logprobs") else {}
-                    add({"content": message.get("content", "")}, **extra)
-                if chunk.get("done"):
-                    reason = "tool_calls" if calls_seen else chunk.get("done_reason", "stop")
-                    choices.append({"index": 0, "delta": {}, "finish_reason": reason})
-                return choices
-
-            include = bool((body.get("stream_options") or {}).get("include_usage"))
-            return _sse(stream, convert, include, body["model"], "chat.completion.chunk", ident)
-        done = await folded(stream)
-        message = done["message"]
-        reply = {"role": "assistant", "content": message.get("content", "")}
         if message.get("thinking"):
-            reply["reasoning"] = message["thinking"]
+            add({"reasoning": message["thinking"]})
         if message.get("tool_calls"):
-            reply["tool_calls"] = _tool_calls(message["tool_calls"])
-        choice = {"index": 0, "message": reply, "finish_reason":
-                  "tool_calls" if message.get("tool_calls") else done.get("done_reason")}
-        if done.get("logprobs"):
-            choice["logprobs"] = _logprobs(done["logprobs"])
-        return {"id": ident, "object": "chat.completion", "created": int(time.time()),
-                "model": body["model"], "system_fingerprint": FINGERPRINT, "choices": [choice],
-                "usage": _usage(done)}
+            self.calls_seen.extend(message["tool_calls"])
+            add({"tool_calls": _tool_calls(message["tool_calls"])})
+        if message.get("content") or pending:
+            extra = {"logprobs": _logprobs(chunk["logprobs"])} if chunk.get("logprobs") else {}
+            add({"content": message.get("content", "")}, **extra)
+        if chunk.get("done"):
+            reason = "tool_calls" if self.calls_seen else chunk.get("done_reason", "stop")
+            choices.append({"index": 0, "delta": {}, "finish_reason": reason})
+        return choices
 
-    @api.post("/v1/completions", openapi_extra=documented("openai_completion"))
-    async def completions(request: Request):
-        body = await body_of(request)
-        if not isinstance(body.get("prompt"), str):
-            raise ServeError(400, "prompt must be a string")
-        top = body.get("logprobs")
-        native = {"model": body.get("model"), "prompt": body["prompt"], "raw": False,
-                  "suffix": body.get("suffix"), "options": _options(body),
-                  "logprobs": bool(top), "top_logprobs": top or 0}
-        stream = await service.generate(native)
-        ident = f"cmpl-{secrets.randbelow(1000)}"
-        if body.get("stream"):
-            def convert(chunk, first):
-                choice = {"text": chunk.get("response", ""), "index": 0,
-                          "finish_reason": chunk.get("done_reason") if chunk.get("done")
-                          else None}
-                return [choice] if choice["text"] or chunk.get("done") else []
 
-            include = bool((body.get("stream_options") or {}).get("include_usage"))
-            return _sse(stream, convert, include, body["model"], "text_completion", ident)
-        done = await folded(stream)
-        return {"id": ident, "object": "text_completion", "created": int(time.time()),
-                "model": body["model"], "system_fingerprint": FINGERPRINT,
-                "choices": [{"text": done.get("response", ""), "index": 0, "logprobs": None,
-                             "finish_reason": done.get("done_reason")}],
-                "usage": _usage(done)}
+def _completion_choices(chunk: dict, first: bool) -> list[dict]:
+    choice = {"text": chunk.get("response", ""), "index": 0,
+              "finish_reason": chunk.get("done_reason") if chunk.get("done") else None}
+    return [choice] if choice["text"] or chunk.get("done") else []
 
-    @api.post("/v1/embeddings", openapi_extra=documented("openai_embeddings"))
-    async def embeddings(request: Request):
-        body = await body_of(request)
-        inputs = body.get("input")
-        if isinstance(inputs, list) and inputs and not isinstance(inputs[0], str):
-            raise ServeError(400, "invalid input type: token arrays are not supported")
-        encoding = body.get("encoding_format") or "float"
-        if encoding not in ("float", "base64"):
-            raise ServeError(400, "encoding_format must be float or base64")
-        vectors, count, _ = await service.embed({"model": body.get("model"), "input": inputs,
-                                                 "dimensions": body.get("dimensions")})
-        data = [{"object": "embedding", "index": i,
-                 "embedding": vector if encoding == "float" else base64.b64encode(
-                     struct.pack(f"<{len(vector)}f", *vector)).decode()}
-                for i, vector in enumerate(vectors)]
-        return {"object": "list", "data": data, "model": body["model"],
-                "usage": {"prompt_tokens": count, "total_tokens": count}}
 
-    @api.get("/v1/models")
-    async def models():
-        return {"object": "list", "data": [_model(e) for e in service.library.list()]}
+api = APIRouter()
+ChatCompletionBody = Annotated[ChatCompletionRequest, body(ChatCompletionRequest)]
+CompletionBody = Annotated[CompletionRequest, body(CompletionRequest)]
+EmbeddingsBody = Annotated[OpenAIEmbeddingsRequest, body(OpenAIEmbeddingsRequest)]
 
-    @api.get("/v1/models/{name:path}")
-    async def model(name: str):
-        return _model(service.entry(name))
 
-    return api
+@api.post("/v1/chat/completions", openapi_extra=documented(ChatCompletionRequest))
+async def chat_completions(request: ChatCompletionBody, service: Served):
+    limit = request.max_completion_tokens if request.max_completion_tokens is not None \
+        else request.max_tokens
+    native = ChatRequest(model=request.model, messages=_messages(request.messages),
+                         options=_options(request, limit), format=_format(request.response_format),
+                         stream=False, tools=request.tools, tool_choice=request.tool_choice,
+                         think=_think(request), logprobs=request.logprobs,
+                         top_logprobs=request.top_logprobs or 0)
+    ident = f"chatcmpl-{secrets.randbelow(1000)}"
+    stream = await service.chat(native)
+    if request.stream:
+        return _sse(stream, ChatChunks(), request.include_usage(), request.model,
+                    "chat.completion.chunk", ident)
+    done = await folded(stream)
+    message = done["message"]
+    reply = {"role": "assistant", "content": message.get("content", "")}
+    if message.get("thinking"):
+        reply["reasoning"] = message["thinking"]
+    if message.get("tool_calls"):
+        reply["tool_calls"] = _tool_calls(message["tool_calls"])
+    choice = {"index": 0, "message": reply, "finish_reason":
+              "tool_calls" if message.get("tool_calls") else done.get("done_reason")}
+    if done.get("logprobs"):
+        choice["logprobs"] = _logprobs(done["logprobs"])
+    return {"id": ident, "object": "chat.completion", "created": int(time.time()),
+            "model": request.model, "system_fingerprint": FINGERPRINT, "choices": [choice],
+            "usage": _usage(done)}
+
+
+@api.post("/v1/completions", openapi_extra=documented(CompletionRequest))
+async def completions(request: CompletionBody, service: Served):
+    top = request.logprobs
+    native = GenerateRequest(model=request.model, prompt=request.prompt,
+                             suffix=request.suffix or "", logprobs=bool(top),
+                             options=_options(request, request.max_tokens),
+                             top_logprobs=top or 0)
+    ident = f"cmpl-{secrets.randbelow(1000)}"
+    stream = await service.generate(native)
+    if request.stream:
+        return _sse(stream, _completion_choices, request.include_usage(), request.model,
+                    "text_completion", ident)
+    done = await folded(stream)
+    return {"id": ident, "object": "text_completion", "created": int(time.time()),
+            "model": request.model, "system_fingerprint": FINGERPRINT,
+            "choices": [{"text": done.get("response", ""), "index": 0, "logprobs": None,
+                         "finish_reason": done.get("done_reason")}],
+            "usage": _usage(done)}
+
+
+@api.post("/v1/embeddings", openapi_extra=documented(OpenAIEmbeddingsRequest))
+async def embeddings(request: EmbeddingsBody, service: Served):
+    vectors, count, _ = await service.embed(EmbedRequest(model=request.model, input=request.input,
+                                                         dimensions=request.dimensions))
+    base64_encoded = request.encoding_format == "base64"
+    data = [{"object": "embedding", "index": i,
+             "embedding": base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+             if base64_encoded else vector}
+            for i, vector in enumerate(vectors)]
+    return {"object": "list", "data": data, "model": request.model,
+            "usage": {"prompt_tokens": count, "total_tokens": count}}
+
+
+@api.get("/v1/models")
+async def models(service: Served):
+    return {"object": "list", "data": [_model(e) for e in service.library.list()]}
+
+
+@api.get("/v1/models/{name:path}")
+async def model(name: str, service: Served):
+    return _model(service.entry(name))
 
 
 def _model(entry) -> dict:

@@ -46,6 +46,7 @@ class Settings:
     context_length: int = 4096
     flash_attention: str = "auto"
     kv_cache_type: str = "f16"
+    max_body: int = 64 << 20                                 # bytes of a JSON request body
     runner_flags: tuple[str, ...] = field(default=())      # e.g. ("--rpc", "host:port")
 
     @classmethod
@@ -65,7 +66,8 @@ class Settings:
                    context_length=max(16, number("RUNNER_CONTEXT_LENGTH", 4096)),
                    flash_attention={"1": "on", "true": "on", "0": "off", "false": "off"}.get(
                        flash.lower(), "auto"),
-                   kv_cache_type=os.environ.get("RUNNER_KV_CACHE_TYPE") or "f16")
+                   kv_cache_type=os.environ.get("RUNNER_KV_CACHE_TYPE") or "f16",
+                   max_body=max(1024, number("RUNNER_MAX_BODY", 64 << 20)))
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,7 @@ def load_choice(load: dict, settings: Settings, context_length: int) -> LoadChoi
 
 
 DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+LONGEST = (2**63 - 1) / 1e9   # Go's longest duration (292 years): anything longer is for ever
 UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -123,7 +126,7 @@ def keep_alive_seconds(value, what: str = "keep_alive") -> float:
     if isinstance(value, (int, float)):
         if not math.isfinite(value):
             raise ValueError(f"{what} must be a finite number of seconds.")
-        return math.inf if value < 0 else float(value)
+        return math.inf if value < 0 or value > LONGEST else float(value)
     if not isinstance(value, str):
         raise ValueError(f"{what} must be a number of seconds or a duration like \"5m\".")
     text = value.strip()
@@ -136,7 +139,7 @@ def keep_alive_seconds(value, what: str = "keep_alive") -> float:
         raise ValueError(f"time: invalid duration {value!r} for {what} (use a number of "
                          'seconds or a duration like "5m", "1h30m")')
     seconds = sum(float(n) * UNITS[u] for n, u in parts)
-    return math.inf if sign < 0 else seconds
+    return math.inf if sign < 0 or seconds > LONGEST else seconds
 
 
 def think_level(think) -> str | None:

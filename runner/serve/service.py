@@ -11,8 +11,9 @@ import time
 from dataclasses import dataclass, field
 
 from ..tokenizer.template import with_image_tags
+from .bodies import ChatRequest, EmbedRequest, GenerateRequest, Generation, Loading, NamedTool
 from .library import Entry, Library, ModelNotFound
-from .options import Settings, keep_alive_seconds, layered, load_choice, think_level
+from .options import Settings, layered, load_choice, think_level
 from .parsers import Extractor, forced_call_grammar, format_for
 from .prompts import Prompt, chat_prompt, generate_prompt
 from .scheduler import Busy, Loaded, Scheduler
@@ -73,14 +74,14 @@ class Service:
         except ModelNotFound as error:
             raise ServeError(404, str(error)) from None
 
-    def _options(self, entry: Entry, options, keep_alive):
+    def _options(self, entry: Entry, options: dict):
+        """(the runner's generation options, the load choice) for a request's options over
+        the model's parameters."""
         try:
             generation, load, _ = layered(entry.parameters, options)
-            choice = load_choice(load, self.settings, entry.context_length)
-            seconds = None if keep_alive is None else keep_alive_seconds(keep_alive)
+            return generation, load_choice(load, self.settings, entry.context_length)
         except ValueError as error:
             raise ServeError(400, str(error)) from None
-        return generation, choice, seconds
 
     async def _lease(self, entry: Entry, choice, keep_alive) -> Loaded:
         try:
@@ -90,18 +91,18 @@ class Service:
         except RunnerError as error:
             raise ServeError(error.status if error.status >= 400 else 500, str(error)) from None
 
-    async def load_only(self, request: dict, chat: bool) -> dict:
+    async def load_only(self, request: Loading, chat: bool) -> dict:
         """An empty prompt or messages: load the model (keep_alive 0: unload it)."""
-        entry = self.entry(request.get("model"))
-        _, choice, keep_alive = self._options(entry, request.get("options"),
-                                              request.get("keep_alive"))
+        entry = self.entry(request.model)
+        _, choice = self._options(entry, request.given_options())
+        keep_alive = request.keep_alive
         if keep_alive == 0:
             await self.scheduler.unload(entry.name)
             reason = "unload"
         else:
             await self.scheduler.release(await self._lease(entry, choice, keep_alive))
             reason = "load"
-        done = {"model": request["model"], "created_at": now(), "done": True,
+        done = {"model": request.model, "created_at": now(), "done": True,
                 "done_reason": reason}
         if chat:
             done["message"] = {"role": "assistant", "content": ""}
@@ -111,49 +112,45 @@ class Service:
 
     # -- generate and chat ----------------------------------------------------------------
 
-    async def generate(self, request: dict) -> Stream:
+    async def generate(self, request: GenerateRequest) -> Stream:
         arrived = time.perf_counter_ns()
-        entry = self.entry(request.get("model"))
+        entry = self.entry(request.model)
         if "completion" not in entry.capabilities():
-            raise ServeError(400, f'"{request["model"]}" does not support generate')
-        if request.get("raw") and (request.get("template") or request.get("system") or
-                                   request.get("context")):
-            raise ServeError(400, "raw mode does not support template, system, or context")
-        if request.get("suffix") and "insert" not in entry.capabilities():
-            raise ServeError(400, f'"{request["model"]}" does not support insert')
-        images = self._images(entry, request.get("images"))
-        prompt_text = request.get("prompt") or ""
-        if images and not request.get("raw"):        # in the user's turn, as Ollama puts them
+            raise ServeError(400, f'"{request.model}" does not support generate')
+        if request.suffix and "insert" not in entry.capabilities():
+            raise ServeError(400, f'"{request.model}" does not support insert')
+        images = self._images(entry, request.images)
+        prompt_text = request.prompt
+        if images and not request.raw:           # in the user's turn, as Ollama puts them
             prompt_text = "".join(f"[img-{i}]" for i in range(len(images))) + prompt_text
         try:
-            text = generate_prompt(entry, prompt_text, request.get("system"),
-                                   request.get("template"), bool(request.get("raw")))
+            text = generate_prompt(entry, prompt_text, request.system, request.template,
+                                   request.raw)
         except ValueError as error:
             raise ServeError(400, str(error)) from None
-        think = self._think(entry, request.get("think"))
+        think = self._think(entry, request.think)
         template = entry.chat_template or ""
         prompt = Prompt(text, format_for(template), False)
         extractor = Extractor(prompt.format, thinking=think != "off") if think else None
         call = Call(entry, {"Prompt": text, "Images": _protocol_images(images)}, extractor,
-                    keep_context=not request.get("raw"), prompt_text=text)
-        return await self._open(call, request, arrived, context=request.get("context"))
+                    keep_context=not request.raw, prompt_text=text)
+        return await self._open(call, request, arrived, context=request.context)
 
-    async def chat(self, request: dict) -> Stream:
+    async def chat(self, request: ChatRequest) -> Stream:
         arrived = time.perf_counter_ns()
-        entry = self.entry(request.get("model"))
+        entry = self.entry(request.model)
         if "completion" not in entry.capabilities():
-            raise ServeError(400, f'"{request["model"]}" does not support chat')
-        messages = _template_messages(request.get("messages") or [])
-        tools = request.get("tools") or None
+            raise ServeError(400, f'"{request.model}" does not support chat')
+        tools = request.tool_dicts()
         if tools and "tools" not in entry.capabilities():
-            raise ServeError(400, f'"{request["model"]}" does not support tools')
-        for message in messages:
-            self._images(entry, message.get("images"))
+            raise ServeError(400, f'"{request.model}" does not support tools')
+        for message in request.messages:
+            self._images(entry, message.images)
         try:
-            messages, images = with_image_tags(messages)
+            messages, images = with_image_tags([m.for_template() for m in request.messages])
         except ValueError as error:
             raise ServeError(400, str(error)) from None
-        think = self._think(entry, request.get("think"))
+        think = self._think(entry, request.think)
         try:
             prompt = chat_prompt(entry, messages, tools, think)
         except ValueError as error:
@@ -162,7 +159,7 @@ class Service:
                               start_thinking=prompt.start_thinking)
         call = Call(entry, {"Prompt": prompt.text, "Images": _protocol_images(images)},
                     extractor, chat=True,
-                    extra={"tools": tools, "tool_choice": request.get("tool_choice"),
+                    extra={"tools": tools, "tool_choice": request.tool_choice,
                            "messages": messages, "think": think})
         return await self._open(call, request, arrived)
 
@@ -178,36 +175,28 @@ class Service:
             return "medium"
         return level
 
-    def _images(self, entry: Entry, images) -> list[str]:
+    def _images(self, entry: Entry, images: list[str] | None) -> list[str]:
         """A request's images (base64 strings), refused for a model that reads none."""
-        if not images:
-            return []
-        if not {"vision", "audio"} & set(entry.capabilities()):
+        if images and not {"vision", "audio"} & set(entry.capabilities()):
             raise ServeError(400, f'"{entry.name}" does not support images')
-        if not isinstance(images, list) or not all(isinstance(i, str) for i in images):
-            raise ServeError(400, "images must be a list of base64-encoded strings")
-        return images
+        return images or []
 
-    async def _open(self, call: Call, request: dict, arrived: int, context=None) -> Stream:
-        generation, choice, keep_alive = self._options(call.entry, request.get("options"),
-                                                       request.get("keep_alive"))
-        top = request.get("top_logprobs") or 0
-        if not isinstance(top, int) or isinstance(top, bool) or not 0 <= top <= 20:
-            raise ServeError(400, "top_logprobs must be between 0 and 20")
+    async def _open(self, call: Call, request: Generation, arrived: int,
+                    context: list[int] | None = None) -> Stream:
+        generation, choice = self._options(call.entry, request.given_options())
+        top = request.top_logprobs
         loading = time.perf_counter_ns()
-        loaded = await self._lease(call.entry, choice, keep_alive)
+        loaded = await self._lease(call.entry, choice, request.keep_alive)
         load_duration = time.perf_counter_ns() - loading
         try:
             runner = loaded.runner
             if context:
                 call.body["Prompt"] = await runner.detokenize(list(context)) + call.body["Prompt"]
-            if call.chat and request.get("truncate", True):
+            if call.chat and request.truncate:
                 await self._fit_messages(call, loaded)
-            call.body.update({"Options": generation, "Format": request.get("format"),
-                              "Shift": request.get("shift", True),
-                              "Truncate": request.get("truncate", True),
-                              "Logprobs": bool(request.get("logprobs")) or top > 0,
-                              "TopLogprobs": top})
+            call.body.update({"Options": generation, "Format": request.format or None,
+                              "Shift": request.shift, "Truncate": request.truncate,
+                              "Logprobs": request.logprobs or top > 0, "TopLogprobs": top})
             await self._force_call(call, runner)
             events = runner.completion(call.body)
             first = await anext(events)                 # errors before the first chunk
@@ -218,7 +207,7 @@ class Service:
         except BaseException:
             await self.scheduler.release(loaded)
             raise
-        chunks = self._chunks(call, request["model"], _prepend(first, events), loaded,
+        chunks = self._chunks(call, request.model, _prepend(first, events), loaded,
                               arrived, load_duration)
         return Stream(chunks, lambda: self.scheduler.release(loaded))
 
@@ -243,9 +232,8 @@ class Service:
         choice, tools = call.extra.get("tool_choice"), call.extra.get("tools")
         if not tools or choice in (None, "auto", "none") or call.extractor is None:
             return
-        if isinstance(choice, dict):
-            name = (choice.get("function") or {}).get("name")
-            tools = [t for t in tools if (t.get("function") or t).get("name") == name] or tools
+        if isinstance(choice, NamedTool):
+            tools = [t for t in tools if t["function"]["name"] == choice.function.name]
         tags = {}
         fmt = call.extractor.format
         for tag in [t for pair in (fmt.think, fmt.tool) if pair for t in pair]:
@@ -311,26 +299,19 @@ class Service:
 
     # -- embeddings ---------------------------------------------------------------------
 
-    async def embed(self, request: dict, normalize: bool = True) -> tuple[list, int, int]:
-        """(vectors, prompt tokens, load duration) of request["input"]."""
-        entry = self.entry(request.get("model"))
-        inputs = request.get("input")
-        if isinstance(inputs, str):
-            inputs = [inputs]
-        if not isinstance(inputs, list) or not all(isinstance(t, str) for t in inputs):
-            raise ServeError(400, "invalid input type")
-        dimensions = request.get("dimensions")
-        if dimensions is not None and (not isinstance(dimensions, int) or dimensions < 1):
-            raise ServeError(400, "dimensions must be a positive integer")
-        _, choice, keep_alive = self._options(entry, request.get("options"),
-                                              request.get("keep_alive"))
+    async def embed(self, request: EmbedRequest, normalize: bool = True
+                    ) -> tuple[list, int, int]:
+        """(vectors, prompt tokens, load duration) of the request's input."""
+        entry = self.entry(request.model)
+        dimensions = request.dimensions
+        _, choice = self._options(entry, request.given_options())
         loading = time.perf_counter_ns()
-        loaded = await self._lease(entry, choice, keep_alive)
+        loaded = await self._lease(entry, choice, request.keep_alive)
         load_duration = time.perf_counter_ns() - loading
         try:
             vectors, count = [], 0
-            for text in inputs:
-                text = await self._fit_context(loaded, text, request.get("truncate", True))
+            for text in request.texts():
+                text = await self._fit_context(loaded, text, request.truncate)
                 try:
                     result = await loaded.runner.embedding(text)
                 except RunnerError as error:
@@ -354,23 +335,6 @@ class Service:
         if not truncate:
             raise ServeError(400, "the input length exceeds the context length")
         return await loaded.runner.detokenize(tokens[:max(1, limit - 2)])
-
-
-def _template_messages(messages: list) -> list[dict]:
-    """Messages as templates read them: roles in lower case, tool call arguments objects."""
-    if not isinstance(messages, list):
-        raise ServeError(400, "messages must be a list")
-    found = []
-    for message in messages:
-        if not isinstance(message, dict):
-            raise ServeError(400, f"Each message must be an object, not {message!r}.")
-        message = dict(message)
-        message["role"] = str(message.get("role", "")).lower()
-        message.setdefault("content", "")
-        if message.get("tool_name") and "name" not in message:
-            message["name"] = message["tool_name"]
-        found.append(message)
-    return found
 
 
 def _protocol_images(images: list[str]) -> list[dict] | None:

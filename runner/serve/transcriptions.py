@@ -11,52 +11,53 @@ from fastapi.responses import PlainTextResponse
 
 from ..multimodal.sound import AudioError
 from ..multimodal.transcribe import TOKENS_PER_CHUNK, prompt, wav_chunks
+from .bodies import ChatRequest, Message, Options
 from .native import folded
-from .service import ServeError, Service
+from .reading import Served
+from .service import ServeError
 
 FORMATS = ("json", "text")
 
 
-def router(service: Service) -> APIRouter:
-    api = APIRouter()
+api = APIRouter()
 
-    @api.post("/v1/audio/transcriptions")
-    async def transcriptions(request: Request):
-        form = await _form(request)
-        name = form.get("model")
-        if not isinstance(name, str) or not name:
-            raise ServeError(400, "model is required")
-        upload = form.get("file")
-        if upload is None or isinstance(upload, str):
-            raise ServeError(400, "file is required (a sound file, sent as multipart form "
-                                  "data)")
-        response_format = form.get("response_format") or "json"
-        if response_format not in FORMATS:
-            raise ServeError(400, f"response_format must be one of {', '.join(FORMATS)}")
-        if "audio" not in service.entry(name).capabilities():
-            raise ServeError(400, f'"{name}" does not support audio')
-        try:
-            chunks = wav_chunks(await upload.read())
-        except AudioError as error:
-            raise ServeError(400, str(error)) from None
-        options = {"temperature": _number(form.get("temperature"), 0.0),
-                   "num_predict": TOKENS_PER_CHUNK}
-        text = prompt(form.get("language") or None)
-        if form.get("prompt"):
-            text = f"{form['prompt']}\n{text}"
-        pieces = []
-        for chunk in chunks:
-            stream = await service.chat({
-                "model": name, "stream": False, "options": options,
-                "messages": [{"role": "user", "content": text,
-                              "images": [base64.b64encode(chunk).decode()]}]})
-            pieces.append((await folded(stream))["message"].get("content", "").strip())
-        transcript = " ".join(p for p in pieces if p)
-        if response_format == "text":
-            return PlainTextResponse(transcript)
-        return {"text": transcript}
 
-    return api
+@api.post("/v1/audio/transcriptions")
+async def transcriptions(request: Request, service: Served):
+    form = await _form(request)
+    name = form.get("model")
+    if not isinstance(name, str) or not name:
+        raise ServeError(400, "model is required")
+    upload = form.get("file")
+    if upload is None or isinstance(upload, str):
+        raise ServeError(400, "file is required (a sound file, sent as multipart form "
+                              "data)")
+    response_format = form.get("response_format") or "json"
+    if response_format not in FORMATS:
+        raise ServeError(400, f"response_format must be one of {', '.join(FORMATS)}")
+    if "audio" not in service.entry(name).capabilities():
+        raise ServeError(400, f'"{name}" does not support audio')
+    try:
+        chunks = wav_chunks(await upload.read())
+    except AudioError as error:
+        raise ServeError(400, str(error)) from None
+    options = Options(temperature=_number(form.get("temperature"), 0.0),
+                      num_predict=TOKENS_PER_CHUNK)
+    text = prompt(form.get("language") or None)
+    if form.get("prompt"):
+        text = f"{form['prompt']}\n{text}"
+    pieces = []
+    for chunk in chunks:
+        stream = await service.chat(ChatRequest(
+            model=name, stream=False, options=options,
+            messages=[Message(role="user", content=text,
+                              images=[base64.b64encode(chunk).decode()])]))
+        pieces.append((await folded(stream))["message"].get("content", "").strip())
+    transcript = " ".join(p for p in pieces if p)
+    if response_format == "text":
+        return PlainTextResponse(transcript)
+    return {"text": transcript}
+
 
 
 async def _form(request: Request):

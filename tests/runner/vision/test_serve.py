@@ -80,7 +80,7 @@ def test_openai_image_url_parts(vision_server):
 @pytest.mark.parametrize("images,message", [
     (["not base64 !!"], "not base64"),
     ([base64.b64encode(b"plain text").decode()], "not an image"),
-    ("one string", "list of base64"),
+    ("one string", "images\" has the wrong type"),
 ])
 def test_bad_images_are_400_and_the_server_serves_on(vision_server, images, message):
     response = vision_server.client.post("/api/chat", json={

@@ -1,0 +1,132 @@
+"""The request bodies of OpenAI's API (chat completions, completions, embeddings), one pydantic
+model each, refused at the door like Ollama's (bodies.py). Fields OpenAI defines that this
+server does not use (n, user, logit_bias, ...) are ignored."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, ConfigDict, Field
+
+from .bodies import Body, Tool, ToolChoice
+
+EFFORT = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high",
+          "max": "max", "xhigh": "max", "ultra": "max"}
+Effort = Literal[tuple(EFFORT)]
+Stop = str | list[str] | None
+
+
+class StreamOptions(Body):
+    include_usage: bool = False
+
+
+class TextPart(Body):
+    type: Literal["text"]
+    text: str
+
+
+class ImageURL(Body):
+    url: str
+    detail: str | None = None
+
+
+class ImagePart(Body):
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+class AudioData(Body):
+    data: str
+    format: str | None = None
+
+
+class AudioPart(Body):
+    type: Literal["input_audio"]
+    input_audio: AudioData
+
+
+Part = Annotated[TextPart | ImagePart | AudioPart, Field(discriminator="type")]
+
+
+class OpenAIFunctionCall(Body):
+    name: str
+    arguments: str | dict[str, Any] = "{}"
+
+
+class OpenAIToolCall(Body):
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: OpenAIFunctionCall
+
+
+class OpenAIMessage(Body):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[Part] | None = None
+    name: str | None = None
+    tool_calls: list[OpenAIToolCall] | None = None
+    tool_call_id: str | None = None
+    reasoning: str | None = None
+
+
+class JSONSchema(Body):
+    model_config = ConfigDict(extra="allow")
+    name: str | None = None
+    schema_: dict[str, Any] = Field(alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(Body):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JSONSchema | None = None
+
+
+class Reasoning(Body):
+    effort: Effort | None = None
+
+
+class Sampling(Body):
+    """The sampling fields both completions take."""
+    model: str
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(None, ge=0)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    seed: int | None = None
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    stop: Stop = None
+
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class ChatCompletionRequest(Sampling):
+    messages: list[OpenAIMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(None, ge=0)
+    response_format: ResponseFormat | None = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice = None
+    reasoning_effort: Effort | None = None
+    reasoning: Reasoning | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+
+
+class CompletionRequest(Sampling):
+    prompt: str
+    suffix: str | None = None
+    logprobs: int | None = Field(None, ge=0, le=20)
+
+
+def _no_tokens(value):
+    if isinstance(value, list) and value and not isinstance(value[0], str):
+        raise ValueError("invalid input type: token arrays are not supported, send text")
+    return value
+
+
+class OpenAIEmbeddingsRequest(Body):
+    model: str
+    input: Annotated[str | list[str], BeforeValidator(_no_tokens)]
+    dimensions: int | None = Field(None, ge=1)
+    encoding_format: Literal["float", "base64"] = "float"
