@@ -17,6 +17,7 @@ from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import manage, native, openai_api, transcriptions
+from .guard import Guard, allowed_origins
 from .library import Library
 from .options import Settings
 from .reading import DOCUMENTED, sentence
@@ -32,7 +33,10 @@ def error(request: Request, status: int, message: str) -> JSONResponse:
     return JSONResponse(body, status_code=status)
 
 
-def create_app(settings: Settings | None = None, library: Library | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, library: Library | None = None,
+               loopback: bool = True) -> FastAPI:
+    """The application; loopback: it listens on a loopback address only, so Host headers
+    that are not loopback names are refused (guard.py)."""
     settings = settings or Settings.from_environment()
     scheduler = Scheduler(settings)
     service = Service(library or Library(), scheduler, settings)
@@ -69,6 +73,7 @@ def create_app(settings: Settings | None = None, library: Library | None = None)
     for module in (manage, native, openai_api, transcriptions):
         app.include_router(module.api)
     app.openapi = lambda: app.openapi_schema or published(app)
+    app.add_middleware(Guard, origins=allowed_origins(), check_host=loopback)
     return app
 
 

@@ -10,6 +10,7 @@ temporary name and renamed, so a reader never sees half of one.
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import json
 import math
@@ -37,14 +38,29 @@ FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9:
 THINK_MARKERS = ("<think>", "enable_thinking", "<|channel>", "reasoning_content")
 
 
+LONGEST_NAME = 256
+
+
 class ModelNotFound(LookupError):
     pass
+
+
+def header_of(path: Path) -> Header:
+    """A GGUF file's header, parsed once per file version (path, size and mtime): a model's
+    vocabulary is tens of megabytes of metadata, read by every request that names it."""
+    stat = path.stat()
+    return _parsed(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(path: str, size: int, mtime_ns: int) -> Header:
+    return Header(path)
 
 
 def normalize(name: str) -> str:
     """'foo' -> 'foo:latest'; names are matched without regard to case."""
     name = str(name).strip()
-    if not NAME.match(name):
+    if len(name) > LONGEST_NAME or not NAME.match(name):
         raise ValueError(f"{name!r} is not a model name ([namespace/]model[:tag], letters, "
                          "digits, '.', '_' and '-').")
     return (name if ":" in name else name + ":latest").lower()
@@ -74,7 +90,7 @@ class Entry:
     @property
     def metadata(self) -> dict:
         if self._metadata is None:
-            self._metadata = Header(self.path).metadata
+            self._metadata = header_of(self.path).metadata
         return self._metadata
 
     @property
@@ -109,7 +125,7 @@ class Entry:
 
     def projector_metadata(self) -> dict | None:
         if self.projector is not None and self._projector_metadata is None:
-            self._projector_metadata = Header(self.projector).metadata
+            self._projector_metadata = header_of(self.projector).metadata
         return self._projector_metadata
 
     def projector_info(self) -> dict | None:
@@ -121,7 +137,7 @@ class Entry:
 
     def details(self) -> dict:
         meta = self.metadata
-        header = Header(self.path)
+        header = header_of(self.path)
         parameters = sum(math.prod(t.ne) for t in header.tensors)
         file_type = meta.get("general.file_type")
         if file_type is None:
@@ -217,8 +233,12 @@ class Library:
         return cached[1]
 
     def _manifest_path(self, name: str) -> Path:
+        """manifests/<namespace>/<model>/<tag>.json of a normalized name, inside the store."""
         model, tag = name.rsplit(":", 1)
-        return self.manifests.joinpath(*model.split("/"), f"{tag}.json")
+        path = self.manifests.joinpath(*model.split("/"), f"{tag}.json")
+        if not path.resolve().is_relative_to(self.manifests.resolve()):
+            raise ValueError(f"{name!r} is not a model name.")
+        return path
 
     # -- writing ------------------------------------------------------------------------
 
@@ -227,7 +247,7 @@ class Library:
 
     def is_projector(self, digest: str) -> bool:
         """Whether the blob is an mmproj file (a vision encoder), not a model."""
-        meta = Header(self.blobs / f"sha256-{digest}").metadata
+        meta = header_of(self.blobs / f"sha256-{digest}").metadata
         return meta.get("general.architecture") == "clip"
 
     def write_blob(self, digest: str, chunks) -> None:
@@ -257,7 +277,7 @@ class Library:
                     "parameters": parameters or {}}
         if projector is not None:
             manifest["projector"] = self._source(projector)
-            meta = Header(self._source_path(manifest["projector"])).metadata
+            meta = header_of(self._source_path(manifest["projector"])).metadata
             if meta.get("general.architecture") != "clip":
                 raise ValueError("the projector is not an mmproj file (general.architecture "
                                  "clip)")
@@ -265,14 +285,13 @@ class Library:
         return self.get(key)
 
     def _source(self, source: str | Path) -> str:
-        """A blob digest (the blob must be there and a GGUF) or a file's absolute path."""
+        """A blob digest or a file's absolute path, refused unless it is a GGUF file."""
         found = DIGEST.match(str(source))
-        if not found:
-            return str(Path(source).resolve())
-        if not self.has_blob(found.group(1)):
+        if found and not self.has_blob(found.group(1)):
             raise ModelNotFound(f"blob sha256:{found.group(1)} not found; upload it first")
-        Header(self.blobs / f"sha256-{found.group(1)}")     # a GGUF, or refused
-        return f"sha256:{found.group(1)}"
+        path = self.blobs / f"sha256-{found.group(1)}" if found else Path(source).resolve()
+        header_of(path)                                    # a GGUF, or a ValueError
+        return f"sha256:{found.group(1)}" if found else str(path)
 
     def copy(self, source: str, destination: str) -> None:
         entry = self.get(source)
@@ -284,12 +303,27 @@ class Library:
         self._write_manifest(normalize(destination), manifest)
 
     def delete(self, name: str) -> None:
-        entry = self.get(name)
-        with self._lock:
-            if entry.name in store.CATALOG:
+        """Remove a pulled model's file, or a created model's manifest and the blobs no other
+        model uses. A GGUF path given as a name is never deleted: it is not in the store."""
+        if str(name).strip().lower() in store.CATALOG:
+            entry = self.get(name)
+            with self._lock:
                 entry.path.unlink()
-                return
-            self._manifest_path(entry.name).unlink()
+            return
+        try:
+            key = normalize(name)
+        except ValueError:
+            raise ValueError(f"{name!r} is not a model in the store (a file path is never "
+                             "deleted); nothing was deleted.") from None
+        entry = self.get(key)
+        with self._lock:
+            manifest = self._manifest_path(entry.name)
+            manifest.unlink()
+            for folder in manifest.parents:
+                if folder == self.manifests or not folder.is_relative_to(self.manifests) or \
+                        any(folder.iterdir()):
+                    break
+                folder.rmdir()
             others = self.list()
             for path in (entry.path, entry.projector):
                 if path is not None and path.parent == self.blobs and \

@@ -34,11 +34,11 @@ def main(argv=None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)      # a line per runner call
     try:
         host, port = address(os.environ.get("RUNNER_HOST"))
-        app = create_app()
+        host, port = args.host or host, args.port if args.port is not None else port
+        app = create_app(loopback=host in LOOPBACK)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    host, port = args.host or host, args.port if args.port is not None else port
     if host not in LOOPBACK:
         log.warning("Listening on %s: this API has no authentication; anyone who reaches the "
                     "port can run and delete models.", host)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import time
 
@@ -13,14 +14,13 @@ from typing import Annotated
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
-from pyggml.gguf_reader import Header
-
 from ..loading import store
-from .library import DIGEST, Entry, ModelNotFound, rfc3339
+from .library import DIGEST, Entry, ModelNotFound, header_of, rfc3339
 from .bodies import CopyRequest, CreateRequest, ModelRequest
 from .reading import Served, body, documented
 from .service import ServeError
 
+log = logging.getLogger("runner.serve")
 VERSION = "0.1.0"
 BIG_ARRAY = 64          # model_info arrays longer than this are emptied unless verbose
 FOREVER = "2318-01-01T00:00:00Z"   # Ollama's expires_at of a model kept for ever
@@ -64,25 +64,39 @@ CreateBody = Annotated[CreateRequest, body(CreateRequest)]
 CopyBody = Annotated[CopyRequest, body(CopyRequest)]
 
 
-@api.api_route("/", methods=["GET", "HEAD"])
+@api.get("/")
+@api.head("/", include_in_schema=False)
 async def root():
     return PlainTextResponse("Ollama is running")
 
 
-@api.api_route("/api/version", methods=["GET", "HEAD"])
+@api.get("/api/version")
+@api.head("/api/version", include_in_schema=False)
 async def version():
     return {"version": VERSION}
 
 
-@api.api_route("/api/tags", methods=["GET", "HEAD"])
+@api.get("/api/tags")
+@api.head("/api/tags", include_in_schema=False)
 async def tags(service: Served):
-    entries = await asyncio.to_thread(service.library.list)
-    return {"models": [tag_of(e) for e in entries]}
+    return {"models": await asyncio.to_thread(readable_tags, service.library)}
+
+
+def readable_tags(library) -> list[dict]:
+    """Every model's tag; one whose file cannot be read is left out (and logged), so that a
+    bad file breaks its own model only."""
+    tags = []
+    for entry in library.list():
+        try:
+            tags.append(tag_of(entry))
+        except (OSError, ValueError) as error:
+            log.warning("Leaving %s out of the list: %s", entry.name, error)
+    return tags
 
 
 @api.post("/api/show", openapi_extra=documented(ModelRequest))
 async def show(request: ModelBody, service: Served):
-    entry = service.entry(request.model)
+    entry = await service.entry(request.model)
     verbose = request.verbose
     parameters = "\n".join(f"{k} {json.dumps(v) if isinstance(v, str) else v}"
                            for k, v in entry.parameters.items())
@@ -98,7 +112,7 @@ async def show(request: ModelBody, service: Served):
         result["projector_info"] = shown(entry.projector_info(), verbose)
     if verbose:
         result["tensors"] = [{"name": t.name, "type": t.type, "shape": list(t.ne)}
-                             for t in Header(entry.path).tensors]
+                             for t in header_of(entry.path).tensors]
     return result
 
 
@@ -161,7 +175,7 @@ async def create(request: CreateBody, service: Served):
     if model is None:
         if not request.source:
             raise ServeError(400, "the files hold no model, only a projector")
-        entry = service.entry(request.source)
+        entry = await service.entry(request.source)
         model, projector = str(entry.path), projector or entry.projector
     parameters = request.parameters.given() if request.parameters else {}
 
@@ -184,9 +198,9 @@ async def copy(request: CopyBody, service: Served):
 
 @api.delete("/api/delete", openapi_extra=documented(ModelRequest))
 async def delete(request: ModelBody, service: Served):
-    entry = service.entry(request.model)
-    await service.scheduler.unload(entry.name)
+    entry = await service.entry(request.model)
     await _library_call(service.library.delete, request.model)
+    await service.scheduler.unload(entry.name)
     return Response(status_code=200)
 
 

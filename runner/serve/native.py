@@ -6,52 +6,15 @@ tool calls and logprobs gathered."""
 
 from __future__ import annotations
 
-import json
 import time
-
 from typing import Annotated
 
-from fastapi import APIRouter
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Request
 
 from .bodies import ChatRequest, EmbeddingsRequest, EmbedRequest, GenerateRequest
 from .reading import Served, body, documented
-from .service import ServeError, Stream
-
-
-def ndjson(stream: Stream) -> StreamingResponse:
-    async def lines():
-        async for chunk in stream:
-            yield json.dumps(chunk) + "\n"
-
-    return StreamingResponse(lines(), media_type="application/x-ndjson")
-
-
-async def folded(stream: Stream) -> dict:
-    """One object from a whole stream (an error chunk raises)."""
-    result, texts, thoughts, calls, logprobs = {}, [], [], [], []
-    async for chunk in stream:
-        if "error" in chunk:
-            raise ServeError(500, chunk["error"])
-        message = chunk.get("message", chunk)
-        texts.append(message.get("content", message.get("response", "")))
-        thoughts.append(message.get("thinking", ""))
-        calls += message.get("tool_calls", [])
-        logprobs += chunk.get("logprobs", [])
-        result = chunk
-    if "message" in result:
-        result["message"] = dict(result["message"], content="".join(texts))
-        if any(thoughts):
-            result["message"]["thinking"] = "".join(thoughts)
-        if calls:
-            result["message"]["tool_calls"] = calls
-    else:
-        result["response"] = "".join(texts)
-        if any(thoughts):
-            result["thinking"] = "".join(thoughts)
-    if logprobs:
-        result["logprobs"] = logprobs
-    return result
+from .replies import folded, ndjson
+from .service import Stream
 
 
 api = APIRouter()
@@ -62,17 +25,17 @@ EmbeddingsBody = Annotated[EmbeddingsRequest, body(EmbeddingsRequest)]
 
 
 @api.post("/api/generate", openapi_extra=documented(GenerateRequest))
-async def generate(request: GenerateBody, service: Served):
+async def generate(request: GenerateBody, service: Served, http: Request):
     if not request.prompt and not request.images:
         return await service.load_only(request, chat=False)
-    return await answer(await service.generate(request), request.stream)
+    return await answer(await service.generate(request), request.stream, http)
 
 
 @api.post("/api/chat", openapi_extra=documented(ChatRequest))
-async def chat(request: ChatBody, service: Served):
+async def chat(request: ChatBody, service: Served, http: Request):
     if not request.messages:
         return await service.load_only(request, chat=True)
-    return await answer(await service.chat(request), request.stream)
+    return await answer(await service.chat(request), request.stream, http)
 
 
 @api.post("/api/embed", openapi_extra=documented(EmbedRequest))
@@ -96,6 +59,6 @@ async def embeddings(request: EmbeddingsBody, service: Served):
     return {"embedding": vectors[0]}
 
 
-async def answer(stream: Stream, streaming: bool):
+async def answer(stream: Stream, streaming: bool, http: Request):
     """NDJSON chunks, or the stream folded into one object."""
-    return ndjson(stream) if streaming else await folded(stream)
+    return ndjson(stream) if streaming else await folded(stream, http)

@@ -12,15 +12,14 @@ import time
 
 from typing import Annotated
 
-from fastapi import APIRouter
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Request
 
 from .bodies import ChatRequest, EmbedRequest, GenerateRequest, Message, Options
-from .native import folded
 from .openai_bodies import (EFFORT, AudioPart, ChatCompletionRequest, CompletionRequest,
                             ImagePart, OpenAIEmbeddingsRequest, OpenAIMessage, ResponseFormat,
                             Sampling, TextPart)
 from .reading import Served, body, documented
+from .replies import StreamReply, folded
 from .service import ServeError
 
 FINGERPRINT = "fp_ollama"
@@ -141,7 +140,7 @@ def _sse(stream, convert, include_usage: bool, model: str, kind: str, ident: str
                                          "choices": [], "usage": _usage(finish)}) + "\n\n"
         yield "data: [DONE]\n\n"
 
-    return StreamingResponse(events(), media_type="text/event-stream")
+    return StreamReply(stream, events(), "text/event-stream")
 
 
 class ChatChunks:
@@ -188,7 +187,7 @@ EmbeddingsBody = Annotated[OpenAIEmbeddingsRequest, body(OpenAIEmbeddingsRequest
 
 
 @api.post("/v1/chat/completions", openapi_extra=documented(ChatCompletionRequest))
-async def chat_completions(request: ChatCompletionBody, service: Served):
+async def chat_completions(request: ChatCompletionBody, service: Served, http: Request):
     limit = request.max_completion_tokens if request.max_completion_tokens is not None \
         else request.max_tokens
     native = ChatRequest(model=request.model, messages=_messages(request.messages),
@@ -201,7 +200,7 @@ async def chat_completions(request: ChatCompletionBody, service: Served):
     if request.stream:
         return _sse(stream, ChatChunks(), request.include_usage(), request.model,
                     "chat.completion.chunk", ident)
-    done = await folded(stream)
+    done = await folded(stream, http)
     message = done["message"]
     reply = {"role": "assistant", "content": message.get("content", "")}
     if message.get("thinking"):
@@ -218,7 +217,7 @@ async def chat_completions(request: ChatCompletionBody, service: Served):
 
 
 @api.post("/v1/completions", openapi_extra=documented(CompletionRequest))
-async def completions(request: CompletionBody, service: Served):
+async def completions(request: CompletionBody, service: Served, http: Request):
     top = request.logprobs
     native = GenerateRequest(model=request.model, prompt=request.prompt,
                              suffix=request.suffix or "", logprobs=bool(top),
@@ -229,7 +228,7 @@ async def completions(request: CompletionBody, service: Served):
     if request.stream:
         return _sse(stream, _completion_choices, request.include_usage(), request.model,
                     "text_completion", ident)
-    done = await folded(stream)
+    done = await folded(stream, http)
     return {"id": ident, "object": "text_completion", "created": int(time.time()),
             "model": request.model, "system_fingerprint": FINGERPRINT,
             "choices": [{"text": done.get("response", ""), "index": 0, "logprobs": None,
@@ -257,7 +256,7 @@ async def models(service: Served):
 
 @api.get("/v1/models/{name:path}")
 async def model(name: str, service: Served):
-    return _model(service.entry(name))
+    return _model(await service.entry(name))
 
 
 def _model(entry) -> dict:

@@ -2,9 +2,9 @@
 
 acquire() returns a lease on the model's runner, loading it first when it is not loaded
 (or reloading it, once its requests finish, when the request asks for other load options).
-Loads wait in one queue of at most max_queue requests (then Busy, a 503). Loading evicts the
-least recently used idle model when max_loaded_models are loaded, or when the new layout
-does not fit the free memory its runner measured. A released model stays loaded for its
+At most max_queue requests wait or run at once, for a model loading or loaded (then Busy,
+a 503). Loading evicts the least recently used idle model when max_loaded_models are loaded,
+or when the new layout does not fit the free memory its runner measured. A released model stays loaded for its
 keep_alive (0: unloaded when idle; infinite: never). A runner that dies is noticed: its
 requests end with an error and the model is dropped, so the next request starts a new one.
 """
@@ -12,7 +12,6 @@ requests end with an error and the model is dropped, so the next request starts 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
@@ -64,21 +63,14 @@ class Scheduler:
         self.loaded: dict[str, Loaded] = {}
         self._changed = asyncio.Condition()
         self._load_lock = asyncio.Lock()
-        self.waiting = 0
-
-    @contextlib.asynccontextmanager
-    async def lease(self, entry: Entry, choice: LoadChoice, keep_alive: float | None):
-        loaded = await self.acquire(entry, choice, keep_alive)
-        try:
-            yield loaded
-        finally:
-            await self.release(loaded)
+        self.in_flight = 0           # requests waiting for a model or holding a lease
 
     async def acquire(self, entry: Entry, choice: LoadChoice, keep_alive: float | None
                       ) -> Loaded:
-        if self.waiting >= self.settings.max_queue:
+        if self.in_flight >= self.settings.max_queue:
             raise Busy("server busy, please try again.  maximum pending requests exceeded")
-        self.waiting += 1
+        self.in_flight += 1
+        leased = False
         try:
             while True:
                 async with self._changed:
@@ -89,6 +81,7 @@ class Scheduler:
                     if current is not None and current.choice == choice:
                         current.active += 1
                         self._keep(current, keep_alive)
+                        leased = True
                         return current
                     if current is not None:                 # other options: reload when idle
                         if not current.idle:
@@ -100,16 +93,24 @@ class Scheduler:
                         continue                           # loaded meanwhile
                     loaded = await self._load(entry, choice, keep_alive)
                     loaded.active += 1
+                    leased = True
                     return loaded
         finally:
-            self.waiting -= 1
+            if not leased:
+                self.in_flight -= 1
 
-    async def release(self, loaded: Loaded) -> None:
+    def release(self, loaded: Loaded) -> None:
+        """Return a lease. Not a coroutine, so that no cancellation (a client gone, a task
+        cancelled in its finally) can stop it half-way and leak the lease."""
+        loaded.active -= 1
+        self.in_flight -= 1
+        loaded.last_used = time.monotonic()
+        if loaded.idle:
+            self._expire_later(loaded)
+        asyncio.get_running_loop().create_task(self._notify())
+
+    async def _notify(self) -> None:
         async with self._changed:
-            loaded.active -= 1
-            loaded.last_used = time.monotonic()
-            if loaded.idle:
-                self._expire_later(loaded)
             self._changed.notify_all()
 
     def _keep(self, loaded: Loaded, keep_alive: float | None) -> None:

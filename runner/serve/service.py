@@ -5,9 +5,11 @@ status; an error after it is a last chunk {"error": ...}."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import math
 import time
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 
 from ..tokenizer.template import with_image_tags
@@ -33,21 +35,35 @@ def now() -> str:
         timespec="microseconds").replace("+00:00", "Z")
 
 
-@dataclass
 class Stream:
-    """Chunks of one reply; iterate it once (its lease ends with it)."""
-    chunks: object                       # async iterator of dicts
-    close: object                        # coroutine function
+    """Chunks of one reply, holding its model's lease until they end or the stream is closed
+    (iterate it once; whoever takes it closes it: the response that sends it, or folded)."""
+
+    def __init__(self, chunks: AsyncGenerator[dict], release: Callable[[], None],
+                 source: AsyncGenerator[dict]):
+        self._chunks, self._release, self._source = chunks, release, source
 
     def __aiter__(self):
         return self._run()
 
     async def _run(self):
         try:
-            async for chunk in self.chunks:
+            async for chunk in self._chunks:
                 yield chunk
         finally:
-            await self.close()
+            self.release()
+
+    def release(self) -> None:
+        """Return the lease (once; not a coroutine, so a cancellation cannot stop it)."""
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    async def aclose(self) -> None:
+        """Return the lease and end the runner's completion (the runner frees the slot)."""
+        self.release()
+        await self._chunks.aclose()
+        await self._source.aclose()
 
 
 @dataclass
@@ -66,13 +82,21 @@ class Service:
     def __init__(self, library: Library, scheduler: Scheduler, settings: Settings):
         self.library, self.scheduler, self.settings = library, scheduler, settings
 
-    def entry(self, name) -> Entry:
-        if not name or not isinstance(name, str):
+    async def entry(self, name: str) -> Entry:
+        """The named model, its file's header read off the event loop (once per file)."""
+        if not name:
             raise ServeError(400, "model is required")
         try:
-            return self.library.get(name)
+            return await asyncio.to_thread(self._read_entry, name)
         except ModelNotFound as error:
             raise ServeError(404, str(error)) from None
+        except ValueError as error:                     # not a GGUF file, a corrupt header
+            raise ServeError(400, f'model "{name}" cannot be read: {error}') from None
+
+    def _read_entry(self, name: str) -> Entry:
+        entry = self.library.get(name)
+        entry.capabilities()                            # parses the headers it needs
+        return entry
 
     def _options(self, entry: Entry, options: dict):
         """(the runner's generation options, the load choice) for a request's options over
@@ -93,14 +117,14 @@ class Service:
 
     async def load_only(self, request: Loading, chat: bool) -> dict:
         """An empty prompt or messages: load the model (keep_alive 0: unload it)."""
-        entry = self.entry(request.model)
+        entry = await self.entry(request.model)
         _, choice = self._options(entry, request.given_options())
         keep_alive = request.keep_alive
         if keep_alive == 0:
             await self.scheduler.unload(entry.name)
             reason = "unload"
         else:
-            await self.scheduler.release(await self._lease(entry, choice, keep_alive))
+            self.scheduler.release(await self._lease(entry, choice, keep_alive))
             reason = "load"
         done = {"model": request.model, "created_at": now(), "done": True,
                 "done_reason": reason}
@@ -114,7 +138,7 @@ class Service:
 
     async def generate(self, request: GenerateRequest) -> Stream:
         arrived = time.perf_counter_ns()
-        entry = self.entry(request.model)
+        entry = await self.entry(request.model)
         if "completion" not in entry.capabilities():
             raise ServeError(400, f'"{request.model}" does not support generate')
         if request.suffix and "insert" not in entry.capabilities():
@@ -138,7 +162,7 @@ class Service:
 
     async def chat(self, request: ChatRequest) -> Stream:
         arrived = time.perf_counter_ns()
-        entry = self.entry(request.model)
+        entry = await self.entry(request.model)
         if "completion" not in entry.capabilities():
             raise ServeError(400, f'"{request.model}" does not support chat')
         tools = request.tool_dicts()
@@ -201,15 +225,15 @@ class Service:
             events = runner.completion(call.body)
             first = await anext(events)                 # errors before the first chunk
         except RunnerError as error:
-            await self.scheduler.release(loaded)
+            self.scheduler.release(loaded)
             raise ServeError(error.status if 400 <= error.status < 600 else 500,
                              str(error)) from None
         except BaseException:
-            await self.scheduler.release(loaded)
+            self.scheduler.release(loaded)
             raise
         chunks = self._chunks(call, request.model, _prepend(first, events), loaded,
                               arrived, load_duration)
-        return Stream(chunks, lambda: self.scheduler.release(loaded))
+        return Stream(chunks, lambda: self.scheduler.release(loaded), events)
 
     async def _fit_messages(self, call: Call, loaded: Loaded) -> None:
         """As Ollama truncates a chat: drop the oldest messages (never a system message nor
@@ -302,7 +326,7 @@ class Service:
     async def embed(self, request: EmbedRequest, normalize: bool = True
                     ) -> tuple[list, int, int]:
         """(vectors, prompt tokens, load duration) of the request's input."""
-        entry = self.entry(request.model)
+        entry = await self.entry(request.model)
         dimensions = request.dimensions
         _, choice = self._options(entry, request.given_options())
         loading = time.perf_counter_ns()
@@ -325,7 +349,7 @@ class Service:
                 count += result["prompt_eval_count"]
             return vectors, count, load_duration
         finally:
-            await self.scheduler.release(loaded)
+            self.scheduler.release(loaded)
 
     async def _fit_context(self, loaded: Loaded, text: str, truncate: bool) -> str:
         limit = loaded.choice.num_ctx

@@ -12,8 +12,8 @@ from fastapi.responses import PlainTextResponse
 from ..multimodal.sound import AudioError
 from ..multimodal.transcribe import TOKENS_PER_CHUNK, prompt, wav_chunks
 from .bodies import ChatRequest, Message, Options
-from .native import folded
 from .reading import Served
+from .replies import folded
 from .service import ServeError
 
 FORMATS = ("json", "text")
@@ -35,7 +35,7 @@ async def transcriptions(request: Request, service: Served):
     response_format = form.get("response_format") or "json"
     if response_format not in FORMATS:
         raise ServeError(400, f"response_format must be one of {', '.join(FORMATS)}")
-    if "audio" not in service.entry(name).capabilities():
+    if "audio" not in (await service.entry(name)).capabilities():
         raise ServeError(400, f'"{name}" does not support audio')
     try:
         chunks = wav_chunks(await upload.read())
@@ -52,7 +52,7 @@ async def transcriptions(request: Request, service: Served):
             model=name, stream=False, options=options,
             messages=[Message(role="user", content=text,
                               images=[base64.b64encode(chunk).decode()])]))
-        pieces.append((await folded(stream))["message"].get("content", "").strip())
+        pieces.append((await folded(stream, request))["message"].get("content", "").strip())
     transcript = " ".join(p for p in pieces if p)
     if response_format == "text":
         return PlainTextResponse(transcript)

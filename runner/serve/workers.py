@@ -49,7 +49,8 @@ class Runner:
     async def start(self) -> None:
         choice = self.choice
         flags = ["--model", str(self.path), "--port", "0", "--no-load", "--no-pull",
-                 "--parallel", str(self.parallel), "--ctx-size", str(choice.num_ctx * self.parallel),
+                 "--parallel", str(self.parallel),
+                 "--ctx-size", str(choice.num_ctx * self.parallel),
                  "--batch-size", str(choice.num_batch), "--flash-attn",
                  self.settings.flash_attention, "--kv-cache-type", self.settings.kv_cache_type,
                  "--num-gpu", str(choice.num_gpu), *self.settings.runner_flags]

@@ -88,3 +88,56 @@ def test_the_server_never_loads_ggml(server, ollama_client):
     with open(f"/proc/{server.proc.pid}/maps") as maps:
         assert "libggml" not in maps.read()
     assert server.runner_pids()               # the generation ran in a worker, which has it
+
+
+def test_delete_never_reaches_outside_the_store(server, tmp_path, models_dir):
+    real = models_dir / "smollm2-135m-instruct-q4_1.gguf"
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (tmp_path / "victim:x.gguf").symlink_to(real)          # makes the name a GGUF path
+    target = victim / "x.gguf.json"
+    target.write_text("{}")
+    name = f"/../../../../..{tmp_path}/victim:x.gguf"
+    refused = server.client.request("DELETE", "/api/delete", json={"model": name})
+    assert refused.status_code == 400 and "nothing was deleted" in refused.json()["error"]
+    assert target.exists() and (tmp_path / "victim:x.gguf").exists()
+    model = tmp_path / "model.gguf"
+    model.symlink_to(real)
+    by_path = server.client.request("DELETE", "/api/delete", json={"model": str(model)})
+    assert by_path.status_code == 400 and "nothing was deleted" in by_path.json()["error"]
+    assert model.exists() and real.exists()
+
+
+def test_deleting_a_namespaced_model_removes_its_empty_folders(server, models_dir):
+    assert server.client.post("/api/copy", json={"source": "smollm2:135m",
+                                                 "destination": "team/smol:v1"}).status_code == 200
+    assert (models_dir / "manifests" / "team" / "smol" / "v1.json").is_file()
+    assert server.client.request("DELETE", "/api/delete",
+                                 json={"model": "team/smol:v1"}).status_code == 200
+    assert not (models_dir / "manifests" / "team").exists()
+    assert (models_dir / "manifests").is_dir()
+
+
+def test_a_bad_file_is_refused_at_create_and_breaks_no_listing(server, tmp_path, models_dir):
+    fake = tmp_path / "fake.gguf"
+    fake.write_bytes(b"this is not a model")
+    created = server.client.post("/api/create", json={"model": "fake", "from": str(fake),
+                                                      "stream": False})
+    assert created.status_code == 400 and "fake.gguf" in created.json()["error"]
+    bad_parameters = server.client.post("/api/create", json={
+        "model": "badparams", "from": "smollm2:135m", "parameters": ["temperature", 1]})
+    assert bad_parameters.status_code == 400
+    # a manifest naming a file that later turns bad: listed without it, the rest intact
+    manifest = models_dir / "manifests" / "spoiled" / "latest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(f'{{"model": "{fake}"}}')
+    try:
+        tags = server.client.get("/api/tags")
+        assert tags.status_code == 200
+        names = [m["name"] for m in tags.json()["models"]]
+        assert "smollm2:135m" in names and "spoiled:latest" not in names
+        shown = server.client.post("/api/show", json={"model": "spoiled"})
+        assert shown.status_code == 400 and "cannot be read" in shown.json()["error"]
+    finally:
+        manifest.unlink()
+        manifest.parent.rmdir()

@@ -1,0 +1,97 @@
+"""How a stream of chunks reaches its client, with the lease it holds returned on every path:
+streamed (NDJSON or SSE), or folded into one object while the client is watched, so that a
+client who leaves cancels its generation whether it asked for a stream or not."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+
+from .service import ServeError, Stream
+
+T = TypeVar("T")
+GONE = 499                      # the status Ollama logs for a client that closed its request
+
+
+class StreamReply(StreamingResponse):
+    """A streamed reply that returns its stream's lease however the response ends: read to
+    the end, failed, or the client gone before the first chunk was read."""
+
+    def __init__(self, stream: Stream, body: AsyncIterator[str], media_type: str):
+        super().__init__(body, media_type=media_type)
+        self.stream = stream
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.stream.aclose()
+
+
+def ndjson(stream: Stream) -> StreamReply:
+    async def lines():
+        async for chunk in stream:
+            yield json.dumps(chunk) + "\n"
+
+    return StreamReply(stream, lines(), "application/x-ndjson")
+
+
+async def unless_gone(request: Request, work: Awaitable[T]) -> T:
+    """work's result, or a 499 with work cancelled when the client disconnects first."""
+    task = asyncio.ensure_future(work)
+
+    async def gone():
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watcher = asyncio.ensure_future(gone())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        raise ServeError(GONE, "The client disconnected; its request was cancelled.")
+    return task.result()
+
+
+async def folded(stream: Stream, request: Request) -> dict:
+    """One object from a whole stream (an error chunk raises), cancelled if the client
+    leaves."""
+    try:
+        return await unless_gone(request, _fold(stream))
+    finally:
+        await stream.aclose()
+
+
+async def _fold(stream: Stream) -> dict:
+    result, texts, thoughts, calls, logprobs = {}, [], [], [], []
+    async for chunk in stream:
+        if "error" in chunk:
+            raise ServeError(500, chunk["error"])
+        message = chunk.get("message", chunk)
+        texts.append(message.get("content", message.get("response", "")))
+        thoughts.append(message.get("thinking", ""))
+        calls += message.get("tool_calls", [])
+        logprobs += chunk.get("logprobs", [])
+        result = chunk
+    if "message" in result:
+        result["message"] = dict(result["message"], content="".join(texts))
+        if any(thoughts):
+            result["message"]["thinking"] = "".join(thoughts)
+        if calls:
+            result["message"]["tool_calls"] = calls
+    else:
+        result["response"] = "".join(texts)
+        if any(thoughts):
+            result["thinking"] = "".join(thoughts)
+    if logprobs:
+        result["logprobs"] = logprobs
+    return result
