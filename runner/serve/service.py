@@ -148,8 +148,8 @@ class Service:
         if images and not request.raw:           # in the user's turn, as Ollama puts them
             prompt_text = "".join(f"[img-{i}]" for i in range(len(images))) + prompt_text
         try:
-            text = generate_prompt(entry, prompt_text, request.system, request.template,
-                                   request.raw)
+            text = await asyncio.to_thread(generate_prompt, entry, prompt_text,
+                                           request.system, request.template, request.raw)
         except ValueError as error:
             raise ServeError(400, str(error)) from None
         think = self._think(entry, request.think)
@@ -176,7 +176,7 @@ class Service:
             raise ServeError(400, str(error)) from None
         think = self._think(entry, request.think)
         try:
-            prompt = chat_prompt(entry, messages, tools, think)
+            prompt = await asyncio.to_thread(chat_prompt, entry, messages, tools, think)
         except ValueError as error:
             raise ServeError(400, str(error)) from None
         extractor = Extractor(prompt.format, tools=bool(tools), thinking=think != "off",
@@ -245,8 +245,8 @@ class Service:
             if not droppable:
                 return                     # the runner truncates what is left, or refuses
             del messages[droppable[0]]
-            call.body["Prompt"] = chat_prompt(call.entry, messages, call.extra["tools"],
-                                              call.extra["think"]).text
+            call.body["Prompt"] = (await asyncio.to_thread(
+                chat_prompt, call.entry, messages, call.extra["tools"], call.extra["think"])).text
             call.body["Images"] = [image for image in call.body.get("Images") or []
                                    if f"[img-{image['id']}]" in call.body["Prompt"]] or None
 

@@ -7,7 +7,8 @@ import datetime
 import json
 
 from jinja2 import TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from .sandbox import BoundedSandbox, render_bounded
 
 # Gemma has no system role: its own template puts the system text before the first turn's
 GEMMA_TURNS = (
@@ -43,7 +44,7 @@ ROLES = ("system", "user", "assistant", "tool", "developer")
 def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
            add_generation_prompt: bool = True, tools: list | None = None, **extra) -> str:
     """The prompt of messages in template, as Hugging Face renders chat templates: a jinja2
-    sandbox with trim_blocks, lstrip_blocks and loop controls, tojson without ASCII escapes,
+    sandbox (bounded in time and size: sandbox.py) with trim_blocks, lstrip_blocks and loop controls, tojson without ASCII escapes,
     raise_exception and strftime_now; tools and extra keyword arguments (enable_thinking, ...)
     passed through. Tool call arguments stay objects."""
     for message in messages:
@@ -52,15 +53,16 @@ def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
                 (message.get("content") is None and message.get("tool_calls"))):
             raise ValueError("Each message needs a role (system, user, assistant, tool) and a "
                              f"string content, not {message!r}.")
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=["jinja2.ext.loopcontrols"])
+    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True,
+                         extensions=["jinja2.ext.loopcontrols"])
     env.globals["raise_exception"] = _raise
     env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
     env.filters["tojson"] = _tojson
     try:
-        return env.from_string(template).render(
-            messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos,
-            eos_token=eos, tools=tools or None, **extra)
+        return render_bounded(
+            env.from_string(template), messages=messages,
+            add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos,
+            tools=tools or None, **extra)
     except TemplateError as error:
         raise ValueError(f"The chat template failed: {error}") from error
 

@@ -91,3 +91,20 @@ def test_a_bad_request_gets_its_status_and_message(server, path, body, status, m
                                                    "stream": False,
                                                    "options": {"num_predict": 1}})
     assert ok.status_code == 200 and ok.json()["done"]
+
+
+def test_a_hostile_template_costs_its_own_request_only(server):
+    import threading
+
+    hostile = {"model": SMOL, "prompt": "hi", "stream": False, "template":
+               "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"}
+    answers = []
+    thread = threading.Thread(target=lambda: answers.append(
+        server.client.post("/api/generate", json=hostile)))
+    thread.start()
+    served_meanwhile = 0                  # the render takes 5 s; a blocked loop serves none
+    while thread.is_alive():
+        assert server.client.get("/api/version").status_code == 200
+        served_meanwhile += 1
+    assert served_meanwhile >= 50
+    assert answers[0].status_code == 400 and "ran longer" in answers[0].json()["error"]

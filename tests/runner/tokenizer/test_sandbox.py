@@ -1,0 +1,50 @@
+"""Templates from strangers are bounded: each hostile one below stops with a sentence, fast,
+instead of freezing the process or exhausting its memory; ordinary ones render as before."""
+
+from __future__ import annotations
+
+import pytest
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from runner.tokenizer import sandbox
+from runner.tokenizer.template import render
+
+HOSTILE = {
+    "nested loops": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+                    "{% endfor %}",
+    "string repetition": "{{ 'a' * 10**10 }}",
+    "list repetition": "{{ ([1] * 10**9) | length }}",
+    "power": "{{ 2 ** 100000000 }}",
+    "doubling in a namespace": "{% set ns = namespace(s='a') %}{% for i in range(64) %}"
+                               "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
+    "center filter": "{{ 'a' | center(10**10) }}",
+    "ljust method": "{{ 'a'.ljust(10**10) }}",
+    "percent width": "{{ '%999999999s' % 'a' }}",
+    "format width": "{{ '{:>999999999}'.format('a') }}",
+    "format_map width": "{{ '{x:>999999999}'.format_map({'x': 1}) }}",
+    "long output": "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}",
+}
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture
+def short_limits(monkeypatch):
+    monkeypatch.setattr(sandbox, "SECONDS", 1.0)
+    monkeypatch.setattr(sandbox, "LONGEST", 1 << 20)
+
+
+@pytest.mark.parametrize("template", HOSTILE.values(), ids=HOSTILE.keys())
+def test_a_hostile_template_stops_with_a_sentence(short_limits, template):
+    with pytest.raises(ValueError, match="The chat template failed: the template"):
+        render(template, MESSAGES)
+
+
+def test_an_ordinary_template_renders_as_jinjas_sandbox_renders_it():
+    template = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content | trim }}"
+                "{{ '%-6s|' % m.role }}{{ '{:>4}'.format(loop.index) }}\n{% endfor %}"
+                "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    messages = [{"role": "user", "content": f" message {i} " * 50} for i in range(300)]
+    plain = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    expected = plain.from_string(template).render(messages=messages,
+                                                  add_generation_prompt=True)
+    assert render(template, messages) == expected
