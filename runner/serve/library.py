@@ -9,6 +9,7 @@ temporary name and renamed, so a reader never sees half of one.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import hashlib
@@ -164,6 +165,31 @@ def rfc3339(timestamp: float) -> str:
         .isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+class Upload:
+    """An uploaded file on its way into the store; nothing is kept unless commit() succeeds."""
+
+    def __init__(self, blobs: Path, digest: str):
+        self.target = blobs / f"sha256-{digest}"
+        self.digest, self.hasher = digest, hashlib.sha256()
+        self.file = tempfile.NamedTemporaryFile(dir=blobs, prefix=".upload-", delete=False)
+
+    def write(self, chunk: bytes) -> None:
+        self.hasher.update(chunk)
+        self.file.write(chunk)
+
+    def commit(self) -> None:
+        self.file.close()
+        if self.hasher.hexdigest() != self.digest:
+            self.discard()
+            raise ValueError(f"digest mismatch: the data's sha256 is {self.hasher.hexdigest()}")
+        os.replace(self.file.name, self.target)
+
+    def discard(self) -> None:
+        self.file.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.file.name)
+
+
 class Library:
     def __init__(self, root: Path | None = None):
         self.root = Path(root or store.store_dir())
@@ -250,22 +276,11 @@ class Library:
         meta = header_of(self.blobs / f"sha256-{digest}").metadata
         return meta.get("general.architecture") == "clip"
 
-    def write_blob(self, digest: str, chunks) -> None:
-        """Store an uploaded file under its sha256; a mismatch stores nothing."""
+    def upload(self, digest: str) -> Upload:
+        """A blob being uploaded: written to a temporary file as it arrives, kept under its
+        sha256 only if the data has that digest."""
         self.blobs.mkdir(parents=True, exist_ok=True)
-        hasher = hashlib.sha256()
-        with tempfile.NamedTemporaryFile(dir=self.blobs, prefix=".upload-", delete=False) as f:
-            try:
-                for chunk in chunks:
-                    hasher.update(chunk)
-                    f.write(chunk)
-            except BaseException:
-                os.unlink(f.name)
-                raise
-        if hasher.hexdigest() != digest:
-            os.unlink(f.name)
-            raise ValueError("digest mismatch")
-        os.replace(f.name, self.blobs / f"sha256-{digest}")
+        return Upload(self.blobs, digest)
 
     def create(self, name: str, source: str | Path, template: str | None = None,
                system: str | None = None, parameters: dict | None = None,

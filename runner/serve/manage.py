@@ -161,10 +161,13 @@ async def upload_blob(digest: str, request: Request, service: Served):
     found = DIGEST.match(digest)
     if found is None:
         raise ServeError(400, f"invalid digest {digest!r}: expected sha256:<64 hex digits>")
-    chunks = []
-    async for chunk in request.stream():
-        chunks.append(chunk)
-    await _library_call(service.library.write_blob, found.group(1), chunks)
+    upload = await asyncio.to_thread(service.library.upload, found.group(1))
+    try:
+        async for chunk in request.stream():           # to disk as it comes, never held
+            upload.write(chunk)
+        await _library_call(upload.commit)
+    finally:
+        upload.discard()
     return Response(status_code=201)
 
 

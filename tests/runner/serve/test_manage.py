@@ -141,3 +141,36 @@ def test_a_bad_file_is_refused_at_create_and_breaks_no_listing(server, tmp_path,
     finally:
         manifest.unlink()
         manifest.parent.rmdir()
+
+
+def peak_memory(pid: int) -> int:
+    status = open(f"/proc/{pid}/status").read()
+    return int(status.split("VmHWM:")[1].split()[0]) * 1024
+
+
+def test_uploads_stream_to_disk_and_json_bodies_are_capped(models_dir, workdir):
+    from .conftest import ServerProcess
+
+    server = ServerProcess(models_dir, workdir, RUNNER_MAX_BODY=100_000)
+    try:
+        size, piece = 256 << 20, bytes(range(256)) * 4096          # 1 MiB pieces
+        digest = hashlib.sha256()
+        for _ in range(size // len(piece)):
+            digest.update(piece)
+        before = peak_memory(server.proc.pid)
+        uploaded = server.client.post(f"/api/blobs/sha256:{digest.hexdigest()}",
+                                      content=(piece for _ in range(size // len(piece))))
+        assert uploaded.status_code == 201
+        assert peak_memory(server.proc.pid) - before < 64 << 20      # not held: 256 MiB sent
+        blob = models_dir / "blobs" / f"sha256-{digest.hexdigest()}"
+        assert blob.stat().st_size == size
+        blob.unlink()
+        wrong = server.client.post("/api/blobs/sha256:" + "0" * 64, content=b"data")
+        assert wrong.status_code == 400 and "digest mismatch" in wrong.json()["error"]
+        assert not [p for p in (models_dir / "blobs").iterdir() if p.name.startswith(".")]
+        big = server.client.post("/api/chat", json={"model": "smollm2:135m", "messages": [
+            {"role": "user", "content": "x" * 200_000}]})
+        assert big.status_code == 413 and "RUNNER_MAX_BODY" in big.json()["error"]
+        assert server.client.get("/api/version").status_code == 200
+    finally:
+        assert server.stop() == 0
