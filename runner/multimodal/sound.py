@@ -15,6 +15,9 @@ import soxr
 
 RATE = 16_000                  # what the audio encoders were trained at
 MAX_SAMPLES = 30 * RATE        # what the reference extractor reads at a time
+MIN_RATE, MAX_RATE = 1_000, 384_000   # telephone audio is 8 kHz; studio at most 384 kHz
+MAX_CHANNELS = 32
+MAX_SECONDS = 20 * 60          # a clip read at once (its samples, resampled, held in memory)
 MAGIC = (b"RIFF", b"RIFX", b"RF64", b"fLaC", b"OggS")
 
 
@@ -38,9 +41,12 @@ def decode(data) -> np.ndarray:
     if not data:
         raise AudioError("The audio is empty (no bytes).")
     try:
+        _check_bounds(soundfile.info(io.BytesIO(bytes(data))))
         samples, rate = soundfile.read(io.BytesIO(bytes(data)), dtype="float32",
                                        always_2d=True)
     except (soundfile.LibsndfileError, RuntimeError, TypeError, ValueError) as error:
+        if isinstance(error, AudioError):
+            raise
         raise AudioError(f"The data is not audio this runner reads (WAV, FLAC or Ogg): "
                          f"{error}") from None
     if samples.shape[0] == 0:
@@ -52,6 +58,21 @@ def decode(data) -> np.ndarray:
     if rate != RATE:
         mono = soxr.resample(mono, rate, RATE, quality="HQ").astype(np.float32)
     return mono
+
+
+def _check_bounds(info) -> None:
+    """Refuse, from the header alone, a clip that would decode or resample to more memory
+    than any real recording needs (a header can claim 1 Hz and grow 16000 times)."""
+    if not MIN_RATE <= info.samplerate <= MAX_RATE:
+        raise AudioError(f"The audio's sample rate is {info.samplerate} Hz; this runner reads "
+                         f"{MIN_RATE} to {MAX_RATE} Hz.")
+    if not 1 <= info.channels <= MAX_CHANNELS:
+        raise AudioError(f"The audio has {info.channels} channels; at most {MAX_CHANNELS} "
+                         "are read.")
+    seconds = info.frames / info.samplerate
+    if seconds > MAX_SECONDS:
+        raise AudioError(f"The audio lasts {seconds:.0f} s; at most {MAX_SECONDS} s are read "
+                         "at once.")
 
 
 def chunks(samples: np.ndarray) -> list[np.ndarray]:

@@ -87,6 +87,15 @@ def tone(seconds: float, rate: int, hz: float = 440.0, seed: int = 0) -> np.ndar
     return (0.5 * np.sin(2 * np.pi * hz * t) + 0.05 * noise).astype(np.float32)
 
 
+def lying_rate(rate: int) -> bytes:
+    """A 16 kHz WAV of 8 KB whose header claims another sample rate."""
+    import struct
+
+    data = bytearray(wav(np.zeros(4000, np.float32), 16000, "PCM_16"))
+    struct.pack_into("<II", data, 24, rate, rate * 2)          # rate, bytes per second
+    return bytes(data)
+
+
 def wav(samples: np.ndarray, rate: int, subtype: str = "PCM_16", channels: int = 1) -> bytes:
     import soundfile
 

@@ -84,6 +84,7 @@ def test_transcriptions_are_the_in_process_ones(audio_server, loaded):
     ({"model": "tiny-ears", "response_format": "srt"}, {"file": ("a.wav", CLIP)},
      "response_format"),
     ({"model": "tiny-ears", "temperature": "hot"}, {"file": ("a.wav", CLIP)}, "temperature"),
+    ({"model": "tiny-ears"}, {"file": ("a.wav", hf_audio.lying_rate(1))}, "sample rate is 1 Hz"),
 ])
 def test_bad_transcription_requests_are_400(audio_server, data, files, message):
     response = audio_server.client.post("/v1/audio/transcriptions", data=data, files=files)

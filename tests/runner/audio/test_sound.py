@@ -76,6 +76,17 @@ def test_bad_audio_is_refused_clearly(data, message):
         sound.decode(data)
 
 
+@pytest.mark.parametrize("data, message", [
+    (hf_audio.lying_rate(1), "sample rate is 1 Hz"),
+    (hf_audio.lying_rate(10_000_000), "sample rate is 10000000 Hz"),
+    (hf_audio.wav(np.zeros(100, np.float32), 800, "PCM_16"), "sample rate"),
+    (hf_audio.wav(np.zeros(21 * 60 * 1000, np.float32), 1000, "PCM_16"), "lasts 1260 s"),
+])
+def test_clips_that_would_grow_without_bound_are_refused_from_their_header(data, message):
+    with pytest.raises(sound.AudioError, match=message):
+        sound.decode(data)
+
+
 def test_a_header_without_samples_is_refused():
     empty = hf_audio.wav(np.zeros(0, np.float32), 16000)
     with pytest.raises(sound.AudioError, match="no samples"):
