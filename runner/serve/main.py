@@ -9,6 +9,7 @@ end the runners and exit 0.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import signal
@@ -42,10 +43,26 @@ def main(argv=None) -> int:
     if host not in LOOPBACK:
         log.warning("Listening on %s: this API has no authentication; anyone who reaches the "
                     "port can run and delete models.", host)
-    # uvicorn shuts down gracefully on SIGTERM or SIGINT (ending the runners), then raises
-    # the signal again: let that be a no-op, so the process exits 0
+    # uvicorn shuts down gracefully on SIGTERM or SIGINT, then raises the signal again: let
+    # that be a no-op, so the process exits 0
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, lambda *_: None)
-    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False,
-                timeout_graceful_shutdown=10)
+    Serving(uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False,
+                           timeout_graceful_shutdown=10)).run()
     return 0
+
+
+class Serving(uvicorn.Server):
+    """uvicorn's server, which on SIGTERM or SIGINT first ends the runners, so that every
+    reply in progress ends at once with its error (a last line, or a JSON error) and the
+    graceful shutdown has nothing left to wait for."""
+
+    async def startup(self, sockets=None) -> None:
+        self.loop = asyncio.get_running_loop()
+        await super().startup(sockets)
+
+    def handle_exit(self, sig, frame) -> None:
+        if not self.should_exit and getattr(self, "loop", None) is not None:
+            service = self.config.app.state.service
+            self.loop.call_soon_threadsafe(lambda: self.loop.create_task(service.shut_down()))
+        super().handle_exit(sig, frame)

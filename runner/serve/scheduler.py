@@ -64,9 +64,12 @@ class Scheduler:
         self._changed = asyncio.Condition()
         self._load_lock = asyncio.Lock()
         self.in_flight = 0           # requests waiting for a model or holding a lease
+        self.stopping = False
 
     async def acquire(self, entry: Entry, choice: LoadChoice, keep_alive: float | None
                       ) -> Loaded:
+        if self.stopping:
+            raise Busy("The server is shutting down.")
         if self.in_flight >= self.settings.max_queue:
             raise Busy("server busy, please try again.  maximum pending requests exceeded")
         self.in_flight += 1
@@ -203,6 +206,9 @@ class Scheduler:
             return True
 
     async def stop(self) -> None:
-        for loaded in list(self.loaded.values()):
-            self._forget(loaded)
-            await loaded.runner.stop()
+        """Stop every runner (their requests end with errors); load nothing more."""
+        self.stopping = True
+        loaded = list(self.loaded.values())
+        for model in loaded:
+            self._forget(model)
+        await asyncio.gather(*(model.runner.stop() for model in loaded))

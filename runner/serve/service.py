@@ -22,6 +22,7 @@ from .scheduler import Busy, Loaded, Scheduler
 from .workers import RunnerError
 
 DONE_REASONS = {0: "stop", 1: "length", 2: "stop"}
+SHUTTING_DOWN = "The server is shutting down; this reply was not finished."
 
 
 class ServeError(Exception):
@@ -81,6 +82,15 @@ class Call:
 class Service:
     def __init__(self, library: Library, scheduler: Scheduler, settings: Settings):
         self.library, self.scheduler, self.settings = library, scheduler, settings
+        self.stopping = False
+
+    async def shut_down(self) -> None:
+        """End every reply in progress with an error and stop the runners."""
+        self.stopping = True
+        await self.scheduler.stop()
+
+    def _failed(self, error: RunnerError) -> str:
+        return SHUTTING_DOWN if self.stopping else str(error)
 
     async def entry(self, name: str) -> Entry:
         """The named model, its file's header read off the event loop (once per file)."""
@@ -113,7 +123,8 @@ class Service:
         except Busy as error:
             raise ServeError(503, str(error)) from None
         except RunnerError as error:
-            raise ServeError(error.status if error.status >= 400 else 500, str(error)) from None
+            status = 503 if self.stopping else error.status if error.status >= 400 else 500
+            raise ServeError(status, self._failed(error)) from None
 
     async def load_only(self, request: Loading, chat: bool) -> dict:
         """An empty prompt or messages: load the model (keep_alive 0: unload it)."""
@@ -226,8 +237,9 @@ class Service:
             first = await anext(events)                 # errors before the first chunk
         except RunnerError as error:
             self.scheduler.release(loaded)
-            raise ServeError(error.status if 400 <= error.status < 600 else 500,
-                             str(error)) from None
+            status = 503 if self.stopping else \
+                error.status if 400 <= error.status < 600 else 500
+            raise ServeError(status, self._failed(error)) from None
         except BaseException:
             self.scheduler.release(loaded)
             raise
@@ -303,7 +315,7 @@ class Service:
                 if content or thinking or calls or "logprobs" in chunk:
                     yield chunk
         except RunnerError as error:
-            yield {"error": str(error)}
+            yield {"error": self._failed(error)}
 
     def _chunk(self, call: Call, model: str, content: str, thinking: str, calls: list) -> dict:
         chunk = {"model": model, "created_at": now()}

@@ -146,3 +146,32 @@ def test_sigint_stops_the_server_and_its_runners(models_dir, workdir):
     server.proc.send_signal(signal.SIGINT)
     assert server.proc.wait(60) == 0
     assert eventually(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in runners))
+
+
+def test_sigterm_ends_every_reply_with_its_error_and_exits_promptly(models_dir, workdir):
+    server = ServerProcess(models_dir, workdir, RUNNER_NUM_PARALLEL=1)
+    body = {"model": "smollm2:135m", "prompt": "Count: 1, 2, 3,", "raw": True,
+            "options": {"num_predict": 30000, "temperature": 0}}
+    waiting = []
+
+    def wait_behind():                       # the one slot is busy: it waits in the runner
+        with httpx.Client(base_url=server.url, timeout=300) as client:
+            waiting.append(client.post("/api/generate", json=dict(body, stream=False)))
+
+    lines = []
+    with server.client.stream("POST", "/api/generate", json=body) as response:
+        thread = threading.Thread(target=wait_behind)
+        for line in response.iter_lines():
+            lines.append(json.loads(line))
+            if len(lines) == 3:
+                thread.start()
+                time.sleep(0.5)
+                stopping = time.monotonic()
+                server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(60) == 0
+    stopped = time.monotonic() - stopping
+    thread.join()
+    assert "shutting down" in lines[-1]["error"] and len(lines) < 1000
+    assert waiting[0].status_code in (500, 503) and "shutting down" in waiting[0].json()["error"]
+    print(f"SIGTERM to exit with two requests in progress: {stopped:.1f} s")
+    assert eventually(lambda: server.runner_pids() == [])
