@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import secrets
 import sys
 from pathlib import Path
 
@@ -60,9 +62,11 @@ class Runner:
             flags += ["--mmproj", str(self.projector)]
         if choice.num_thread:
             flags += ["--threads", str(choice.num_thread)]
+        secret = secrets.token_urlsafe(32)      # in the environment: never on a command line
         self.process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "runner", *flags, cwd="/", stdout=asyncio.subprocess.PIPE,
-            stdin=asyncio.subprocess.DEVNULL, preexec_fn=_die_with_parent)
+            stdin=asyncio.subprocess.DEVNULL, preexec_fn=_die_with_parent,
+            env={**os.environ, "RUNNER_SECRET": secret})
         asyncio.get_running_loop().create_task(self._watch())
         try:
             line = (await asyncio.wait_for(self.process.stdout.readline(), 120)).decode()
@@ -73,6 +77,7 @@ class Runner:
             raise RunnerError(f"The runner for {self.path.name} did not start (exit code "
                               f"{self.process.returncode}).")
         self.client = httpx.AsyncClient(base_url="http://" + line.split()[-1],
+                                        headers={"Authorization": f"Bearer {secret}"},
                                         timeout=httpx.Timeout(LOAD_TIMEOUT, connect=10))
 
     async def _watch(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import hmac
 import json
 import logging
 import time
@@ -83,10 +84,34 @@ class JSONBodies:
         await self.app(scope, receive, send)
 
 
-def create_app(state: RunnerState) -> FastAPI:
+class RequireSecret:
+    """ASGI middleware: every request carries `Authorization: Bearer <secret>`, the secret
+    the server gave this runner in RUNNER_SECRET, so that no other local process can drive
+    it (401 otherwise)."""
+
+    def __init__(self, app, secret: str):
+        self.app, self.expected = app, f"Bearer {secret}".encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                body = json.dumps({"error": "This runner serves only the server that started "
+                                            "it: the request lacks its secret."}).encode()
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(body)).encode())]})
+                return await send({"type": "http.response.body", "body": body})
+        await self.app(scope, receive, send)
+
+
+def create_app(state: RunnerState, secret: str | None = None) -> FastAPI:
+    """secret: required of every request when given (RUNNER_SECRET)."""
     app = FastAPI(title="runner", description="The runner protocol: one model, served to "
                   "a server process that drives it.", version="1")
     app.add_middleware(JSONBodies)
+    if secret:
+        app.add_middleware(RequireSecret, secret=secret)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_, error: RequestValidationError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import socket
 import sys
@@ -110,7 +111,7 @@ def main(argv=None) -> int:
         print(f"error: cannot listen on 127.0.0.1:{args.port}: {error}", file=sys.stderr)
         return 1
     print(f"runner listening on 127.0.0.1:{sock.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(create_app(state), log_config=None, access_log=False,
+    config = uvicorn.Config(create_app(state, os.environ.pop("RUNNER_SECRET", None)), log_config=None, access_log=False,
                             timeout_graceful_shutdown=int(args.grace) + 5)
     server = Server(config, state, args.grace)
     if not args.no_load:
