@@ -104,7 +104,11 @@ class RunnerState:
     def opened(self) -> Loaded:
         """The model bound to its tensors (no memory until commit), opened once."""
         if self._opened is None:
-            self._opened = open_model(self.path, projector=self.projector)
+            try:
+                self._opened = open_model(self.path, projector=self.projector)
+            except Exception as error:               # a corrupt file: health reports it
+                self._failed(error)
+                raise
         return self._opened
 
     def measure(self, layout: Layout) -> Footprint:
@@ -150,7 +154,13 @@ class RunnerState:
             if self.model is not None:
                 raise ValueError("The model is already loaded; close it first.")
             layout = layout or self.layout or Layout()
-        self.check_fit(layout)
+        try:
+            self.check_fit(layout)
+        except OutOfMemory:
+            raise                                    # another layout may fit
+        except Exception as error:
+            self._failed(error)
+            raise
         with self._lock:
             self.layout, self.status, self.progress, self.error = \
                 layout, Status.LOADING, 0.0, None

@@ -60,3 +60,22 @@ def test_bad_images_are_400_and_the_runner_serves_on(vision_runner, body, messag
     lines = vision_runner.complete("Hi [img-0]", Images=[image(IMAGE)],
                                    Options={"num_predict": 1})
     assert lines[-1]["done"]
+
+
+@pytest.mark.parametrize("no_load", [False, True], ids=["loading at start", "loaded by /load"])
+def test_a_corrupt_projector_is_an_error_status_with_its_sentence(vision_models, tmp_path,
+                                                                  no_load):
+    paths = vision_models("gemma3")
+    corrupt = tmp_path / "mmproj.gguf"
+    corrupt.write_bytes(paths["mmproj"].read_bytes()[:4096])         # its header cut short
+    flags = ["--mmproj", str(corrupt), "--ctx-size", "256"] + (["--no-load"] if no_load else [])
+    process = RunnerProcess(paths["model"], tmp_path, *flags)
+    try:
+        if no_load:
+            refused = process.client.post("/load", json={"Operation": 2, "KvSize": 256})
+            assert refused.status_code == 400 and "mmproj.gguf" in refused.json()["error"]
+        process.wait_status(5)
+        health = process.health()
+        assert "failed to load" in health["error"] and "mmproj.gguf" in health["error"]
+    finally:
+        process.stop()
