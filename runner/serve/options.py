@@ -32,8 +32,15 @@ TYPES = {"num_ctx": int, "num_batch": int, "num_gpu": int, "main_gpu": int, "num
 
 
 def env_duration(name: str, default: float) -> float:
+    """A duration from the environment: a Go duration ("5m") or, as Ollama reads its own,
+    a number of seconds."""
     value = os.environ.get(name)
-    return default if value in (None, "") else keep_alive_seconds(value, name)
+    if value in (None, ""):
+        return default
+    try:
+        return keep_alive_seconds(float(value), name)
+    except ValueError:
+        return keep_alive_seconds(value, name)
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class Settings:
     flash_attention: str = "auto"
     kv_cache_type: str = "f16"
     max_body: int = 64 << 20                                 # bytes of a JSON request body
+    stall_timeout: float = 60.0          # a runner with work that answers nothing this long
     runner_flags: tuple[str, ...] = field(default=())      # e.g. ("--rpc", "host:port")
 
     @classmethod
@@ -67,7 +75,8 @@ class Settings:
                    flash_attention={"1": "on", "true": "on", "0": "off", "false": "off"}.get(
                        flash.lower(), "auto"),
                    kv_cache_type=os.environ.get("RUNNER_KV_CACHE_TYPE") or "f16",
-                   max_body=max(1024, number("RUNNER_MAX_BODY", 64 << 20)))
+                   max_body=max(1024, number("RUNNER_MAX_BODY", 64 << 20)),
+                   stall_timeout=max(1.0, env_duration("RUNNER_STALL_TIMEOUT", 60.0)))
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,17 @@
 """One runner subprocess (`python -m runner --model ... --port 0 --no-load`) and its
 protocol, from the server's side: start it, load a layout (fit, alloc, commit), stream
-completions, embed, tokenize, and notice when it dies."""
+completions, embed, tokenize, and notice when it dies or stops answering."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import secrets
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -43,6 +45,9 @@ class Runner:
         self.client: httpx.AsyncClient | None = None
         self.memory: dict | None = None
         self.exited = asyncio.Event()
+        self.working = 0                     # calls waiting for an answer
+        self.answered_at = time.monotonic()  # when it last answered anything
+        self.stalled = False
 
     @property
     def alive(self) -> bool:
@@ -68,6 +73,7 @@ class Runner:
             stdin=asyncio.subprocess.DEVNULL, preexec_fn=_die_with_parent,
             env={**os.environ, "RUNNER_SECRET": secret})
         asyncio.get_running_loop().create_task(self._watch())
+        asyncio.get_running_loop().create_task(self._watch_stalls())
         try:
             line = (await asyncio.wait_for(self.process.stdout.readline(), 120)).decode()
         except asyncio.TimeoutError:
@@ -86,6 +92,38 @@ class Runner:
         if self.process.returncode not in (0, -15):
             log.warning("The runner for %s exited with code %s.", self.path.name,
                         self.process.returncode)
+
+    async def _watch_stalls(self) -> None:
+        """The watchdog: a runner with work that has answered nothing for stall_timeout, and
+        does not answer /health within it either (stopped, deadlocked), is killed; its
+        requests end with an error and the next one starts a new runner."""
+        stall = self.settings.stall_timeout
+        while self.alive:
+            await asyncio.sleep(min(1.0, stall / 4))
+            if not self.working or time.monotonic() - self.answered_at < stall or \
+                    self.client is None:
+                continue
+            try:
+                await self.client.get("/health", timeout=stall)
+                self.answered_at = time.monotonic()
+            except httpx.HTTPError:
+                if self.alive:
+                    log.warning("The runner for %s answered nothing for %.0f s with work "
+                                "pending; it is replaced.", self.path.name, stall)
+                    self.stalled = True
+                    self.process.kill()
+                return
+
+    @contextlib.asynccontextmanager
+    async def _call(self):
+        """A call the watchdog waits on: it counts as work until it ends."""
+        self.working += 1
+        self.answered_at = time.monotonic()
+        try:
+            yield
+        finally:
+            self.working -= 1
+            self.answered_at = time.monotonic()
 
     async def load(self) -> dict:
         """fit, then alloc (OutOfMemory when a device cannot hold it), then commit."""
@@ -107,7 +145,8 @@ class Runner:
 
     async def _post(self, path: str, body: dict) -> dict:
         try:
-            response = await self.client.post(path, json=body)
+            async with self._call():
+                response = await self.client.post(path, json=body)
         except httpx.HTTPError as error:
             raise self._gone(error) from None
         if response.status_code != 200:
@@ -116,6 +155,10 @@ class Runner:
 
     def _gone(self, error: Exception) -> RunnerError:
         code = self.process.returncode if self.process else None
+        if self.stalled:
+            return RunnerError(f"The model's runner stopped answering for "
+                               f"{self.settings.stall_timeout:.0f} s and was stopped; the next "
+                               "request starts a new one.")
         if code is not None:
             return RunnerError(f"The model's runner stopped (exit code {code}); the next request "
                                "starts a new one.")
@@ -124,12 +167,14 @@ class Runner:
     async def completion(self, body: dict):
         """The runner's NDJSON events of one completion."""
         try:
-            async with self.client.stream("POST", "/completion", json=body,
-                                          timeout=httpx.Timeout(None, connect=10)) as response:
+            async with self._call(), self.client.stream(
+                    "POST", "/completion", json=body,
+                    timeout=httpx.Timeout(None, connect=10)) as response:
                 if response.status_code != 200:
                     await response.aread()
                     raise RunnerError(_message(response), response.status_code)
                 async for line in response.aiter_lines():
+                    self.answered_at = time.monotonic()
                     if line:
                         yield json.loads(line)
         except httpx.HTTPError as error:

@@ -175,3 +175,24 @@ def test_sigterm_ends_every_reply_with_its_error_and_exits_promptly(models_dir, 
     assert waiting[0].status_code in (500, 503) and "shutting down" in waiting[0].json()["error"]
     print(f"SIGTERM to exit with two requests in progress: {stopped:.1f} s")
     assert eventually(lambda: server.runner_pids() == [])
+
+
+def test_a_runner_that_stops_answering_is_replaced(models_dir, workdir):
+    server = ServerProcess(models_dir, workdir, RUNNER_NUM_PARALLEL=1, RUNNER_STALL_TIMEOUT=2)
+    try:
+        body = {"model": "smollm2:135m", "prompt": "Count: 1, 2, 3,", "raw": True,
+                "options": {"num_predict": 30000, "temperature": 0}}
+        lines = []
+        with server.client.stream("POST", "/api/generate", json=body) as response:
+            for line in response.iter_lines():
+                lines.append(json.loads(line))
+                if len(lines) == 3:
+                    (stopped,) = server.runner_pids()
+                    os.kill(stopped, signal.SIGSTOP)
+        assert "stopped answering" in lines[-1]["error"]
+        assert eventually(lambda: not os.path.exists(f"/proc/{stopped}"))
+        again = generate(server)
+        assert again.status_code == 200 and again.json()["done"]
+        assert stopped not in server.runner_pids()
+    finally:
+        assert server.stop() == 0
