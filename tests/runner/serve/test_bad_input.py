@@ -48,6 +48,34 @@ NATIVE = [
     ("/api/create", {"model": "x"}, 400, "neither"),
     ("/api/pull", {"model": "nosuch:7b"}, 404, "not a model"),
     ("/api/blobs/sha256:zz", b"data", 400, "invalid digest"),
+    # the probes: hostile or unlucky bodies
+    ("/api/generate", b'{"model": "smollm2:135m", "prompt": "\\ud800"}', 400, "invalid JSON"),
+    ("/api/chat", b'{"model": "x", "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+     400, "invalid JSON"),
+    ("/api/generate", b'{"model": "smollm2:135m", "options": {"temperature": NaN}}', 400,
+     "invalid JSON"),
+    ("/api/generate", b'{"model": "smollm2:135m", "options": {"top_p": Infinity}}', 400,
+     "invalid JSON"),
+    ("/api/generate", {"model": SMOL, "prompt": "hi", "options": {"repeat_penalty": 0}}, 400,
+     "repeat_penalty"),
+    ("/api/generate", {"model": SMOL, "prompt": "hi", "options": {"use_mmap": "x"}}, 400,
+     "use_mmap"),
+    ("/api/generate", {"model": SMOL, "prompt": "hi", "keep_alive": [1]}, 400, "keep_alive"),
+    ("/api/chat", {"model": SMOL, "messages": [{"role": {"name": "user"}, "content": "x"}]},
+     400, "messages.0.role"),
+    ("/api/chat", {"model": "tiny-qwen", "messages": [{"role": "user", "content": "x"}],
+                   "tools": [{"type": "function", "function": {"description": "no name"}}]},
+     400, "tools.0.function.name"),
+    ("/api/chat", {"model": "tiny-qwen", "messages": [{"role": "user", "content": "x"}],
+                   "tools": "all of them"}, 400, "tools"),
+    ("/api/generate", {"model": "m" * 5000, "prompt": "hi"}, 404, "not found"),
+    ("/api/show", {"model": "m" * 5000}, 400, "model"),
+    ("/api/copy", {"source": SMOL, "destination": "d" * 300}, 400, "not a model name"),
+    ("/api/create", {"model": "x", "from": "smollm2:135m", "parameters": ["temperature"]}, 400,
+     "parameters"),
+    ("/api/create", {"model": "x", "files": {"a.gguf": "sha256:" + "0" * 64}}, 400,
+     "not found"),
+    ("/api/generate", {"model": "/etc/hostname.gguf", "prompt": "hi"}, 404, "not found"),
 ]
 OPENAI = [
     ("/v1/chat/completions", b"{", 400, "invalid JSON"),
@@ -68,6 +96,30 @@ OPENAI = [
     ("/v1/embeddings", {"model": "tiny-bert", "input": "x", "encoding_format": "hex"}, 400,
      "encoding_format"),
     ("/v1/models/nosuch", None, 404, "not found"),
+    ("/v1/chat/completions", {"model": SMOL, "messages": [{"role": "user", "content": "x"}],
+                              "stream_options": "yes"}, 400, "stream_options"),
+    ("/v1/completions", {"model": SMOL, "prompt": "x", "stream_options": [1]}, 400,
+     "stream_options"),
+    ("/v1/chat/completions", {"model": SMOL, "messages": [{"role": "user", "content": "x"}],
+                              "max_tokens": "ten"}, 400, "max_tokens"),
+    ("/v1/chat/completions", {"model": SMOL, "messages": [{"role": "user", "content": "x"}],
+                              "temperature": 7}, 400, "temperature"),
+    ("/v1/chat/completions", {"model": SMOL, "messages": [{"role": "user", "content": "x"}],
+                              "tools": [{"type": "function"}]}, 400, "function"),
+    ("/v1/chat/completions", {"model": SMOL, "messages": [{"role": "user", "content": "x"}],
+                              "tool_choice": "required"}, 400, "needs tools"),
+    ("/v1/chat/completions", {"model": SMOL, "messages": [{"role": "user", "content": "x"}],
+                              "tool_choice": {"type": "function",
+                                              "function": {"name": "ghost"}},
+                              "tools": [{"type": "function", "function": {"name": "real"}}]},
+     400, "not among the tools"),
+    ("/v1/chat/completions", {"model": SMOL, "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]}, 400,
+     "data:image"),
+    ("/v1/chat/completions", {"model": SMOL, "messages": [{"role": "wizard",
+                                                           "content": "x"}]}, 400, "role"),
+    ("/v1/embeddings", {"model": "tiny-bert", "input": "x", "dimensions": 0}, 400,
+     "dimensions"),
 ]
 
 
@@ -108,3 +160,17 @@ def test_a_hostile_template_costs_its_own_request_only(server):
         served_meanwhile += 1
     assert served_meanwhile >= 50
     assert answers[0].status_code == 400 and "ran longer" in answers[0].json()["error"]
+
+
+def test_a_gguf_path_that_is_not_gguf_is_a_400_everywhere(server, tmp_path):
+    fake = tmp_path / "fake.gguf"
+    fake.write_bytes(b"GGUF but nothing after it")
+    for path, body in (("/api/generate", {"model": str(fake), "prompt": "hi"}),
+                       ("/api/show", {"model": str(fake)}),
+                       ("/api/embed", {"model": str(fake), "input": "hi"}),
+                       ("/v1/chat/completions", {"model": str(fake), "messages": [
+                           {"role": "user", "content": "hi"}]})):
+        answer = server.client.post(path, json=body)
+        assert answer.status_code == 400, (path, answer.text)
+        assert "cannot be read" in answer.text and "fake.gguf" in answer.text
+    assert server.client.get("/api/tags").status_code == 200
