@@ -50,10 +50,14 @@ def header_of(path: Path) -> Header:
     """A GGUF file's header, parsed once per file version (path, size and mtime): a model's
     vocabulary is tens of megabytes of metadata, read by every request that names it."""
     stat = path.stat()
-    return _parsed(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    with _PARSING:                  # requests that arrive together parse the file once
+        return _parsed(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
 
 
-@functools.lru_cache(maxsize=16)
+_PARSING = threading.Lock()
+
+
+@functools.lru_cache(maxsize=8)
 def _parsed(path: str, size: int, mtime_ns: int) -> Header:
     return Header(path)
 
