@@ -12,6 +12,7 @@ from typing import Callable
 import gguf
 import numpy as np
 
+from ..models.gemma2 import LAYERS_27B as GEMMA2_27B_LAYERS
 from ..models.gemma3 import query_pre_attn_scalar
 from .checkpoint import CheckpointError
 from .gemma4 import gemma4_extra, gemma4_hparams, gemma4_hyper, gemma4_shape, gemma4_split
@@ -38,6 +39,23 @@ def gemma3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory)
         "rope_theta", config.get("rope_local_base_freq"))
     if local is not None:
         writer.add_rope_freq_base_swa(float(local))
+
+
+def gemma2_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
+    """Every other layer sliding (the even ones), soft-caps, the query scale by size."""
+    pattern = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(h.layers)]
+    if config.get("layer_types", pattern) != pattern:
+        raise CheckpointError("This Gemma 2's layer pattern is not every other layer sliding, "
+                              "the only one llama.cpp and the runner know.")
+    expected = query_pre_attn_scalar(h.layers, h.embd, h.heads, h.head_dim, GEMMA2_27B_LAYERS)
+    if config.get("query_pre_attn_scalar", expected) != expected:
+        raise CheckpointError(f"This Gemma 2's query_pre_attn_scalar is "
+                              f"{config['query_pre_attn_scalar']}; GGUF cannot record it, and "
+                              f"llama.cpp and the runner take {expected} for a "
+                              f"{h.layers}-layer model.")
+    writer.add_sliding_window(config.get("sliding_window", 4096))
+    writer.add_attn_logit_softcapping(float(config.get("attn_logit_softcapping") or 0.0))
+    writer.add_final_logit_softcapping(float(config.get("final_logit_softcapping") or 0.0))
 
 
 POOLING = {"pooling_mode_mean_tokens": gguf.PoolingType.MEAN,
@@ -153,6 +171,8 @@ ARCHITECTURES = {
     "llama": Architecture(gguf.MODEL_ARCH.LLAMA, permute_qk=True),
     "qwen2": Architecture(gguf.MODEL_ARCH.QWEN2),
     "qwen3": Architecture(gguf.MODEL_ARCH.QWEN3),
+    "gemma2": Architecture(gguf.MODEL_ARCH.GEMMA2, norm_shift=1.0, space_prefix=False,
+                           hparams=gemma2_hparams),
     "gemma3_text": Architecture(gguf.MODEL_ARCH.GEMMA3, norm_shift=1.0, space_prefix=False,
                                 hparams=gemma3_hparams),
     "gemma4_text": Architecture(gguf.MODEL_ARCH.GEMMA4, space_prefix=False,

@@ -1,6 +1,7 @@
 """Gemma 3 (text): scaled embeddings, Q/K norms, post-attention and post-FFN norms, GELU-gated
 FFN, sliding-window layers with every sixth layer global, and a separate rope base for the
-local layers.
+local layers. Gemma 2 (gemma2.py) is this block without Q/K norms, with soft-capped
+attention scores and logits, and every other layer sliding.
 
 The norms' weights in GGUF already hold Gemma's `1 + weight` (llama.cpp's converter adds
 the one), so they multiply as they are.
@@ -27,10 +28,15 @@ LOCAL_ROPE_BASE = 10000.0    # local layers' rope base when {arch}.rope.freq_bas
 LAYERS_27B = 62              # Gemma 3 27B: the one size whose query_pre_attn_scalar is not D
 
 
-def query_pre_attn_scalar(layers: int, embd: int, heads: int, head_dim: int) -> int:
+def query_pre_attn_scalar(layers: int, embd: int, heads: int, head_dim: int,
+                          layers_27b: int = LAYERS_27B) -> int:
     """What queries are divided by the square root of. GGUF does not record it: llama.cpp
-    and Ollama both tell 27B (embd / heads = 168, head size 128) by its 62 layers."""
-    return embd // heads if layers == LAYERS_27B else head_dim
+    and Ollama both tell 27B (Gemma 3: embd / heads = 168, head size 128) by its layers."""
+    return embd // heads if layers == layers_27b else head_dim
+
+
+def inverse_sqrt(value: int) -> float:
+    return float(np.float32(1) / np.sqrt(np.float32(value)))         # as llama.cpp rounds it
 
 
 @dataclass
@@ -39,6 +45,9 @@ class Gemma3Config(TransformerConfig):
     local_rope: RopeConfig       # sliding layers': their own base, never scaled (4B to 27B
     rope: RopeConfig             # scale only the global layers' positions, by 1/8)
     query_scale: float
+    sliding_pattern: int = SLIDING_PATTERN  # layer i is global when i % pattern == pattern - 1
+    attn_softcap: float = 0.0               # of the attention scores; 0: none
+    final_softcap: float = 0.0              # of the logits; 0: none
 
     @classmethod
     def from_metadata(cls, meta: dict) -> "Gemma3Config":
@@ -58,11 +67,11 @@ class Gemma3Config(TransformerConfig):
                                                              LOCAL_ROPE_BASE)),
                                       freq_scale=1.0),
                    rope=rope,
-                   query_scale=float(np.float32(1) / np.sqrt(np.float32(        # as llama.cpp
-                       query_pre_attn_scalar(layers, embd, heads, head_dim)))))
+                   query_scale=inverse_sqrt(query_pre_attn_scalar(layers, embd, heads,
+                                                                  head_dim)))
 
     def is_sliding(self, layer: int) -> bool:
-        return layer % SLIDING_PATTERN != SLIDING_PATTERN - 1
+        return layer % self.sliding_pattern != self.sliding_pattern - 1
 
 
 @dataclass
@@ -87,20 +96,23 @@ class Gemma3(Transformer):
     config_class = Gemma3Config
     rope_mode = "neox"
 
+    qk_norms = True
+
     def __init__(self, config: Gemma3Config, weights: Weights):
         c = self.config = config
         q_dim, kv_dim = c.heads * c.head_dim, c.kv_heads * c.head_dim
+        shapes = {"attn_norm": (c.embd,), "attn_q": (q_dim, c.embd),
+                  "attn_k": (kv_dim, c.embd), "attn_v": (kv_dim, c.embd),
+                  "attn_output": (c.embd, q_dim), "post_attention_norm": (c.embd,),
+                  "ffn_norm": (c.embd,), "ffn_gate": (c.ffn, c.embd), "ffn_up": (c.ffn, c.embd),
+                  "ffn_down": (c.embd, c.ffn), "post_ffw_norm": (c.embd,)}
+        if self.qk_norms:
+            shapes.update(attn_q_norm=(c.head_dim,), attn_k_norm=(c.head_dim,))
         self.bind_ends(weights)
         self.blocks = []
         for i in range(c.layers):
             block = Gemma3Block()
-            weights.bind(block, f"blk.{i}.", {
-                "attn_norm": (c.embd,), "attn_q": (q_dim, c.embd), "attn_k": (kv_dim, c.embd),
-                "attn_v": (kv_dim, c.embd), "attn_q_norm": (c.head_dim,),
-                "attn_k_norm": (c.head_dim,), "attn_output": (c.embd, q_dim),
-                "post_attention_norm": (c.embd,), "ffn_norm": (c.embd,),
-                "ffn_gate": (c.ffn, c.embd), "ffn_up": (c.ffn, c.embd),
-                "ffn_down": (c.embd, c.ffn), "post_ffw_norm": (c.embd,)})
+            weights.bind(block, f"blk.{i}.", shapes)
             self.blocks.append(block)
 
     def windows(self) -> tuple:
@@ -127,11 +139,13 @@ class Gemma3(Transformer):
             q = block.attn_q.mul_mat(h).reshape(n, c.heads, c.head_dim)         # (T, H, D)
             k = block.attn_k.mul_mat(h).reshape(n, c.kv_heads, c.head_dim)      # (T, KVH, D)
             v = block.attn_v.mul_mat(h).reshape(n, c.kv_heads, c.head_dim)
-            q = q.rms_norm(eps).mul(block.attn_q_norm)
-            k = k.rms_norm(eps).mul(block.attn_k_norm)
+            if self.qk_norms:
+                q = q.rms_norm(eps).mul(block.attn_q_norm)
+                k = k.rms_norm(eps).mul(block.attn_k_norm)
             q = self._rope(q, inputs.positions, i).scale(c.query_scale)
             k = self._rope(k, inputs.positions, i)
-            a = attention(kv, i, q, k, v, 1.0, self._window(i))      # q carries the scale
+            a = attention(kv, i, q, k, v, 1.0, self._window(i),       # q carries the scale
+                          c.attn_softcap)
             a = block.attn_output.mul_mat(a).rms_norm(eps).mul(block.post_attention_norm)
             x = x.add(a)
             h = x.rms_norm(eps).mul(block.ffn_norm)
@@ -140,7 +154,10 @@ class Gemma3(Transformer):
             x = x.add(f.rms_norm(eps).mul(block.post_ffw_norm))
         x = x.get_rows(inputs.outputs)                                         # (n_out, E)
         x = x.rms_norm(eps).mul(self.output_norm)
-        return self.project(x, inputs)                                         # (n_out, vocab)
+        logits = self.project(x, inputs)                                       # (n_out, vocab)
+        if inputs.embeddings or not c.final_softcap:
+            return logits
+        return logits.scale(1.0 / c.final_softcap).tanh().scale(c.final_softcap)
 
     def shift(self, k, deltas, layer: int):
         """Re-rotate cached keys k (cells, KVH, D) by position deltas (cells,)."""

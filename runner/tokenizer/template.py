@@ -21,7 +21,7 @@ GEMMA_TURNS = (
     "<start_of_turn>{{ role }}\n{{ (prefix if loop.first else '') ~ (message['content'] | trim) }}"
     "<end_of_turn>\n{% endfor %}"
     "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
-FALLBACKS = {"gemma3": GEMMA_TURNS, "gemma": GEMMA_TURNS}
+FALLBACKS = {"gemma3": GEMMA_TURNS, "gemma2": GEMMA_TURNS, "gemma": GEMMA_TURNS}
 
 
 def _raise(message: str):

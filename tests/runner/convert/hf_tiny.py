@@ -11,13 +11,14 @@ from runner.tokenizer.bpe import LLAMA3, QWEN2
 from ..corpus import corpus
 
 SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
+           "gemma2": ["<bos>", "<start_of_turn>", "<end_of_turn>", "<eos>"],
            "gemma3": ["<bos>", "<start_of_turn>", "<end_of_turn>", "<eos>"],
            "gemma4": ["<bos>", "<|turn>", "<turn|>", "<eos>"],
            "gemma4_moe": ["<bos>", "<|turn>", "<turn|>", "<eos>"],
            "llama4": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot|>"],
            "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
            "qwen3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]}
-PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "gemma3": QWEN2, "llama4": LLAMA3,
+PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "gemma2": QWEN2, "gemma3": QWEN2, "llama4": LLAMA3,
            "gemma4": QWEN2, "gemma4_moe": QWEN2}
 SLIDING, FULL = "sliding_attention", "full_attention"
 # Gemma 4 as its small models are (per-layer embeddings; the last layers share the cache
@@ -58,7 +59,8 @@ def tokenizer(kind: str):
     tok.train_from_iterator(corpus([]) * 2, trainer)
     first, end = SPECIAL[kind][0], SPECIAL[kind][-1]
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=end,
-                                   bos_token=first if family in ("llama", "gemma3", "llama4")
+                                   bos_token=first if family in ("llama", "gemma2", "gemma3",
+                                                                 "llama4")
                                    else None)
 
 
@@ -96,6 +98,7 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
 
     tok = tokenizer(kind)
     classes = {"llama": ("LlamaConfig", "LlamaForCausalLM"),
+               "gemma2": ("Gemma2Config", "Gemma2ForCausalLM"),
                "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
                "gemma4": ("Gemma4TextConfig", "Gemma4ForCausalLM"),
                "gemma4_moe": ("Gemma4TextConfig", "Gemma4ForCausalLM"),
@@ -110,6 +113,11 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
     if kind == "gemma3":          # six layers: five sliding (a window of 8), one global
         settings.update(head_dim=16, query_pre_attn_scalar=16, num_hidden_layers=6,
                         sliding_window=8, tie_word_embeddings=True)
+    if kind == "gemma2":          # four layers, the even ones sliding (a window of 8); caps
+        settings.update(head_dim=16, query_pre_attn_scalar=16, num_hidden_layers=4,  # that bite
+                        sliding_window=8, tie_word_embeddings=True,
+                        attn_logit_softcapping=0.5, final_logit_softcapping=2.0,
+                        attn_implementation="eager")
     if kind == "llama4":          # 4 layers: dense, MoE, dense, MoE (no RoPE); chunks of 8
         settings.update(head_dim=16, num_hidden_layers=4, intermediate_size=64,
                         intermediate_size_mlp=128, num_local_experts=4,

@@ -174,3 +174,14 @@ def test_uploads_stream_to_disk_and_json_bodies_are_capped(models_dir, workdir):
         assert server.client.get("/api/version").status_code == 200
     finally:
         assert server.stop() == 0
+
+
+def test_a_keep_alive_beyond_any_date_is_for_ever(server):
+    answer = server.client.post("/api/generate", json={"model": "smollm2:135m",
+                                                       "keep_alive": 1e12})
+    assert answer.status_code == 200 and answer.json()["done_reason"] == "load"
+    listed = server.client.get("/api/ps")
+    assert listed.status_code == 200
+    (model,) = [m for m in listed.json()["models"] if m["model"] == "smollm2:135m"]
+    assert model["expires_at"] == "2318-01-01T00:00:00Z"
+    server.client.post("/api/generate", json={"model": "smollm2:135m", "keep_alive": "5m"})
