@@ -14,7 +14,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .architectures import architecture_of, transform, unwrap_multimodal
+from .architectures import architecture_of, fuse_experts, transform, unwrap_multimodal
 from .checkpoint import Checkpoint, CheckpointError
 from .hyper import Hyper, write_hparams
 from .mmproj import write_mmproj
@@ -39,6 +39,7 @@ def convert(hf_dir, out, outtype: str = "f16", progress: bool = True,
         write_mmproj(Checkpoint(hf_dir), mmproj, outtype, progress)
     checkpoint = Checkpoint(hf_dir)
     unwrap_multimodal(checkpoint)
+    fuse_experts(checkpoint)
     arch = architecture_of(checkpoint.config)
     h = arch.hyper_of(checkpoint.config)
     tensors = _tensor_plan(checkpoint, arch, h)

@@ -58,6 +58,20 @@ def gemma2_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory)
     writer.add_final_logit_softcapping(float(config.get("final_logit_softcapping") or 0.0))
 
 
+def qwen3moe_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
+    """Experts on every layer, their top-k weights renormalised: llama.cpp's qwen3moe knows
+    no other kind."""
+    if not config.get("norm_topk_prob", False):
+        raise CheckpointError("This Qwen3 MoE does not renormalise its top-k expert weights "
+                              "(norm_topk_prob false); llama.cpp's qwen3moe always does.")
+    if config.get("mlp_only_layers") or config.get("decoder_sparse_step", 1) != 1:
+        raise CheckpointError("This Qwen3 MoE has dense layers among its expert layers; "
+                              "llama.cpp's qwen3moe has experts on every layer.")
+    writer.add_expert_count(config.get("num_experts") or config["num_local_experts"])
+    writer.add_expert_used_count(config["num_experts_per_tok"])
+    writer.add_expert_feed_forward_length(config["moe_intermediate_size"])
+
+
 POOLING = {"pooling_mode_mean_tokens": gguf.PoolingType.MEAN,
            "pooling_mode_cls_token": gguf.PoolingType.CLS,
            "pooling_mode_lasttoken": gguf.PoolingType.LAST}
@@ -139,6 +153,63 @@ def llama4_split(entry) -> dict | None:
         (experts, columns, rows), lambda: np.ascontiguousarray(entry.load().transpose(0, 2, 1)))}
 
 
+FUSED_MLP_EXPERTS = re.compile(r"layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)$")
+
+
+def fused_experts_split(entry) -> dict | None:
+    """transformers' fused experts, (experts, out, in) as each expert's Linear holds them:
+    gate_up_proj's halves (gate first) and down_proj, under llama.cpp's names."""
+    found = FUSED_MLP_EXPERTS.search(entry.name)
+    if found is None:
+        return None
+    layer, kind = found.groups()
+    if kind == "down_proj":
+        return {f"blk.{layer}.ffn_down_exps.weight": (entry.shape, entry.load)}
+    experts, rows, columns = entry.shape
+    half = (experts, rows // 2, columns)
+
+    def part(index):
+        return lambda: np.ascontiguousarray(np.split(entry.load(), 2, axis=1)[index])
+
+    return {f"blk.{layer}.ffn_gate_exps.weight": (half, part(0)),
+            f"blk.{layer}.ffn_up_exps.weight": (half, part(1))}
+
+
+PER_EXPERT = re.compile(r"^(.*layers\.\d+\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
+
+
+def fuse_experts(checkpoint) -> None:
+    """Released MoE checkpoints hold one tensor per expert (mlp.experts.<e>.gate_proj ...):
+    make them the fused tensors transformers builds from them (in place)."""
+    groups: dict[str, dict[int, dict[str, object]]] = {}
+    for name, entry in checkpoint.tensors.items():
+        found = PER_EXPERT.match(name)
+        if found:
+            prefix, expert, kind = found.groups()
+            groups.setdefault(prefix, {}).setdefault(int(expert), {})[kind] = entry
+    for prefix, experts in groups.items():
+        order = [experts[e] for e in sorted(experts)]
+        if sorted(experts) != list(range(len(experts))) or \
+                any(set(parts) != {"gate", "up", "down"} for parts in order):
+            raise CheckpointError(f"The experts under {prefix} are incomplete.")
+        for parts in order:
+            for entry in parts.values():
+                del checkpoint.tensors[entry.name]
+        gate, down = order[0]["gate"].shape, order[0]["down"].shape
+
+        def gate_up(order=order):
+            return np.stack([np.concatenate([p["gate"].load(), p["up"].load()]) for p in order])
+
+        def downs(order=order):
+            return np.stack([p["down"].load() for p in order])
+
+        for name, shape, load in ((f"{prefix}.gate_up_proj", (len(order), 2 * gate[0], gate[1]),
+                                   gate_up),
+                                  (f"{prefix}.down_proj", (len(order), *down), downs)):
+            checkpoint.tensors[name] = replace(order[0]["gate"], name=name, shape=shape,
+                                               load=load)
+
+
 @dataclass(frozen=True)
 class Architecture:
     arch: gguf.MODEL_ARCH
@@ -171,6 +242,8 @@ ARCHITECTURES = {
     "llama": Architecture(gguf.MODEL_ARCH.LLAMA, permute_qk=True),
     "qwen2": Architecture(gguf.MODEL_ARCH.QWEN2),
     "qwen3": Architecture(gguf.MODEL_ARCH.QWEN3),
+    "qwen3_moe": Architecture(gguf.MODEL_ARCH.QWEN3MOE, hparams=qwen3moe_hparams,
+                              split=fused_experts_split),
     "gemma2": Architecture(gguf.MODEL_ARCH.GEMMA2, norm_shift=1.0, space_prefix=False,
                            hparams=gemma2_hparams),
     "gemma3_text": Architecture(gguf.MODEL_ARCH.GEMMA3, norm_shift=1.0, space_prefix=False,

@@ -121,11 +121,15 @@ class Llama(Transformer):
             a = attention(kv, i, q, k, v, 1.0 / math.sqrt(c.head_dim))        # (T, H*D)
             x = x.add(block.attn_output.mul_mat(a))
             h = x.rms_norm(c.norm_eps).mul(block.ffn_norm)
-            gated = block.ffn_gate.mul_mat(h).swiglu(block.ffn_up.mul_mat(h))    # (T, F)
-            x = x.add(block.ffn_down.mul_mat(gated))
+            x = x.add(self._ffn(block, h))
         x = x.get_rows(inputs.outputs)                                       # (n_out, E)
         x = x.rms_norm(c.norm_eps).mul(self.output_norm)
         return self.project(x, inputs)                                       # (n_out, vocab)
+
+    def _ffn(self, block: LlamaBlock, h):
+        """h (T, E), the normed residual -> (T, E): SwiGLU."""
+        gated = block.ffn_gate.mul_mat(h).swiglu(block.ffn_up.mul_mat(h))        # (T, F)
+        return block.ffn_down.mul_mat(gated)
 
     def shift(self, k, deltas, layer: int):
         """Re-rotate cached keys k (cells, KVH, D) by position deltas (cells,)."""

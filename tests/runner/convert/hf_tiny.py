@@ -17,8 +17,9 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "gemma4_moe": ["<bos>", "<|turn>", "<turn|>", "<eos>"],
            "llama4": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot|>"],
            "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-           "qwen3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]}
-PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "gemma2": QWEN2, "gemma3": QWEN2, "llama4": LLAMA3,
+           "qwen3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+           "qwen3_moe": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]}
+PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_moe": QWEN2, "gemma2": QWEN2, "gemma3": QWEN2, "llama4": LLAMA3,
            "gemma4": QWEN2, "gemma4_moe": QWEN2}
 SLIDING, FULL = "sliding_attention", "full_attention"
 # Gemma 4 as its small models are (per-layer embeddings; the last layers share the cache
@@ -104,12 +105,16 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                "gemma4_moe": ("Gemma4TextConfig", "Gemma4ForCausalLM"),
                "llama4": ("Llama4TextConfig", "Llama4ForCausalLM"),
                "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
-               "qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}
+               "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+               "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM")}
     config_class, model_class = (getattr(transformers, n) for n in classes[kind])
     settings = dict(SHAPE, vocab_size=len(tok), tie_word_embeddings=False,
                     eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
     if kind == "qwen3":
         settings["head_dim"] = 16
+    if kind == "qwen3_moe":       # 8 experts, 2 a token, renormalised as the released ones
+        settings.update(head_dim=16, num_experts=8, num_experts_per_tok=2,
+                        moe_intermediate_size=32, norm_topk_prob=True)
     if kind == "gemma3":          # six layers: five sliding (a window of 8), one global
         settings.update(head_dim=16, query_pre_attn_scalar=16, num_hidden_layers=6,
                         sliding_window=8, tie_word_embeddings=True)

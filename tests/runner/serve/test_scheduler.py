@@ -54,14 +54,16 @@ def test_at_most_max_loaded_models_the_least_recent_evicted(one_model):
 def test_a_full_queue_answers_503_and_the_others_finish(one_model):
     results = []
 
-    def ask():
-        with httpx.Client(base_url=one_model.url, timeout=300) as client:
-            results.append(generate(one_model, "gemma3:270m", client=client))
+    def ask():                               # long enough to hold its place while the other
+        with httpx.Client(base_url=one_model.url, timeout=300) as client:         # comes
+            results.append(generate(one_model, "gemma3:270m", client=client,
+                                    prompt="Count: 1, 2, 3,", raw=True,
+                                    options={"num_predict": 400, "temperature": 0}))
 
     first = threading.Thread(target=ask)
     first.start()
-    time.sleep(0.3)                          # the first is loading: it holds the queue's place
-    second = generate(one_model, "gemma3:270m")
+    assert eventually(lambda: one_model.runner_pids() != [])   # loading or generating: its
+    second = generate(one_model, "gemma3:270m")                # place in the queue is taken
     first.join()
     assert second.status_code == 503 and "maximum pending requests" in second.json()["error"]
     assert results[0].status_code == 200
