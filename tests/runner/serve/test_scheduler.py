@@ -93,16 +93,22 @@ def test_other_load_options_reload_the_model(one_model):
     assert one_model.runner_pids() == second                   # sampling options never reload
 
 
-def test_a_runner_killed_mid_stream_ends_the_request_and_the_next_one_starts_fresh(one_model):
+def counting(server, after_three_lines, num_predict: int = 30000) -> list[dict]:
+    """The lines of a long streamed count; after_three_lines() runs once three have come."""
     body = {"model": "smollm2:135m", "prompt": "Count: 1, 2, 3,", "raw": True,
-            "options": {"num_predict": 2000, "temperature": 0}}
+            "options": {"num_predict": num_predict, "temperature": 0}}
     lines = []
-    with one_model.client.stream("POST", "/api/generate", json=body) as response:
+    with server.client.stream("POST", "/api/generate", json=body) as response:
         for line in response.iter_lines():
             lines.append(json.loads(line))
             if len(lines) == 3:
-                (pid,) = one_model.runner_pids()
-                os.kill(pid, signal.SIGKILL)
+                after_three_lines()
+    return lines
+
+
+def test_a_runner_killed_mid_stream_ends_the_request_and_the_next_one_starts_fresh(one_model):
+    lines = counting(one_model, lambda: os.kill(*one_model.runner_pids(), signal.SIGKILL),
+                     num_predict=2000)
     assert "error" in lines[-1] and "runner" in lines[-1]["error"] and len(lines) < 500
     time.sleep(0.5)
     assert loaded(one_model) == []
@@ -160,18 +166,17 @@ def test_sigterm_ends_every_reply_with_its_error_and_exits_promptly(models_dir, 
         with httpx.Client(base_url=server.url, timeout=300) as client:
             waiting.append(client.post("/api/generate", json=dict(body, stream=False)))
 
-    lines = []
-    with server.client.stream("POST", "/api/generate", json=body) as response:
-        thread = threading.Thread(target=wait_behind)
-        for line in response.iter_lines():
-            lines.append(json.loads(line))
-            if len(lines) == 3:
-                thread.start()
-                time.sleep(0.5)
-                stopping = time.monotonic()
-                server.proc.send_signal(signal.SIGTERM)
+    thread, stopping = threading.Thread(target=wait_behind), []
+
+    def terminate():
+        thread.start()
+        time.sleep(0.5)
+        stopping.append(time.monotonic())
+        server.proc.send_signal(signal.SIGTERM)
+
+    lines = counting(server, terminate)
     assert server.proc.wait(60) == 0
-    stopped = time.monotonic() - stopping
+    stopped = time.monotonic() - stopping[0]
     thread.join()
     assert "shutting down" in lines[-1]["error"] and len(lines) < 1000
     assert waiting[0].status_code in (500, 503) and "shutting down" in waiting[0].json()["error"]
@@ -182,15 +187,14 @@ def test_sigterm_ends_every_reply_with_its_error_and_exits_promptly(models_dir, 
 def test_a_runner_that_stops_answering_is_replaced(models_dir, workdir):
     server = ServerProcess(models_dir, workdir, RUNNER_NUM_PARALLEL=1, RUNNER_STALL_TIMEOUT=2)
     try:
-        body = {"model": "smollm2:135m", "prompt": "Count: 1, 2, 3,", "raw": True,
-                "options": {"num_predict": 30000, "temperature": 0}}
-        lines = []
-        with server.client.stream("POST", "/api/generate", json=body) as response:
-            for line in response.iter_lines():
-                lines.append(json.loads(line))
-                if len(lines) == 3:
-                    (stopped,) = server.runner_pids()
-                    os.kill(stopped, signal.SIGSTOP)
+        stopped = []
+
+        def stop():
+            stopped.extend(server.runner_pids())
+            os.kill(*stopped, signal.SIGSTOP)
+
+        lines = counting(server, stop)
+        stopped = stopped[0]
         assert "stopped answering" in lines[-1]["error"]
         assert eventually(lambda: not os.path.exists(f"/proc/{stopped}"))
         again = generate(server)
