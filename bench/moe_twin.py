@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[0] = str(Path(__file__).resolve().parents[1])     # bench/profile.py is not stdlib's
 
 from runner.convert import convert  # noqa: E402
 from runner.convert.quantize import quantize_file  # noqa: E402
