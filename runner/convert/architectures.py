@@ -72,6 +72,15 @@ def qwen3moe_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", director
     writer.add_expert_feed_forward_length(config["moe_intermediate_size"])
 
 
+def olmo2_shape(name: str, h: Hyper, config: dict) -> tuple[int, ...] | None:
+    """OLMo 2 norms Q and K over all heads: its norm weights span them."""
+    if name.endswith("attn_q_norm.weight"):
+        return (h.heads * h.head_dim,)
+    if name.endswith("attn_k_norm.weight"):
+        return (h.kv_heads * h.head_dim,)
+    return expected_shape(name, h)
+
+
 POOLING = {"pooling_mode_mean_tokens": gguf.PoolingType.MEAN,
            "pooling_mode_cls_token": gguf.PoolingType.CLS,
            "pooling_mode_lasttoken": gguf.PoolingType.LAST}
@@ -244,6 +253,7 @@ ARCHITECTURES = {
     "qwen3": Architecture(gguf.MODEL_ARCH.QWEN3),
     "qwen3_moe": Architecture(gguf.MODEL_ARCH.QWEN3MOE, hparams=qwen3moe_hparams,
                               split=fused_experts_split),
+    "olmo2": Architecture(gguf.MODEL_ARCH.OLMO2, shape=olmo2_shape),
     "gemma2": Architecture(gguf.MODEL_ARCH.GEMMA2, norm_shift=1.0, space_prefix=False,
                            hparams=gemma2_hparams),
     "gemma3_text": Architecture(gguf.MODEL_ARCH.GEMMA3, norm_shift=1.0, space_prefix=False,

@@ -18,6 +18,24 @@ LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L
 QWEN2 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+"
          r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
+# llama.cpp's forms of Mistral's (tekken) and GPT-4o's expressions: an upper-case letter is a
+# letter that is not a-z, a lower-case one a letter that is not A-Z
+UPPER, LOWER = r"((?=[\p{L}])([^a-z]))", r"((?=[\p{L}])([^A-Z]))"
+CONTRACTION = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+TEKKEN = (rf"[^\r\n\p{{L}}\p{{N}}]?{UPPER}*{LOWER}+|[^\r\n\p{{L}}\p{{N}}]?{UPPER}+{LOWER}*|\p{{N}}"
+          r"| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+GPT4O = (rf"[^\r\n\p{{L}}\p{{N}}]?{UPPER}*{LOWER}+{CONTRACTION}?"
+         rf"|[^\r\n\p{{L}}\p{{N}}]?{UPPER}+{LOWER}*{CONTRACTION}?"
+         r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+CHATGLM4 = (rf"{CONTRACTION}|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|\p{{N}}{{1,3}}"
+            r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+DEEPSEEK3 = [r"\p{N}{1,3}", r"[一-龥぀-ゟ゠-ヿ]+",
+             r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+             r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"]
+DEEPSEEK_CODER = [r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", r"[一-龥ࠀ-一가-퟿]+", r"\p{N}"]
+FALCON = [r"[\p{P}\$\+<=>\^~\|`]+", GPT2, r"[0-9][0-9][0-9]"]
+NORDIC = r" ?[^(\s|.,!?…。，、।۔،)]+"
+
 DIGIT_THEN_GPT2 = ([r"\p{N}", GPT2], False)
 LLAMA3_SPLIT = ([LLAMA3], True)
 
@@ -30,6 +48,15 @@ PRE_TOKENIZERS = {
     "command-r": DIGIT_THEN_GPT2, "codeshell": DIGIT_THEN_GPT2, "exaone": DIGIT_THEN_GPT2,
     "llama-bpe": LLAMA3_SPLIT, "llama3": LLAMA3_SPLIT, "llama-v3": LLAMA3_SPLIT,
     "qwen2": ([QWEN2], False), "stablelm2": ([QWEN2], False),
+    "deepseek-r1-qwen": ([QWEN2], False), "hunyuan": ([QWEN2], False),
+    "megrez": ([QWEN2], False),
+    "dbrx": ([LLAMA3], False), "smaug-bpe": ([LLAMA3], False),
+    "tekken": ([TEKKEN], True), "gpt-4o": ([GPT4O], False), "llama4": ([GPT4O], False),
+    "chatglm-bpe": ([CHATGLM4], False), "deepseek-v3": (DEEPSEEK3, False),
+    "deepseek-coder": (DEEPSEEK_CODER, False), "falcon": (FALCON, False),
+    "jais": ([GPT2], False), "minerva-7b": DIGIT_THEN_GPT2,
+    "poro-chat": ([NORDIC], False), "bloom": ([NORDIC], False),
+    "gpt3-finnish": ([NORDIC], False), "viking": ([NORDIC, r"\p{N}"], False),
 }
 
 

@@ -21,6 +21,8 @@ DEFAULT_ADD_BOS = {"llama": True, "gpt2": False, "bert": True, "gemma4": True}
 # models that always add BOS whatever the file says (llama.cpp's workaround for Gemma 4
 # files that say false)
 ALWAYS_ADD_BOS = {"gemma4"}
+# byte-level BPE pre-tokenizers after which llama.cpp adds BOS when the file does not say
+PRE_ADD_BOS = {"llama3", "llama-bpe", "llama-v3", "tekken"}
 
 
 @dataclass
@@ -53,13 +55,15 @@ class Vocab:
             value = meta.get(f"tokenizer.ggml.{key}_token_id")
             return int(value) if value is not None and 0 <= int(value) < len(tokens) else None
 
+        pre = meta.get("tokenizer.ggml.pre", "default")
         vocab = cls(
-            model=model, pre=meta.get("tokenizer.ggml.pre", "default"), tokens=tokens,
+            model=model, pre=pre, tokens=tokens,
             types=[int(t) for t in types], scores=meta.get("tokenizer.ggml.scores"),
             merges=meta.get("tokenizer.ggml.merges") or [], bos=token_id("bos"),
             eos=token_id("eos"), eot=token_id("eot"), unk=token_id("unknown"),
             add_bos=model in ALWAYS_ADD_BOS or
-            bool(meta.get("tokenizer.ggml.add_bos_token", DEFAULT_ADD_BOS[model])),
+            bool(meta.get("tokenizer.ggml.add_bos_token",
+                          DEFAULT_ADD_BOS[model] or pre in PRE_ADD_BOS)),
             add_eos=bool(meta.get("tokenizer.ggml.add_eos_token", False)),
             add_space_prefix=bool(meta.get("tokenizer.ggml.add_space_prefix", model == "llama")))
         vocab.eog = {t for t in (vocab.eos, vocab.eot) if t is not None}

@@ -139,7 +139,11 @@ def trained_bpe_gguf(path, pre: str):
     return path
 
 
-@pytest.mark.parametrize("pre", ["default", "gpt-2", "llama-bpe", "qwen2", "smollm"])
+@pytest.mark.parametrize("pre", ["default", "gpt-2", "llama-bpe", "qwen2", "smollm", "tekken",
+                                 "gpt-4o", "llama4", "deepseek-v3", "deepseek-r1-qwen", "dbrx",
+                                 "smaug-bpe", "chatglm-bpe", "deepseek-coder", "falcon",
+                                 "jais", "minerva-7b", "poro-chat", "bloom", "gpt3-finnish",
+                                 "viking", "hunyuan"])
 def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
     from runner.loading.loader import load_model
 
@@ -156,7 +160,7 @@ def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
 # tiny model gets them too. qwen2_yarn: YaRN 4x over an original context of 16.
 # gemma3_scaled: global layers' positions scaled by 1/8, the sliding layers' not.
 CONVERTED = {
-    **{kind: (kind, {}) for kind in ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma2",
+    **{kind: (kind, {}) for kind in ("llama", "qwen2", "qwen3", "qwen3_moe", "olmo2", "gemma2",
                                      "gemma3", "gemma4", "gemma4_moe")},
     "llama4": ("llama4", dict(attention_chunk_size=8192, floor_scale=8192, attn_scale=0.1)),
     "qwen2_yarn": ("qwen2", dict(max_position_embeddings=64, rope_parameters={

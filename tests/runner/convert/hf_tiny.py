@@ -18,8 +18,9 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "llama4": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot|>"],
            "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
            "qwen3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-           "qwen3_moe": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]}
-PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_moe": QWEN2, "gemma2": QWEN2, "gemma3": QWEN2, "llama4": LLAMA3,
+           "qwen3_moe": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+           "olmo2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]}
+PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_moe": QWEN2, "olmo2": QWEN2, "gemma2": QWEN2, "gemma3": QWEN2, "llama4": LLAMA3,
            "gemma4": QWEN2, "gemma4_moe": QWEN2}
 SLIDING, FULL = "sliding_attention", "full_attention"
 # Gemma 4 as its small models are (per-layer embeddings; the last layers share the cache
@@ -106,7 +107,8 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                "llama4": ("Llama4TextConfig", "Llama4ForCausalLM"),
                "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
                "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
-               "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM")}
+               "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
+               "olmo2": ("Olmo2Config", "Olmo2ForCausalLM")}
     config_class, model_class = (getattr(transformers, n) for n in classes[kind])
     settings = dict(SHAPE, vocab_size=len(tok), tie_word_embeddings=False,
                     eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)

@@ -105,3 +105,15 @@ def test_streaming_tokens_of_multibyte_text(loaded, key):
     pieces = [stream.push(tokenizer.piece(t)) for t in tokenizer.encode(text, add_special=False)]
     pieces.append(stream.flush())
     assert "".join(pieces) == text and all("\ufffd" not in p for p in pieces)
+
+
+@pytest.mark.parametrize("pre, expected", [("tekken", True), ("llama-bpe", True),
+                                           ("qwen2", False), ("gpt-4o", False)])
+def test_bos_defaults_as_llama_cpp_sets_it_per_pre_tokenizer(pre, expected):
+    from runner.tokenizer.vocab import Vocab
+
+    meta = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": pre,
+            "tokenizer.ggml.tokens": ["<s>", "a"], "tokenizer.ggml.bos_token_id": 0}
+    assert Vocab.from_metadata(meta).add_bos is expected
+    said = Vocab.from_metadata({**meta, "tokenizer.ggml.add_bos_token": not expected})
+    assert said.add_bos is (not expected)                   # what the file says wins

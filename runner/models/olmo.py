@@ -1,0 +1,80 @@
+"""OLMo 2: norms after each sublayer instead of before it (the attention's and the FFN's
+outputs are RMS-normed, then added to the residual), Q and K RMS-normed over all heads at
+once (before the split into heads), NEOX rope, SwiGLU."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from . import register
+from .attention import attention
+from .base import Block, Transformer, Weights
+from .llama import LlamaConfig
+
+if TYPE_CHECKING:
+    from pyggml import Tensor
+
+
+@dataclass
+class Olmo2Block(Block):
+    attn_q: Tensor | None = None
+    attn_k: Tensor | None = None
+    attn_v: Tensor | None = None
+    attn_q_norm: Tensor | None = None       # over all heads (H * D)
+    attn_k_norm: Tensor | None = None       # (KVH * D)
+    attn_output: Tensor | None = None
+    post_attention_norm: Tensor | None = None
+    ffn_gate: Tensor | None = None
+    ffn_up: Tensor | None = None
+    ffn_down: Tensor | None = None
+    post_ffw_norm: Tensor | None = None
+
+
+@register("olmo2")
+class Olmo2(Transformer):
+    config_class = LlamaConfig
+    rope_mode = "neox"
+
+    @classmethod
+    def config_of(cls, meta: dict):
+        return LlamaConfig.from_metadata(meta, "olmo2")
+
+    def __init__(self, config: LlamaConfig, weights: Weights):
+        c = self.config = config
+        q_dim, kv_dim = c.heads * c.head_dim, c.kv_heads * c.head_dim
+        self.bind_ends(weights)
+        self.blocks = []
+        for i in range(c.layers):
+            block = Olmo2Block()
+            weights.bind(block, f"blk.{i}.", {
+                "attn_q": (q_dim, c.embd), "attn_k": (kv_dim, c.embd),
+                "attn_v": (kv_dim, c.embd), "attn_q_norm": (q_dim,),
+                "attn_k_norm": (kv_dim,), "attn_output": (c.embd, q_dim),
+                "post_attention_norm": (c.embd,), "ffn_gate": (c.ffn, c.embd),
+                "ffn_up": (c.ffn, c.embd), "ffn_down": (c.embd, c.ffn),
+                "post_ffw_norm": (c.embd,)})
+            self.blocks.append(block)
+
+    def forward(self, inputs, kv):
+        c = self.config
+        n, eps, d = inputs.n_tokens, c.norm_eps, c.head_dim
+        x = inputs.splice(self.token_embd.get_rows(inputs.tokens))           # (T, E)
+        for i, block in enumerate(self.blocks):
+            q = block.attn_q.mul_mat(x).rms_norm(eps).mul(block.attn_q_norm)  # (T, H*D)
+            k = block.attn_k.mul_mat(x).rms_norm(eps).mul(block.attn_k_norm)  # (T, KVH*D)
+            v = block.attn_v.mul_mat(x).reshape(n, c.kv_heads, d)
+            q = c.rope.apply(q.reshape(n, c.heads, d), inputs.positions, self.rope_mode)
+            k = c.rope.apply(k.reshape(n, c.kv_heads, d), inputs.positions, self.rope_mode)
+            a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d))                 # (T, H*D)
+            x = x.add(block.attn_output.mul_mat(a).rms_norm(eps).mul(block.post_attention_norm))
+            gated = block.ffn_gate.mul_mat(x).swiglu(block.ffn_up.mul_mat(x))   # (T, F)
+            x = x.add(block.ffn_down.mul_mat(gated).rms_norm(eps).mul(block.post_ffw_norm))
+        x = x.get_rows(inputs.outputs)                                       # (n_out, E)
+        x = x.rms_norm(eps).mul(self.output_norm)
+        return self.project(x, inputs)                                       # (n_out, vocab)
+
+    def shift(self, k, deltas, layer: int):
+        """Re-rotate cached keys k (cells, KVH, D) by position deltas (cells,)."""
+        return self.config.rope.apply(k, deltas, self.rope_mode)
