@@ -14,7 +14,8 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .architectures import architecture_of, fuse_experts, transform, unwrap_multimodal
+from .architectures import (architecture_of, fuse_experts, pooling_of, transform,
+                            unwrap_multimodal)
 from .checkpoint import Checkpoint, CheckpointError
 from .hyper import Hyper, write_hparams
 from .mmproj import write_mmproj
@@ -50,6 +51,9 @@ def convert(hf_dir, out, outtype: str = "f16", progress: bool = True,
     write_hparams(writer, h)
     if arch.hparams is not None:
         arch.hparams(writer, checkpoint.config, h, checkpoint.dir)
+    pooling = pooling_of(checkpoint.dir, arch.pooling)
+    if pooling is not None:                  # an embedding model
+        writer.add_pooling_type(pooling)
     write_tokenizer(writer, checkpoint, h.vocab, arch.space_prefix)
     write_tensors(writer, tensors, outtype, KEEP_F32,
                   lambda name: arch.shape_of(name, h, checkpoint.config), progress)

@@ -86,8 +86,9 @@ POOLING = {"pooling_mode_mean_tokens": gguf.PoolingType.MEAN,
            "pooling_mode_lasttoken": gguf.PoolingType.LAST}
 
 
-def pooling_of(directory) -> gguf.PoolingType:
-    """The sentence-transformers Pooling module's mode (modules.json), else CLS."""
+def pooling_of(directory, default: gguf.PoolingType | None = None) -> gguf.PoolingType | None:
+    """The sentence-transformers Pooling module's mode (modules.json), else default: an
+    embedding model of any architecture (Qwen3-Embedding: last token) says it there."""
     modules = directory / "modules.json"
     if modules.exists():
         for module in json.loads(modules.read_text()):
@@ -98,14 +99,13 @@ def pooling_of(directory) -> gguf.PoolingType:
                         return kind
                 raise CheckpointError("The sentence-transformers pooling mode is none of "
                                       "mean, cls or last token.")
-    return gguf.PoolingType.CLS
+    return default
 
 
 def bert_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
     writer.add_layer_norm_eps(float(config.get("layer_norm_eps", 1e-12)))
     writer.add_causal_attention(False)
     writer.add_token_type_count(int(config.get("type_vocab_size", 1)))    # llama.cpp needs it
-    writer.add_pooling_type(pooling_of(directory))
     if config.get("hidden_act", "gelu") != "gelu":
         raise CheckpointError(f"BERT with {config['hidden_act']} is not supported (gelu is).")
 
@@ -230,6 +230,8 @@ class Architecture:
     hyper: Callable | None = None    # (config, Hyper) -> the Hyper its common keys are from
     shape: Callable | None = None    # (name, Hyper, config) -> shape, for per-layer shapes
     extra: Callable | None = None    # (config, Hyper) -> tensors the checkpoint lacks
+    pooling: gguf.PoolingType | None = None  # an encoder's pooling when the checkpoint has
+    #                                          no sentence-transformers Pooling module
 
     @property
     def name(self) -> str:
@@ -261,7 +263,8 @@ ARCHITECTURES = {
     "gemma4_text": Architecture(gguf.MODEL_ARCH.GEMMA4, space_prefix=False,
                                 hparams=gemma4_hparams, split=gemma4_split, hyper=gemma4_hyper,
                                 shape=gemma4_shape, extra=gemma4_extra),
-    "bert": Architecture(gguf.MODEL_ARCH.BERT, hparams=bert_hparams),
+    "bert": Architecture(gguf.MODEL_ARCH.BERT, hparams=bert_hparams,
+                         pooling=gguf.PoolingType.CLS),
     "llama4_text": Architecture(gguf.MODEL_ARCH.LLAMA4, hparams=llama4_hparams,
                                 split=llama4_split),
 }

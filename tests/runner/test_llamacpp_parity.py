@@ -249,3 +249,24 @@ def test_converted_bert_embeds_in_llama_cpp_as_in_ours(tmp_path, pooling):
                                        rtol=0, atol=1e-4)
     finally:
         model.close()
+
+
+def test_converted_last_token_embedding_model_embeds_in_llama_cpp_as_in_ours(tmp_path):
+    """A Qwen3-Embedding-shaped file (Qwen 3, last-token pooling) embeds in llama.cpp as in
+    ours, both caching keys and values in f32 (llama.cpp's default f16 cache moves the
+    vector by 9e-4)."""
+    import runner
+    from runner.convert import convert
+
+    from .convert.test_qwen3_embedding import TEXTS, embedding_checkpoint
+
+    path = convert(embedding_checkpoint(tmp_path / "hf"), tmp_path / "emb.gguf", "f32",
+                   progress=False)
+    llm = reference(path, embedding=True, n_ctx=128, flash_attn=False, type_k=0, type_v=0)
+    model = runner.load(path, num_ctx=128)
+    try:
+        for text in TEXTS:
+            np.testing.assert_allclose(model.embed(text), llm.embed(text, normalize=False),
+                                       rtol=0, atol=1e-4)
+    finally:
+        model.close()
