@@ -30,6 +30,7 @@ def aimed(case, real: bool, model: str):
             body["options"] = {"num_predict": 4}
         if case.path.startswith("/v1/") and "embeddings" not in case.path:
             body["max_tokens"] = 4
+            body.pop("max_completion_tokens", None)          # it would win over max_tokens
         if isinstance(body.get("dimensions"), int):
             body["dimensions"] = max(1, min(body["dimensions"], 4))
         body.pop("keep_alive", None)
