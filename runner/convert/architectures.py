@@ -81,6 +81,28 @@ def olmo2_shape(name: str, h: Hyper, config: dict) -> tuple[int, ...] | None:
     return expected_shape(name, h)
 
 
+def mistral3_hyper(config: dict, h: Hyper) -> Hyper:
+    """Ministral 3's YaRN carries mscale and mscale_all_dim; equal, they cancel in
+    transformers' attention factor, which the file says with yarn_log_multiplier
+    (mistral3_hparams) as llama.cpp's converter does."""
+    scaling = dict(h.rope_scaling or {})
+    if scaling.get("mscale", 1.0) != scaling.get("mscale_all_dim", 1.0):
+        raise CheckpointError("This Mistral 3's YaRN mscale differs from its mscale_all_dim; "
+                              "llama.cpp's mistral3 reads only the latter.")
+    scaling.pop("mscale", None)
+    scaling.pop("mscale_all_dim", None)
+    return replace(h, rope_scaling=scaling or None)
+
+
+def mistral3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
+    """The YaRN log multiplier (mscale_all_dim) and Llama 4's attention temperature."""
+    rope = config.get("rope_parameters") or {}
+    if rope.get("rope_type", rope.get("type")) == "yarn":
+        writer.add_rope_scaling_yarn_log_mul(float(rope.get("mscale_all_dim", 1.0)))
+    if rope.get("llama_4_scaling_beta"):
+        writer.add_attn_temperature_scale(float(rope["llama_4_scaling_beta"]))
+
+
 POOLING = {"pooling_mode_mean_tokens": gguf.PoolingType.MEAN,
            "pooling_mode_cls_token": gguf.PoolingType.CLS,
            "pooling_mode_lasttoken": gguf.PoolingType.LAST}
@@ -255,6 +277,8 @@ ARCHITECTURES = {
     "qwen3": Architecture(gguf.MODEL_ARCH.QWEN3),
     "qwen3_moe": Architecture(gguf.MODEL_ARCH.QWEN3MOE, hparams=qwen3moe_hparams,
                               split=fused_experts_split),
+    "ministral3": Architecture(gguf.MODEL_ARCH.MISTRAL3, permute_qk=True,
+                               hyper=mistral3_hyper, hparams=mistral3_hparams),
     "olmo2": Architecture(gguf.MODEL_ARCH.OLMO2, shape=olmo2_shape),
     "gemma2": Architecture(gguf.MODEL_ARCH.GEMMA2, norm_shift=1.0, space_prefix=False,
                            hparams=gemma2_hparams),

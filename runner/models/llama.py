@@ -116,7 +116,8 @@ class Llama(Transformer):
             k = self._project(block.attn_k, block.attn_k_bias, block.attn_k_norm, h, kvh, d,
                               eps)                                            # (T, KVH, D)
             v = self._project(block.attn_v, block.attn_v_bias, None, h, kvh, d, eps)
-            q = c.rope.apply(q, inputs.positions, self.rope_mode, self.rope_freqs)
+            q = self._queries(c.rope.apply(q, inputs.positions, self.rope_mode,
+                                           self.rope_freqs), inputs)
             k = c.rope.apply(k, inputs.positions, self.rope_mode, self.rope_freqs)
             a = attention(kv, i, q, k, v, 1.0 / math.sqrt(c.head_dim))        # (T, H*D)
             x = x.add(block.attn_output.mul_mat(a))
@@ -125,6 +126,10 @@ class Llama(Transformer):
         x = x.get_rows(inputs.outputs)                                       # (n_out, E)
         x = x.rms_norm(c.norm_eps).mul(self.output_norm)
         return self.project(x, inputs)                                       # (n_out, vocab)
+
+    def _queries(self, q, inputs):
+        """The rotated queries (T, H, D) as attention takes them (Mistral 3 scales them)."""
+        return q
 
     def _ffn(self, block: LlamaBlock, h):
         """h (T, E), the normed residual -> (T, E): SwiGLU."""

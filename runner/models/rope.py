@@ -12,13 +12,16 @@ import numpy as np
 from .base import LLM, ROPE, Metadata
 
 
-def yarn_attn_factor(factor: float) -> float:
+def yarn_attn_factor(factor: float, log_mul: float = 0.0) -> float:
     """llama.cpp's YaRN attention factor before the file's: its magnitude scale 1 + 0.1 ln s
     times the inverse that ggml's rope multiplies back in, computed in float32 as it does (a
-    hair from 1)."""
+    hair from 1). With a yarn_log_multiplier (Mistral 3: its mscale_all_dim) the magnitude
+    is divided by 1 + 0.1 * log_mul * ln s, as transformers divides by that mscale."""
     f32 = np.float32
     scale = f32(1) / f32(f32(1) / f32(factor))
     mscale = f32(0.1) * np.log(scale) + f32(1) if scale > 1 else f32(1)
+    if log_mul:
+        mscale = mscale / (f32(0.1) * f32(log_mul) * np.log(scale) + f32(1))
     return float(mscale * (f32(1) / (f32(1) + f32(0.1) * np.log(scale))))
 
 
@@ -46,7 +49,8 @@ class RopeConfig:
             rope.freq_scale = float(np.float32(1) / np.float32(factor))     # as llama.cpp
         if kind == "yarn":
             rope.ext_factor = float(m.get(ROPE.SCALING_YARN_EXT_FACTOR, 1.0))
-            rope.attn_factor *= yarn_attn_factor(factor)
+            rope.attn_factor *= yarn_attn_factor(factor,
+                                                 float(m.get(ROPE.SCALING_YARN_LOG_MUL, 0.0)))
             rope.beta_fast = float(m.get(ROPE.SCALING_YARN_BETA_FAST, 32.0))
             rope.beta_slow = float(m.get(ROPE.SCALING_YARN_BETA_SLOW, 1.0))
         return rope

@@ -24,7 +24,8 @@ from .parity import PROMPT, executor, reference
 # registered architecture is one of these, or BERT's, which test_bert.py compares)
 ARCHITECTURE_OF = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2",
                    "gemma3": "gemma3", "llama4": "llama4", "gemma4": "gemma4",
-                   "gemma4_moe": "gemma4", "qwen3_moe": "qwen3moe", "olmo2": "olmo2"}
+                   "gemma4_moe": "gemma4", "qwen3_moe": "qwen3moe", "olmo2": "olmo2",
+                   "ministral3": "mistral3"}
 KINDS = list(ARCHITECTURE_OF)
 # f32 tolerance on the logits. The reference rounds GELU as ggml's CPU backend does (see
 # parity.py), but where transformers' and ggml's inputs to it differ in the last bit and
@@ -88,16 +89,23 @@ def test_two_sequences_in_one_batch(made, backend, kind):
     assert np.abs(ours[len(a):] - reference(files["hf"], b)).max() < tolerance
 
 
+UNTEMPERED = {"llama4": dict(floor_scale=8192), "ministral3": dict(rope_parameters={
+    "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+    "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 1.0,
+    "llama_4_scaling_beta": 0.0})}
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_shifted_keys_equal_keys_computed_at_the_new_positions(made, backend, kind, tmp_path):
     """A prompt evaluated 16 positions on, then shifted back by 16, leaves each cached layer
     the keys the prompt gets at its own positions (RoPE attends by relative position; each
     kind of layer re-rotates with its own rope; Llama 4's no-RoPE layers are left alone),
-    and the next token's logits match. The Llama 4 here keeps the default temperature
-    floor: tuned temperature depends on absolute positions, which no shift can undo."""
-    files = made(kind) if kind != "llama4" else \
-        {"f32": convert(checkpoint("llama4", tmp_path / "hf", floor_scale=8192),
-                        tmp_path / "l4.gguf", "f32", progress=False)}
+    and the next token's logits match. Llama 4 and Mistral 3 are made here without their
+    attention temperature (the default floor; no beta): it depends on absolute positions,
+    which no shift can undo."""
+    files = made(kind) if kind not in UNTEMPERED else \
+        {"f32": convert(checkpoint(kind, tmp_path / "hf", **UNTEMPERED[kind]),
+                        tmp_path / "untempered.gguf", "f32", progress=False)}
     model, shifted = executor(files["f32"], backend)
     ids = model.tokenizer.encode(PROMPT, add_special=True)[:12]
     shifted.logits(Batch.of_sequence(ids, 16))                  # positions 16..27
