@@ -103,6 +103,20 @@ def mistral3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", director
         writer.add_attn_temperature_scale(float(rope["llama_4_scaling_beta"]))
 
 
+def olmo3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
+    """OLMo 3: a window on three layers of four, one rope for both kinds."""
+    pattern = ["full_attention" if i % 4 == 3 else "sliding_attention" for i in range(h.layers)]
+    if config.get("layer_types", pattern) != pattern:
+        raise CheckpointError("This OLMo 3's layer pattern is not every fourth layer global, "
+                              "the only one llama.cpp's olmo2 knows.")
+    kinds = (config.get("rope_parameters") or {}).values()
+    if any(isinstance(p, dict) and p.get("rope_type", "default") != "default" for p in kinds) \
+            or len({p.get("rope_theta") for p in kinds if isinstance(p, dict)}) > 1:
+        raise CheckpointError("OLMo 3 with scaled rope or a rope base per layer kind is not "
+                              "supported.")
+    writer.add_sliding_window(config["sliding_window"])
+
+
 POOLING = {"pooling_mode_mean_tokens": gguf.PoolingType.MEAN,
            "pooling_mode_cls_token": gguf.PoolingType.CLS,
            "pooling_mode_lasttoken": gguf.PoolingType.LAST}
@@ -280,6 +294,7 @@ ARCHITECTURES = {
     "ministral3": Architecture(gguf.MODEL_ARCH.MISTRAL3, permute_qk=True,
                                hyper=mistral3_hyper, hparams=mistral3_hparams),
     "olmo2": Architecture(gguf.MODEL_ARCH.OLMO2, shape=olmo2_shape),
+    "olmo3": Architecture(gguf.MODEL_ARCH.OLMO2, shape=olmo2_shape, hparams=olmo3_hparams),
     "gemma2": Architecture(gguf.MODEL_ARCH.GEMMA2, norm_shift=1.0, space_prefix=False,
                            hparams=gemma2_hparams),
     "gemma3_text": Architecture(gguf.MODEL_ARCH.GEMMA3, norm_shift=1.0, space_prefix=False,

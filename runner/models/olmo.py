@@ -1,6 +1,7 @@
 """OLMo 2: norms after each sublayer instead of before it (the attention's and the FFN's
 outputs are RMS-normed, then added to the residual), Q and K RMS-normed over all heads at
-once (before the split into heads), NEOX rope, SwiGLU."""
+once (before the split into heads), NEOX rope, SwiGLU. OLMo 3 is the same file architecture
+with a sliding window on three layers of every four (llama.cpp's olmo2 with a window)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from typing import TYPE_CHECKING
 
 from . import register
 from .attention import attention
-from .base import Block, Transformer, Weights
+from .base import ATTENTION, Block, Metadata, Transformer, Weights
 from .llama import LlamaConfig
+
+SLIDING_PATTERN = 4          # with a window, layers i with i % 4 == 3 attend globally
 
 if TYPE_CHECKING:
     from pyggml import Tensor
@@ -32,16 +35,30 @@ class Olmo2Block(Block):
     post_ffw_norm: Tensor | None = None
 
 
-@register("olmo2")
-class Olmo2(Transformer):
-    config_class = LlamaConfig
-    rope_mode = "neox"
+@dataclass
+class Olmo2Config(LlamaConfig):
+    window: int | None = None            # OLMo 3's sliding layers'
 
     @classmethod
-    def config_of(cls, meta: dict):
-        return LlamaConfig.from_metadata(meta, "olmo2")
+    def from_metadata(cls, meta: dict, arch: str = "olmo2") -> Olmo2Config:
+        window = Metadata(meta, arch).get(ATTENTION.SLIDING_WINDOW)
+        return cls(**vars(LlamaConfig.from_metadata(meta, arch)),
+                   window=int(window) if window else None)
 
-    def __init__(self, config: LlamaConfig, weights: Weights):
+    def window_of(self, layer: int) -> int | None:
+        sliding = layer % SLIDING_PATTERN != SLIDING_PATTERN - 1
+        return self.window if sliding else None
+
+
+@register("olmo2")
+class Olmo2(Transformer):
+    config_class = Olmo2Config
+    rope_mode = "neox"
+
+    def windows(self) -> tuple:
+        return (None,) if self.config.window is None else (None, self.config.window)
+
+    def __init__(self, config: Olmo2Config, weights: Weights):
         c = self.config = config
         q_dim, kv_dim = c.heads * c.head_dim, c.kv_heads * c.head_dim
         self.bind_ends(weights)
@@ -67,7 +84,7 @@ class Olmo2(Transformer):
             v = block.attn_v.mul_mat(x).reshape(n, c.kv_heads, d)
             q = c.rope.apply(q.reshape(n, c.heads, d), inputs.positions, self.rope_mode)
             k = c.rope.apply(k.reshape(n, c.kv_heads, d), inputs.positions, self.rope_mode)
-            a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d))                 # (T, H*D)
+            a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d), c.window_of(i))  # (T, H*D)
             x = x.add(block.attn_output.mul_mat(a).rms_norm(eps).mul(block.post_attention_norm))
             gated = block.ffn_gate.mul_mat(x).swiglu(block.ffn_up.mul_mat(x))   # (T, F)
             x = x.add(block.ffn_down.mul_mat(gated).rms_norm(eps).mul(block.post_ffw_norm))

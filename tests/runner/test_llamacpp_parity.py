@@ -160,9 +160,9 @@ def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
 # tiny model gets them too. qwen2_yarn: YaRN 4x over an original context of 16.
 # gemma3_scaled: global layers' positions scaled by 1/8, the sliding layers' not.
 CONVERTED = {
-    **{kind: (kind, {}) for kind in ("llama", "qwen2", "qwen3", "qwen3_moe", "olmo2", "ministral3",
-                                     "gemma2",
-                                     "gemma3", "gemma4", "gemma4_moe")},
+    **{kind: (kind, {}) for kind in ("llama", "qwen2", "qwen3", "qwen3_moe", "olmo2", "olmo3",
+                                     "ministral3", "gemma2", "gemma3", "gemma4",
+                                     "gemma4_moe")},
     "llama4": ("llama4", dict(attention_chunk_size=8192, floor_scale=8192, attn_scale=0.1)),
     "qwen2_yarn": ("qwen2", dict(max_position_embeddings=64, rope_parameters={
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,

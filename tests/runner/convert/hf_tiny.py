@@ -20,9 +20,10 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "qwen3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
            "qwen3_moe": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
            "olmo2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-           "ministral3": ["<s>", "</s>", "[INST]", "[/INST]"]}
+           "ministral3": ["<s>", "</s>", "[INST]", "[/INST]"],
+           "olmo3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]}
 PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_moe": QWEN2, "olmo2": QWEN2,
-           "ministral3": QWEN2, "gemma2": QWEN2, "gemma3": QWEN2, "llama4": LLAMA3,
+           "ministral3": QWEN2, "olmo3": QWEN2, "gemma2": QWEN2, "gemma3": QWEN2, "llama4": LLAMA3,
            "gemma4": QWEN2, "gemma4_moe": QWEN2}
 SLIDING, FULL = "sliding_attention", "full_attention"
 # Gemma 4 as its small models are (per-layer embeddings; the last layers share the cache
@@ -111,7 +112,8 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
                "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
                "olmo2": ("Olmo2Config", "Olmo2ForCausalLM"),
-               "ministral3": ("Ministral3Config", "Ministral3ForCausalLM")}
+               "ministral3": ("Ministral3Config", "Ministral3ForCausalLM"),
+               "olmo3": ("Olmo3Config", "Olmo3ForCausalLM")}
     config_class, model_class = (getattr(transformers, n) for n in classes[kind])
     settings = dict(SHAPE, vocab_size=len(tok), tie_word_embeddings=False,
                     eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
@@ -128,6 +130,8 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
             "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
             "original_max_position_embeddings": 16, "beta_fast": 32.0, "beta_slow": 1.0,
             "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.1})
+    if kind == "olmo3":           # four layers, the first three sliding (a window of 8)
+        settings.update(num_hidden_layers=4, sliding_window=8)
     if kind == "gemma2":          # four layers, the even ones sliding (a window of 8); caps
         settings.update(head_dim=16, query_pre_attn_scalar=16, num_hidden_layers=4,  # that bite
                         sliding_window=8, tie_word_embeddings=True,
