@@ -7,7 +7,9 @@ Which tensors get which type follows llama.cpp's llama_tensor_get_type for the t
 (or the tied embeddings) gets Q6_K (Q8_0 stays Q8_0); with _M, attn_v and ffn_down get
 Q6_K in the layers use_more_bits picks (the first and last eighth, and every third between),
 counting ffn_down by layer index (dense, expert and shared-expert tensors of one layer
-alike) in mixture-of-experts models, as Ollama's MoE-aware counting does. A K-quant needs
+alike) in mixture-of-experts models, as Ollama's MoE-aware counting does. A model of exactly
+8 experts (llama.cpp's rule, made for Mixtral) keeps attn_k and attn_v in Q8_0 and, with
+Q4_K_M, attn_output in Q5_K. A K-quant needs
 rows of a multiple of 256: other rows fall back as llama.cpp's do (Q4_K -> Q5_0, Q5_K -> Q5_1,
 Q6_K -> Q8_0), and rows that are not a multiple of 32 become F16.
 """
@@ -32,6 +34,7 @@ class Mixture:
     base: str
     file_type: gguf.LlamaFileType
     more_bits: bool = False      # the _M rule for attn_v and ffn_down
+    wider_output: bool = False   # attn_output in Q5_K when the model has 8 experts
 
 
 MIXTURES = {
@@ -40,12 +43,14 @@ MIXTURES = {
     "Q5_0": Mixture("Q5_0", gguf.LlamaFileType.MOSTLY_Q5_0),
     "Q8_0": Mixture("Q8_0", gguf.LlamaFileType.MOSTLY_Q8_0),
     "Q6_K": Mixture("Q6_K", gguf.LlamaFileType.MOSTLY_Q6_K),
-    "Q4_K_M": Mixture("Q4_K", gguf.LlamaFileType.MOSTLY_Q4_K_M, more_bits=True),
+    "Q4_K_M": Mixture("Q4_K", gguf.LlamaFileType.MOSTLY_Q4_K_M, more_bits=True,
+                      wider_output=True),
     "Q5_K_M": Mixture("Q5_K", gguf.LlamaFileType.MOSTLY_Q5_K_M, more_bits=True),
 }
 K_FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
 FLOATS = {"F32", "F16", "BF16"}
 LAYER = re.compile(r"^blk\.(\d+)\.")
+EIGHT_EXPERTS = 8
 
 
 def use_more_bits(i: int, n: int) -> bool:
@@ -53,8 +58,9 @@ def use_more_bits(i: int, n: int) -> bool:
 
 
 def tensor_type(name: str, shape: tuple[int, ...], mixture: Mixture, layers: int,
-                has_output: bool) -> str:
-    """The ggml type name for a tensor (shape in numpy order)."""
+                has_output: bool, experts: int = 0) -> str:
+    """The ggml type name for a tensor (shape in numpy order) of a model with layers
+    layers and experts experts a layer."""
     if len(shape) < 2 or not name.endswith(".weight") or "ffn_gate_inp" in name or \
             name == "token_types.weight":
         return "F32"
@@ -65,6 +71,11 @@ def tensor_type(name: str, shape: tuple[int, ...], mixture: Mixture, layers: int
             re.search(r"\.(attn_v|ffn_down(_exps|_shexp)?)\.weight$", name):
         if use_more_bits(int(LAYER.match(name).group(1)), layers):
             kind = "Q6_K"
+    if experts == EIGHT_EXPERTS and re.search(r"\.attn_[kv]\.weight$", name):
+        kind = "Q8_0"
+    elif experts == EIGHT_EXPERTS and mixture.wider_output and \
+            name.endswith(".attn_output.weight"):
+        kind = "Q5_K"
     if kind.endswith("_K") and shape[-1] % 256:
         kind = K_FALLBACK[kind]
     if shape[-1] % pyggml.GGMLType[kind].block_size:
@@ -80,12 +91,14 @@ def quantize_file(source, target, type_name: str, progress: bool = True) -> Path
     header = Header(source)
     arch = header.metadata.get("general.architecture")
     layers = int(header.metadata.get(f"{arch}.block_count", 0))
+    experts = int(header.metadata.get(f"{arch}.expert_count", 0))
     names = {t.name for t in header.tensors}
     plan = []
     for info in header.tensors:
         shape = tuple(reversed(info.ne))
         source_type = pyggml.dtypes.type_name(info.type).upper()
-        kind = tensor_type(info.name, shape, mixture, layers, "output.weight" in names)
+        kind = tensor_type(info.name, shape, mixture, layers, "output.weight" in names,
+                           experts)
         if source_type not in FLOATS and kind != source_type:
             raise ValueError(f"The tensor {info.name} is already {source_type}; quantize a "
                              "file of F32, F16 or BF16 weights.")

@@ -271,3 +271,43 @@ def test_converted_last_token_embedding_model_embeds_in_llama_cpp_as_in_ours(tmp
                                        rtol=0, atol=1e-4)
     finally:
         model.close()
+
+
+# wide enough for K-quants' 256-value blocks; 8 layers, so that layer-dependent rules show
+QUANTIZED_SHAPE = dict(hidden_size=256, intermediate_size=512, head_dim=64,
+                       num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=8)
+
+
+@pytest.mark.parametrize("kind, config", [
+    ("qwen3_moe", dict(moe_intermediate_size=256)),
+    ("gemma2", dict(query_pre_attn_scalar=64)),
+    ("olmo2", {}),
+    ("ministral3", {}),
+])
+def test_quantize_chooses_llama_cpps_type_for_every_tensor(tmp_path, kind, config):
+    """Q4_K_M's mixture (a type per tensor, by name, layer and expert count) as llama.cpp's
+    quantizer chooses it, for the architectures added since the mixture was written."""
+    import ctypes
+
+    import llama_cpp
+
+    import pyggml
+    from pyggml.gguf_reader import Header
+    from runner.convert import convert
+    from runner.convert.quantize import quantize_file
+
+    from .convert.hf_tiny import checkpoint
+
+    f16 = convert(checkpoint(kind, tmp_path / "hf", **QUANTIZED_SHAPE, **config),
+                  tmp_path / "f16.gguf", "f16", progress=False)
+    ours = quantize_file(f16, tmp_path / "ours.gguf", "Q4_K_M", progress=False)
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    theirs = tmp_path / "theirs.gguf"
+    assert llama_cpp.llama_model_quantize(str(f16).encode(), str(theirs).encode(),
+                                          ctypes.byref(params)) == 0
+
+    def types(path):
+        return {t.name: pyggml.dtypes.type_name(t.type).upper() for t in Header(path).tensors}
+
+    assert types(ours) == types(theirs)
