@@ -75,7 +75,8 @@ def main() -> None:
         for name in MODELS:
             path = store.pull(name, progress=False)
             os.symlink(path, os.path.join(models, path.name))
-        print("| python | start MiB | after 32 shows MiB | shows s | after 64 chats MiB | chats s |")
+        print("| python | start MiB | after 32 shows MiB | shows s | after 64 chats MiB "
+              "| chats s |")
         print("| --- | --- | --- | --- | --- | --- |")
         for python in args.python or [sys.executable]:
             base, shows_peak, shows, chats_peak, chats = measure(python, models)

@@ -111,7 +111,8 @@ def main(argv=None) -> int:
         print(f"error: cannot listen on 127.0.0.1:{args.port}: {error}", file=sys.stderr)
         return 1
     print(f"runner listening on 127.0.0.1:{sock.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(create_app(state, os.environ.pop("RUNNER_SECRET", None)), log_config=None, access_log=False,
+    app = create_app(state, os.environ.pop("RUNNER_SECRET", None))
+    config = uvicorn.Config(app, log_config=None, access_log=False,
                             timeout_graceful_shutdown=int(args.grace) + 5)
     server = Server(config, state, args.grace)
     if not args.no_load:
