@@ -45,8 +45,9 @@ def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
            add_generation_prompt: bool = True, tools: list | None = None, **extra) -> str:
     """The prompt of messages in template, as Hugging Face renders chat templates: a jinja2
     sandbox (bounded in time and size: sandbox.py) with trim_blocks, lstrip_blocks and loop
-    controls, tojson without ASCII escapes, raise_exception and strftime_now; tools and extra keyword arguments (enable_thinking, ...)
-    passed through. Tool call arguments stay objects."""
+    controls, tojson without ASCII escapes, raise_exception and strftime_now; tools and
+    extra keyword arguments (enable_thinking, ...) passed through. Tool call arguments stay
+    objects."""
     for message in messages:
         if not isinstance(message, dict) or message.get("role") not in ROLES or not (
                 isinstance(message.get("content"), str) or
