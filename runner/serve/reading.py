@@ -81,7 +81,8 @@ def _union_member(part) -> bool:
 
 
 def _described(field: str, items: list[dict]) -> str:
-    messages = list(dict.fromkeys(i["msg"].removeprefix("Value error, ") for i in items))
+    messages = list(dict.fromkeys(i["msg"].removeprefix("Value error, ").rstrip(".")
+                                  for i in items))
     kinds = {i["type"] for i in items}
     if kinds == {"missing"}:
         return f"{field} is required"
