@@ -64,5 +64,8 @@ class Serving(uvicorn.Server):
     def handle_exit(self, sig, frame) -> None:
         if not self.should_exit and getattr(self, "loop", None) is not None:
             service = self.config.app.state.service
-            self.loop.call_soon_threadsafe(lambda: self.loop.create_task(service.shut_down()))
+            def shut_down():
+                self.shutting_down = self.loop.create_task(service.shut_down())   # held
+
+            self.loop.call_soon_threadsafe(shut_down)
         super().handle_exit(sig, frame)

@@ -65,6 +65,7 @@ class Scheduler:
         self._load_lock = asyncio.Lock()
         self.in_flight = 0           # requests waiting for a model or holding a lease
         self.stopping = False
+        self._background: set[asyncio.Task] = set()
 
     async def acquire(self, entry: Entry, choice: LoadChoice, keep_alive: float | None
                       ) -> Loaded:
@@ -110,7 +111,14 @@ class Scheduler:
         loaded.last_used = time.monotonic()
         if loaded.idle:
             self._expire_later(loaded)
-        asyncio.get_running_loop().create_task(self._notify())
+        self._spawn(self._notify())
+
+    def _spawn(self, work) -> asyncio.Task:
+        """A background task, held until done (the loop holds tasks only weakly)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
 
     async def _notify(self) -> None:
         async with self._changed:
@@ -158,7 +166,7 @@ class Scheduler:
         loaded = Loaded(entry, choice, runner,
                         self.settings.keep_alive if keep_alive is None else keep_alive, parallel)
         self.loaded[entry.name] = loaded
-        asyncio.get_running_loop().create_task(self._on_exit(loaded))
+        self._spawn(self._on_exit(loaded))
         log.info("Loaded %s (%d slot(s), context %d).", entry.name, parallel, choice.num_ctx)
         return loaded
 

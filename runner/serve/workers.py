@@ -72,8 +72,8 @@ class Runner:
             sys.executable, "-m", "runner", *flags, cwd="/", stdout=asyncio.subprocess.PIPE,
             stdin=asyncio.subprocess.DEVNULL, preexec_fn=_die_with_parent,
             env={**os.environ, "RUNNER_SECRET": secret})
-        asyncio.get_running_loop().create_task(self._watch())
-        asyncio.get_running_loop().create_task(self._watch_stalls())
+        loop = asyncio.get_running_loop()
+        self._watchers = [loop.create_task(self._watch()), loop.create_task(self._watch_stalls())]
         try:
             line = (await asyncio.wait_for(self.process.stdout.readline(), 120)).decode()
         except asyncio.TimeoutError:
