@@ -158,7 +158,7 @@ def test_a_hostile_template_costs_its_own_request_only(server):
     while thread.is_alive():
         assert server.client.get("/api/version").status_code == 200
         served_meanwhile += 1
-    assert served_meanwhile >= 50
+    assert served_meanwhile >= 50, served_meanwhile          # 467 here, 2 cores
     assert answers[0].status_code == 400 and "ran longer" in answers[0].json()["error"]
 
 
