@@ -164,7 +164,10 @@ def test_sigterm_ends_every_reply_with_its_error_and_exits_promptly(models_dir, 
 
     def wait_behind():                       # the one slot is busy: it waits in the runner
         with httpx.Client(base_url=server.url, timeout=300) as client:
-            waiting.append(client.post("/api/generate", json=dict(body, stream=False)))
+            try:
+                waiting.append(client.post("/api/generate", json=dict(body, stream=False)))
+            except httpx.ConnectError:       # (a machine so busy it never got there)
+                waiting.append(None)
 
     thread, stopping = threading.Thread(target=wait_behind), []
 
@@ -179,13 +182,14 @@ def test_sigterm_ends_every_reply_with_its_error_and_exits_promptly(models_dir, 
     stopped = time.monotonic() - stopping[0]
     thread.join()
     assert "shutting down" in lines[-1]["error"] and len(lines) < 1000
-    assert waiting[0].status_code in (500, 503) and "shutting down" in waiting[0].json()["error"]
+    if waiting[0] is not None:
+        assert waiting[0].status_code == 503 and "shutting down" in waiting[0].json()["error"]
     print(f"SIGTERM to exit with two requests in progress: {stopped:.1f} s")
     assert eventually(lambda: server.runner_pids() == [])
 
 
 def test_a_runner_that_stops_answering_is_replaced(models_dir, workdir):
-    server = ServerProcess(models_dir, workdir, RUNNER_NUM_PARALLEL=1, RUNNER_STALL_TIMEOUT=2)
+    server = ServerProcess(models_dir, workdir, RUNNER_NUM_PARALLEL=1, RUNNER_STALL_TIMEOUT=5)
     try:
         stopped = []
 
