@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 
+def temperature(positions, n: int, length: int, scale: float, offset: float = 0.0):
+    """Llama 4's attention temperature, queries' multiplier (T, 1, 1):
+    ln(floor((pos + offset) / length) + 1) * scale + 1 (Llama 4: offset 1; Mistral 3: 0)."""
+    steps = positions.cast("F32").scale(1.0 / length, bias=offset / length).floor()
+    return steps.scale(1.0, bias=1.0).log().scale(scale, bias=1.0).reshape(n, 1, 1)
+
+
 def attention(kv, layer: int, q, k, v, scale: float, window: int | None = None,
               softcap: float = 0.0):
     """q (T, H, D), k (T, KVH, D), v (T, KVH, Dv) -> (T, H * Dv), after storing k and v."""

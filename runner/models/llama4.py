@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from . import register
 from .attention import attention
+from .attention import temperature as attention_temperature
 from .base import ATTENTION, LLM, Metadata, ModelError
 from .llama import Llama, LlamaBlock, LlamaConfig
 
@@ -110,7 +111,8 @@ class Llama4(Llama):
                     q, k = q.rms_norm(c.norm_eps), k.rms_norm(c.norm_eps)
                 window = ("chunk", c.chunk)
             else:
-                temperature = temperature or self._temperature(inputs.positions, n)
+                temperature = temperature or attention_temperature(
+                    inputs.positions, n, c.temperature_floor, c.temperature_scale, offset=1.0)
                 q, window = q.mul(temperature), None
             a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d), window)          # (T, H*D)
             x = x.add(block.attn_output.mul_mat(a))
@@ -124,14 +126,6 @@ class Llama4(Llama):
     def shift(self, k, deltas, layer: int):
         """Re-rotate cached keys by deltas; a no-RoPE layer's keys stay as they are."""
         return super().shift(k, deltas, layer) if self.config.uses_rope(layer) else None
-
-    def _temperature(self, positions, n: int):
-        """(T, 1, 1): log(floor((pos + 1) / floor) + 1) * scale + 1."""
-        c = self.config
-        steps = positions.cast("F32").scale(1.0 / c.temperature_floor,
-                                            bias=1.0 / c.temperature_floor).floor()
-        return steps.scale(1.0, bias=1.0).log().scale(c.temperature_scale, bias=1.0) \
-            .reshape(n, 1, 1)
 
     @staticmethod
     def _ffn(gate, up, down, h):

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import register
-from .base import ATTENTION, Metadata, ROPE
+from .attention import temperature
+from .base import ATTENTION, ROPE, Metadata
 from .llama import Llama, LlamaConfig
 
 
@@ -34,6 +35,5 @@ class Mistral3(Llama):
         c = self.config
         if not c.temperature_scale:
             return q
-        steps = inputs.positions.cast("F32").scale(1.0 / c.temperature_length).floor()
-        temperature = steps.scale(1.0, bias=1.0).log().scale(c.temperature_scale, bias=1.0)
-        return q.mul(temperature.reshape(inputs.n_tokens, 1, 1))             # (T, H, D)
+        return q.mul(temperature(inputs.positions, inputs.n_tokens, c.temperature_length,
+                                 c.temperature_scale))                       # (T, H, D)

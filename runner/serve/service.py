@@ -92,6 +92,13 @@ class Service:
     def _failed(self, error: RunnerError) -> str:
         return SHUTTING_DOWN if self.stopping else str(error)
 
+    def _refusal(self, error: RunnerError) -> ServeError:
+        """A runner's failure before the reply began: its own 4xx/5xx, else 500; 503 while
+        the server shuts down."""
+        status = 503 if self.stopping else \
+            error.status if 400 <= error.status < 600 else 500
+        return ServeError(status, self._failed(error))
+
     async def entry(self, name: str) -> Entry:
         """The named model, its file's header read off the event loop (once per file)."""
         if not name:
@@ -123,8 +130,7 @@ class Service:
         except Busy as error:
             raise ServeError(503, str(error)) from None
         except RunnerError as error:
-            status = 503 if self.stopping else error.status if error.status >= 400 else 500
-            raise ServeError(status, self._failed(error)) from None
+            raise self._refusal(error) from None
 
     async def load_only(self, request: Loading, chat: bool) -> dict:
         """An empty prompt or messages: load the model (keep_alive 0: unload it)."""
@@ -237,9 +243,7 @@ class Service:
             first = await anext(events)                 # errors before the first chunk
         except RunnerError as error:
             self.scheduler.release(loaded)
-            status = 503 if self.stopping else \
-                error.status if 400 <= error.status < 600 else 500
-            raise ServeError(status, self._failed(error)) from None
+            raise self._refusal(error) from None
         except BaseException:
             self.scheduler.release(loaded)
             raise
