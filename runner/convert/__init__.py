@@ -14,9 +14,9 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from .architectures import (architecture_of, fuse_experts, pooling_of, transform,
-                            unwrap_multimodal)
+from .architectures import architecture_of, pooling_of, transform, unwrap_multimodal
 from .checkpoint import Checkpoint, CheckpointError
+from .experts import fuse_experts
 from .hyper import Hyper, write_hparams
 from .mmproj import write_mmproj
 from .vocab import write_tokenizer
@@ -67,8 +67,8 @@ def _tensor_plan(checkpoint: Checkpoint, arch, h: Hyper) -> dict:
     for entry in checkpoint.tensors.values():
         if any(part in entry.name for part in SKIPPED):
             continue
-        pieces = arch.split(entry) if arch.split else None
-        if pieces:
+        pieces = arch.split(entry, checkpoint.config) if arch.split else None
+        if pieces is not None:                   # {}: a tensor the GGUF leaves out
             plan.update(pieces)
             continue
         name = names.get_name(entry.name, try_suffixes=(".weight", ".bias"))

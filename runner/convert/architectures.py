@@ -15,6 +15,8 @@ import numpy as np
 from ..models.gemma2 import LAYERS_27B as GEMMA2_27B_LAYERS
 from ..models.gemma3 import query_pre_attn_scalar
 from .checkpoint import CheckpointError
+from .deepseek2 import deepseek2_hparams, deepseek2_hyper, deepseek2_shape, deepseek2_split
+from .experts import fused_experts_split
 from .gemma4 import gemma4_extra, gemma4_hparams, gemma4_hyper, gemma4_shape, gemma4_split
 from .hyper import Hyper, expected_shape, extra_tensors
 
@@ -177,7 +179,7 @@ def llama4_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory)
 FUSED_EXPERTS = re.compile(r"layers\.(\d+)\.feed_forward\.experts\.(gate_up_proj|down_proj)$")
 
 
-def llama4_split(entry) -> dict | None:
+def llama4_split(entry, config: dict) -> dict | None:
     """HF's fused expert tensors, (experts, in, out), into llama.cpp's (experts, out, in):
     gate_up_proj's halves are the gate and the up projection. GGUF name -> (shape, loader)."""
     found = FUSED_EXPERTS.search(entry.name)
@@ -198,63 +200,6 @@ def llama4_split(entry) -> dict | None:
         (experts, columns, rows), lambda: np.ascontiguousarray(entry.load().transpose(0, 2, 1)))}
 
 
-FUSED_MLP_EXPERTS = re.compile(r"layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)$")
-
-
-def fused_experts_split(entry) -> dict | None:
-    """transformers' fused experts, (experts, out, in) as each expert's Linear holds them:
-    gate_up_proj's halves (gate first) and down_proj, under llama.cpp's names."""
-    found = FUSED_MLP_EXPERTS.search(entry.name)
-    if found is None:
-        return None
-    layer, kind = found.groups()
-    if kind == "down_proj":
-        return {f"blk.{layer}.ffn_down_exps.weight": (entry.shape, entry.load)}
-    experts, rows, columns = entry.shape
-    half = (experts, rows // 2, columns)
-
-    def part(index):
-        return lambda: np.ascontiguousarray(np.split(entry.load(), 2, axis=1)[index])
-
-    return {f"blk.{layer}.ffn_gate_exps.weight": (half, part(0)),
-            f"blk.{layer}.ffn_up_exps.weight": (half, part(1))}
-
-
-PER_EXPERT = re.compile(r"^(.*layers\.\d+\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
-
-
-def fuse_experts(checkpoint) -> None:
-    """Released MoE checkpoints hold one tensor per expert (mlp.experts.<e>.gate_proj ...):
-    make them the fused tensors transformers builds from them (in place)."""
-    groups: dict[str, dict[int, dict[str, object]]] = {}
-    for name, entry in checkpoint.tensors.items():
-        found = PER_EXPERT.match(name)
-        if found:
-            prefix, expert, kind = found.groups()
-            groups.setdefault(prefix, {}).setdefault(int(expert), {})[kind] = entry
-    for prefix, experts in groups.items():
-        order = [experts[e] for e in sorted(experts)]
-        if sorted(experts) != list(range(len(experts))) or \
-                any(set(parts) != {"gate", "up", "down"} for parts in order):
-            raise CheckpointError(f"The experts under {prefix} are incomplete.")
-        for parts in order:
-            for entry in parts.values():
-                del checkpoint.tensors[entry.name]
-        gate, down = order[0]["gate"].shape, order[0]["down"].shape
-
-        def gate_up(order=order):
-            return np.stack([np.concatenate([p["gate"].load(), p["up"].load()]) for p in order])
-
-        def downs(order=order):
-            return np.stack([p["down"].load() for p in order])
-
-        for name, shape, load in ((f"{prefix}.gate_up_proj", (len(order), 2 * gate[0], gate[1]),
-                                   gate_up),
-                                  (f"{prefix}.down_proj", (len(order), *down), downs)):
-            checkpoint.tensors[name] = replace(order[0]["gate"], name=name, shape=shape,
-                                               load=load)
-
-
 @dataclass(frozen=True)
 class Architecture:
     arch: gguf.MODEL_ARCH
@@ -262,7 +207,8 @@ class Architecture:
     norm_shift: float = 0.0         # Gemma's norms multiply by 1 + weight: GGUF stores the sum
     space_prefix: bool = True       # SentencePiece: a space before the text (not Gemma's)
     hparams: Callable | None = None  # what the architecture writes beyond the common keys
-    split: Callable | None = None    # a checkpoint tensor -> {GGUF name: loader}, or None
+    split: Callable | None = None    # (checkpoint tensor, config) -> {GGUF name: (shape,
+    #                                  loader)}, or None for the usual name
     hyper: Callable | None = None    # (config, Hyper) -> the Hyper its common keys are from
     shape: Callable | None = None    # (name, Hyper, config) -> shape, for per-layer shapes
     extra: Callable | None = None    # (config, Hyper) -> tensors the checkpoint lacks
@@ -289,6 +235,12 @@ ARCHITECTURES = {
     "llama": Architecture(gguf.MODEL_ARCH.LLAMA, permute_qk=True),
     "qwen2": Architecture(gguf.MODEL_ARCH.QWEN2),
     "qwen3": Architecture(gguf.MODEL_ARCH.QWEN3),
+    "deepseek_v2": Architecture(gguf.MODEL_ARCH.DEEPSEEK2, hyper=deepseek2_hyper,
+                                hparams=deepseek2_hparams, split=deepseek2_split,
+                                shape=deepseek2_shape),
+    "deepseek_v3": Architecture(gguf.MODEL_ARCH.DEEPSEEK2, hyper=deepseek2_hyper,
+                                hparams=deepseek2_hparams, split=deepseek2_split,
+                                shape=deepseek2_shape),
     "qwen3_moe": Architecture(gguf.MODEL_ARCH.QWEN3MOE, hparams=qwen3moe_hparams,
                               split=fused_experts_split),
     "ministral3": Architecture(gguf.MODEL_ARCH.MISTRAL3, permute_qk=True,

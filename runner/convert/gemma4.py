@@ -122,7 +122,7 @@ def gemma4_extra(config: dict, h) -> dict[str, np.ndarray]:
     return {"rope_freqs.weight": np.array(factors, dtype=np.float32)}
 
 
-def gemma4_split(entry) -> dict | None:
+def gemma4_split(entry, config: dict) -> dict | None:
     """The router's scale and per-expert scale, under llama.cpp's names."""
     found = ROUTER_SCALES.search(entry.name)
     if found is None:

@@ -29,6 +29,9 @@ class Hyper:
     eps: float
     rope_theta: float
     rope_scaling: dict | None
+    key_length: int | None = None   # where keys, values and rotated dimensions differ from
+    value_length: int | None = None  # head_dim (DeepSeek's latent attention)
+    rope_dims: int | None = None
 
     @classmethod
     def of(cls, c: dict) -> "Hyper":
@@ -58,9 +61,9 @@ def write_hparams(writer: gguf.GGUFWriter, h: Hyper) -> None:
     writer.add_feed_forward_length(h.ffn)
     writer.add_head_count(h.heads)
     writer.add_head_count_kv(h.kv_heads)
-    writer.add_key_length(h.head_dim)
-    writer.add_value_length(h.head_dim)
-    writer.add_rope_dimension_count(h.head_dim)
+    writer.add_key_length(h.key_length or h.head_dim)
+    writer.add_value_length(h.value_length or h.head_dim)
+    writer.add_rope_dimension_count(h.rope_dims or h.head_dim)
     writer.add_rope_freq_base(float(h.rope_theta))
     writer.add_layer_norm_rms_eps(float(h.eps))
     writer.add_vocab_size(h.vocab)

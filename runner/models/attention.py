@@ -11,18 +11,21 @@ def temperature(positions, n: int, length: int, scale: float, offset: float = 0.
 
 
 def attention(kv, layer: int, q, k, v, scale: float, window: int | None = None,
-              softcap: float = 0.0):
-    """q (T, H, D), k (T, KVH, D), v (T, KVH, Dv) -> (T, H * Dv), after storing k and v."""
+              softcap: float = 0.0, values_out=None):
+    """q (T, H, D), k (T, KVH, D), v (T, KVH, Dv) -> (T, H * Dv), after storing k and v.
+    values_out (H, Do, Dv): each head's output projected (DeepSeek's latent values)
+    -> (T, H * Do)."""
     k_node, v_node = kv.put(layer, k, v)
-    return attend(kv, layer, q, k_node, v_node, scale, window, softcap)
+    return attend(kv, layer, q, k_node, v_node, scale, window, softcap,
+                  values_out=values_out)
 
 
 def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None = None,
-           softcap: float = 0.0, mask=None):
+           softcap: float = 0.0, mask=None, values_out=None):
     """q (T, H, D) against cache layer `layer`, read through the nodes of its write
     (kv.put's result; a layer that shares another's cache passes that layer's nodes)
     -> (T, H * Dv). mask: the rows of kv.mask(window) for these queries, when they are
-    not all the batch's tokens."""
+    not all the batch's tokens. values_out: as attention's."""
     n_tokens, heads = q.shape[0], q.shape[1]
     keys = kv.keys(layer, k_node)                                 # (KVH, n_kv, D)
     values = kv.values(layer, v_node)
@@ -33,13 +36,18 @@ def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None =
     if kv.cache.flash:
         out = queries.flash_attn_ext(keys, values, mask, scale,
                                      logit_softcap=softcap).accumulate_in_f32()  # (T, H, Dv)
+        if values_out is not None:
+            out = values_out.mul_mat(out.permute(1, 0, 2)).permute(1, 0, 2)  # (T, H, Do)
     else:
         scores = keys.mul_mat(queries).accumulate_in_f32()       # (H, T, n_kv)
         if softcap:
             scores = scores.scale(scale / softcap).tanh().scale(softcap)
             scale = 1.0
         probs = scores.soft_max(mask, scale)                      # (H, T, n_kv)
-        out = values.mul_mat(probs).permute(1, 0, 2)              # (T, H, Dv)
+        out = values.mul_mat(probs)                               # (H, T, Dv)
+        if values_out is not None:
+            out = values_out.mul_mat(out)                         # (H, T, Do)
+        out = out.permute(1, 0, 2)                                # (T, H, Dv or Do)
     if not out.is_contiguous:                                     # flash output already is
         out = out.cont()
     return kv.output(layer, out.reshape(n_tokens, heads * out.shape[-1]))

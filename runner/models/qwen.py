@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from . import register
 from .base import LLM, Metadata, Weights
+from .experts import Routing, route, swiglu_experts
 from .llama import Llama, LlamaBlock, LlamaConfig
 
 if TYPE_CHECKING:
@@ -67,13 +68,8 @@ class Qwen3Moe(Qwen3):
 
     def _ffn(self, block: Qwen3MoeBlock, h):
         """h (T, E) -> (T, E): the chosen experts' outputs, weighted."""
-        c, n = self.config, h.shape[0]
-        probs = block.ffn_gate_inp.mul_mat(h).soft_max()                     # (T, X)
-        chosen = probs.top_k(c.experts_used)                                 # (T, K) int32
-        picked = probs.reshape(n, c.experts, 1).get_rows(chosen)             # (T, K, 1)
-        weights = picked.div(picked.reshape(n, -1).sum_rows().reshape(n, 1, 1))
-        routed = h.reshape(n, 1, c.embd)
-        gate = block.ffn_gate_exps.mul_mat_id(routed, chosen)                # (T, K, F)
-        up = block.ffn_up_exps.mul_mat_id(routed, chosen)
-        out = block.ffn_down_exps.mul_mat_id(gate.swiglu(up), chosen)        # (T, K, E)
-        return out.mul(weights).permute(0, 2, 1).cont().sum_rows().reshape(n, c.embd)
+        c = self.config
+        chosen, weights = route(Routing(c.experts, c.experts_used),
+                                block.ffn_gate_inp.mul_mat(h))               # (T, K), (T, K, 1)
+        return swiglu_experts(block.ffn_gate_exps, block.ffn_up_exps, block.ffn_down_exps, h,
+                              chosen, weights)

@@ -32,6 +32,24 @@ CHATGLM4 = (rf"{CONTRACTION}|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|\p{{N}}{{1,3}}"
 DEEPSEEK3 = [r"\p{N}{1,3}", r"[一-龥぀-ゟ゠-ヿ]+",
              r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
              r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"]
+# DeepSeek LLM and V2's letters (Latin, Greek, Cyrillic, Armenian, Georgian...), as listed
+# in llama.cpp's llama-vocab.cpp
+DEEPSEEK_LETTERS = (  # escaped: editors and tools normalise some of these letters (K, Ω)
+    "A-Za-z\xb5\xc0-\xd6\xd8-\xf6\xf8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af"
+    "\u0370-\u0373\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1"
+    "\u03a3-\u03f5\u03f7-\u0481\u048a-\u052f\u0531-\u0556\u10a0-\u10c5\u13a0-\u13f5"
+    "\u13f8-\u13fd\u1c90-\u1cba\u1cbd-\u1cbf\u1d00-\u1d2b\u1d6b-\u1d77\u1d79-\u1d9a"
+    "\u1e00-\u1f15\u1f18-\u1f1d\u1f20-\u1f45\u1f48-\u1f4d\u1f50-\u1f57\u1f59\u1f5b\u1f5d"
+    "\u1f5f-\u1f7d\u1f80-\u1fb4\u1fb6-\u1fbc\u1fbe\u1fc2-\u1fc4\u1fc6-\u1fcc\u1fd0-\u1fd3"
+    "\u1fd6-\u1fdb\u1fe0-\u1fec\u1ff2-\u1ff4\u1ff6-\u1ffc\u2102\u2107\u210a-\u2113\u2115"
+    "\u2119-\u211d\u2124\u2126\u2128\u212a-\u212d\u212f-\u2134\u2139\u213c-\u213f"
+    "\u2145-\u2149\u214e\u2183\u2184\u2c00-\u2c7b\u2c7e-\u2ce4\u2ceb-\u2cee\u2cf2\u2cf3"
+    "\ua640-\ua66d\ua680-\ua69b\ua722-\ua76f\ua771-\ua787\ua78b-\ua78e\uab70-\uabbf"
+    "\ufb00-\ufb06\ufb13-\ufb17\uff21-\uff3a\uff41-\uff5a\U00010400-\U0001044f"
+    "\U000104b0-\U000104d3\U000104d8-\U000104fb\U00010c80-\U00010cb2\U00010cc0-\U00010cf2"
+    "\U000118a0-\U000118df\U0001e900-\U0001e943")
+DEEPSEEK_LLM = [r"[\r\n]", rf"\s?[{DEEPSEEK_LETTERS}]+", r"\s?[!-/:-~！-／：-～‘-‟　-。]+",
+                r"\s+$", r"[一-龥ࠀ-一가-퟿]+", r"\p{N}+"]
 DEEPSEEK_CODER = [r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", r"[一-龥ࠀ-一가-퟿]+", r"\p{N}"]
 FALCON = [r"[\p{P}\$\+<=>\^~\|`]+", GPT2, r"[0-9][0-9][0-9]"]
 NORDIC = r" ?[^(\s|.,!?…。，、।۔،)]+"
@@ -53,7 +71,8 @@ PRE_TOKENIZERS = {
     "dbrx": ([LLAMA3], False), "smaug-bpe": ([LLAMA3], False),
     "tekken": ([TEKKEN], True), "gpt-4o": ([GPT4O], False), "llama4": ([GPT4O], False),
     "chatglm-bpe": ([CHATGLM4], False), "deepseek-v3": (DEEPSEEK3, False),
-    "deepseek-coder": (DEEPSEEK_CODER, False), "falcon": (FALCON, False),
+    "deepseek-coder": (DEEPSEEK_CODER, False), "deepseek-llm": (DEEPSEEK_LLM, False),
+    "falcon": (FALCON, False),
     "jais": ([GPT2], False), "minerva-7b": DIGIT_THEN_GPT2,
     "poro-chat": ([NORDIC], False), "bloom": ([NORDIC], False),
     "gpt3-finnish": ([NORDIC], False), "viking": ([NORDIC, r"\p{N}"], False),

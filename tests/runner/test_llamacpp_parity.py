@@ -143,7 +143,7 @@ def trained_bpe_gguf(path, pre: str):
                                  "gpt-4o", "llama4", "deepseek-v3", "deepseek-r1-qwen", "dbrx",
                                  "smaug-bpe", "chatglm-bpe", "deepseek-coder", "falcon",
                                  "jais", "minerva-7b", "poro-chat", "bloom", "gpt3-finnish",
-                                 "viking", "hunyuan"])
+                                 "viking", "hunyuan", "deepseek-llm"])
 def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
     from runner.loading.loader import load_model
 
@@ -162,7 +162,7 @@ def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
 CONVERTED = {
     **{kind: (kind, {}) for kind in ("llama", "qwen2", "qwen3", "qwen3_moe", "olmo2", "olmo3",
                                      "ministral3", "gemma2", "gemma3", "gemma4",
-                                     "gemma4_moe")},
+                                     "gemma4_moe", "deepseek_v2", "deepseek_v3")},
     "llama4": ("llama4", dict(attention_chunk_size=8192, floor_scale=8192, attn_scale=0.1)),
     "qwen2_yarn": ("qwen2", dict(max_position_embeddings=64, rope_parameters={
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
@@ -283,6 +283,9 @@ QUANTIZED_SHAPE = dict(hidden_size=256, intermediate_size=512, head_dim=64,
     ("gemma2", dict(query_pre_attn_scalar=64)),
     ("olmo2", {}),
     ("ministral3", {}),
+    ("deepseek_v3", dict(kv_lora_rank=256, q_lora_rank=256,
+                         qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                         moe_intermediate_size=256)),
 ])
 def test_quantize_chooses_llama_cpps_type_for_every_tensor(tmp_path, kind, config):
     """Q4_K_M's mixture (a type per tensor, by name, layer and expert count) as llama.cpp's
@@ -298,7 +301,7 @@ def test_quantize_chooses_llama_cpps_type_for_every_tensor(tmp_path, kind, confi
 
     from .convert.hf_tiny import checkpoint
 
-    f16 = convert(checkpoint(kind, tmp_path / "hf", **QUANTIZED_SHAPE, **config),
+    f16 = convert(checkpoint(kind, tmp_path / "hf", **{**QUANTIZED_SHAPE, **config}),
                   tmp_path / "f16.gguf", "f16", progress=False)
     ours = quantize_file(f16, tmp_path / "ours.gguf", "Q4_K_M", progress=False)
     params = llama_cpp.llama_model_quantize_default_params()
@@ -310,4 +313,55 @@ def test_quantize_chooses_llama_cpps_type_for_every_tensor(tmp_path, kind, confi
     def types(path):
         return {t.name: pyggml.dtypes.type_name(t.type).upper() for t in Header(path).tensors}
 
-    assert types(ours) == types(theirs)
+    ours, theirs = types(ours), types(theirs)
+    assert {n: (t, theirs.get(n)) for n, t in ours.items() if t != theirs.get(n)} == {}
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("experts", [8, 16])
+def test_ollamas_deepseek_layout_runs_and_quantizes_in_llama_cpp_as_in_ours(tmp_path,
+                                                                             backend, experts):
+    """A deepseek2 file as Ollama's converter writes it (kv_b whole, expanded heads): llama.cpp
+    reads it too, through its attention without the latent form, and computes our logits
+    to the bit; Q4_K_M picks llama.cpp's type for kv_b (attn_v's rules)."""
+    import ctypes
+
+    import llama_cpp
+
+    import pyggml
+    from pyggml.gguf_reader import Header
+    from runner.convert import convert
+    from runner.convert.quantize import quantize_file
+    from runner.loading.loader import load_model
+
+    from .convert.hf_tiny import checkpoint
+    from .convert.test_deepseek2 import ollama_layout
+
+    latent = convert(checkpoint("deepseek_v3", tmp_path / "hf"), tmp_path / "latent.gguf",
+                     "f32", progress=False)
+    path = ollama_layout(latent, tmp_path / "expanded.gguf")
+    model = load_model(path, backend)
+    llm = reference(path, n_ctx=256, logits_all=True, flash_attn=False, type_k=0, type_v=0)
+    ids = model.tokenizer.encode("The capital of France is Paris.\n\nAnd  then \u2603 more.")
+    ours, theirs = both_logits(llm, model, backend, ids, "f32", False)
+    assert np.abs(ours - theirs).max() == 0.0
+
+    wide = convert(checkpoint("deepseek_v3", tmp_path / "wide", **{
+        **QUANTIZED_SHAPE, "kv_lora_rank": 256, "q_lora_rank": 256, "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64, "v_head_dim": 128, "moe_intermediate_size": 256,
+        "n_routed_experts": experts}),
+        tmp_path / "wide.gguf", "f32", progress=False)
+    f32 = ollama_layout(wide, tmp_path / "wide_expanded.gguf")
+    ours_q = quantize_file(f32, tmp_path / "ours.gguf", "Q4_K_M", progress=False)
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    theirs_q = tmp_path / "theirs.gguf"
+    assert llama_cpp.llama_model_quantize(str(f32).encode(), str(theirs_q).encode(),
+                                          ctypes.byref(params)) == 0
+
+    def types(file):
+        return {t.name: pyggml.dtypes.type_name(t.type).upper() for t in Header(file).tensors}
+
+    mine, reference_types = types(ours_q), types(theirs_q)
+    assert {n: (t, reference_types.get(n)) for n, t in mine.items()
+            if t != reference_types.get(n)} == {}

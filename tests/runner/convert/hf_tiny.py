@@ -21,10 +21,12 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "qwen3_moe": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
            "olmo2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
            "ministral3": ["<s>", "</s>", "[INST]", "[/INST]"],
-           "olmo3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]}
+           "olmo3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+           "deepseek_v2": ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"],
+           "deepseek_v3": ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"]}
 PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_moe": QWEN2, "olmo2": QWEN2,
            "ministral3": QWEN2, "olmo3": QWEN2, "gemma2": QWEN2, "gemma3": QWEN2, "llama4": LLAMA3,
-           "gemma4": QWEN2, "gemma4_moe": QWEN2}
+           "gemma4": QWEN2, "gemma4_moe": QWEN2, "deepseek_v2": QWEN2, "deepseek_v3": QWEN2}
 SLIDING, FULL = "sliding_attention", "full_attention"
 # Gemma 4 as its small models are (per-layer embeddings; the last layers share the cache
 # of the last cached layer of their kind and have double-wide FFNs; as in the released
@@ -41,6 +43,24 @@ GEMMA4_KINDS = {
     "gemma4_moe": dict(GEMMA4, attention_k_eq_v=True, num_global_key_value_heads=1,
                        hidden_size_per_layer_input=0, enable_moe_block=True, num_experts=4,
                        top_k_experts=2, moe_intermediate_size=24)}
+# DeepSeek's latent attention (a latent rank of 32, 8 rotated and 16 plain key dimensions a
+# head, values of 12), a dense first layer, then 8 routed experts (2 a token) and a shared
+# one. V2 as V2-Lite is (queries by one matrix, softmax routing unnormalised, YaRN with
+# mscale); V3 as V3 and R1 are (queries through a rank, sigmoid routing with a score bias,
+# renormalised, 4 groups of which the best 2 compete)
+DEEPSEEK = dict(num_hidden_layers=3, num_key_value_heads=4, kv_lora_rank=32, qk_rope_head_dim=8,
+                qk_nope_head_dim=16, v_head_dim=12, head_dim=8, first_k_dense_replace=1,
+                n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1,
+                moe_intermediate_size=32, attn_implementation="eager")
+DEEPSEEK_KINDS = {
+    "deepseek_v2": dict(q_lora_rank=None, topk_method="greedy", n_group=1, topk_group=1,
+                        max_position_embeddings=64,
+                        norm_topk_prob=False, routed_scaling_factor=1.5, rope_parameters={
+                            "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                            "original_max_position_embeddings": 16, "beta_fast": 32.0,
+                            "beta_slow": 1.0, "mscale": 0.707, "mscale_all_dim": 0.707}),
+    "deepseek_v3": dict(q_lora_rank=24, n_group=4, topk_group=2, norm_topk_prob=True,
+                        routed_scaling_factor=2.5)}
 SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
              rms_norm_eps=1e-5, initializer_range=0.1)
@@ -113,7 +133,9 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
                "olmo2": ("Olmo2Config", "Olmo2ForCausalLM"),
                "ministral3": ("Ministral3Config", "Ministral3ForCausalLM"),
-               "olmo3": ("Olmo3Config", "Olmo3ForCausalLM")}
+               "olmo3": ("Olmo3Config", "Olmo3ForCausalLM"),
+               "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM"),
+               "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM")}
     config_class, model_class = (getattr(transformers, n) for n in classes[kind])
     settings = dict(SHAPE, vocab_size=len(tok), tie_word_embeddings=False,
                     eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
@@ -144,10 +166,12 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                         attention_chunk_size=8, floor_scale=4, attn_scale=0.1)
     if kind in GEMMA4_KINDS:
         settings.update(GEMMA4_KINDS[kind], vocab_size_per_layer_input=len(tok))
+    if kind in DEEPSEEK_KINDS:
+        settings.update(DEEPSEEK, **DEEPSEEK_KINDS[kind])
     settings.update(config)
     torch.manual_seed(seed)
     model = model_class(config_class(**settings)).eval()
-    if kind in GEMMA4_KINDS:
+    if kind in GEMMA4_KINDS or kind in DEEPSEEK_KINDS:
         _vary_unit_weights(model)
     model.save_pretrained(directory)
     tok.save_pretrained(directory)
@@ -164,6 +188,8 @@ def _vary_unit_weights(model) -> None:
             if value.dtype.is_floating_point and name.endswith(("norm.weight", "scale",
                                                                 "scalar")):
                 value.copy_(1 + 0.3 * torch.randn_like(value))
+            if name.endswith("e_score_correction_bias"):        # DeepSeek V3's router bias
+                value.copy_(0.05 * torch.randn_like(value))
 
 
 def sentencepiece_checkpoint(directory: Path) -> Path:

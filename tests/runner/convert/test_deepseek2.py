@@ -1,0 +1,121 @@
+"""DeepSeek files come two ways: llama.cpp's converter splits kv_b into k_b and v_b for
+latent attention (ours does too), Ollama's keeps kv_b and expanded heads. Both run, alike;
+released checkpoints (one tensor per expert, a multi-token-prediction layer) convert to
+the same file as transformers' own; what llama.cpp's deepseek2 cannot express is refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import gguf
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from pyggml.gguf_reader import Header
+from runner.convert import CheckpointError, convert
+from runner.engine.batch import Batch
+
+from .hf_tiny import checkpoint
+from .parity import PROMPT, executor, reference
+from .test_experts import per_expert, tensors_of
+
+ARCH = "deepseek2"
+
+
+def ollama_layout(source, target):
+    """source (a deepseek2 GGUF of ours) as Ollama's converter writes it: kv_b whole,
+    head_count_kv the heads, key and value lengths per expanded head, no *_mla keys."""
+    header = Header(source)
+    meta = header.metadata
+    heads = int(meta[f"{ARCH}.attention.head_count"])
+    key, value = (int(meta[f"{ARCH}.attention.{k}_length_mla"]) for k in ("key", "value"))
+    overrides = {f"{ARCH}.attention.head_count_kv": heads,
+                 f"{ARCH}.attention.key_length": key, f"{ARCH}.attention.value_length": value}
+    writer = gguf.GGUFWriter(str(target), ARCH)
+    for name, item in meta.items():
+        if name in ("general.architecture", "general.alignment") or name.endswith("_mla") or \
+                name.startswith("GGUF."):
+            continue
+        kind, sub = header.value_types[name]
+        writer.add_key_value(name, overrides.get(name, item), gguf.GGUFValueType(kind),
+                             sub_type=None if sub is None else gguf.GGUFValueType(sub))
+    reader = gguf.GGUFReader(str(source))
+    arrays = {t.name: np.array(t.data).reshape(tuple(reversed([int(n) for n in t.shape])))
+              for t in reader.tensors}
+    for name, array in arrays.items():
+        if name.endswith("attn_v_b.weight"):
+            continue
+        if name.endswith("attn_k_b.weight"):
+            k = array.transpose(0, 2, 1)                                   # (H, nope, R)
+            v = arrays[name.replace("attn_k_b", "attn_v_b")]               # (H, Dv, R)
+            array = np.concatenate([k, v], axis=1).reshape(-1, k.shape[-1])
+            name = name.replace("attn_k_b", "attn_kv_b")
+        writer.add_tensor(name, np.ascontiguousarray(array, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return target
+
+
+@pytest.fixture(scope="module", params=["deepseek_v2", "deepseek_v3"])
+def files(request, tmp_path_factory):
+    directory = tmp_path_factory.mktemp(request.param)
+    hf = checkpoint(request.param, directory / "hf")
+    latent = convert(hf, directory / "latent.gguf", "f32", progress=False)
+    return {"hf": hf, "latent": latent,
+            "expanded": ollama_layout(latent, directory / "expanded.gguf")}
+
+
+def test_ollamas_expanded_layout_runs_as_the_latent_one(files, backend):
+    """Keys and values cached per head (192 and 128 wide in the released models) or as the
+    latent rows: the same model, so the same logits, both those of transformers."""
+    logits = {}
+    for layout in ("latent", "expanded"):
+        model, run = executor(files[layout], backend)
+        assert model.model.config.latent == (layout == "latent")
+        shape = model.model.cache_layers()[0]
+        assert (shape.kv_heads == 1) == (layout == "latent")
+        ids = model.tokenizer.encode(PROMPT, add_special=True)
+        logits[layout] = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
+    assert np.abs(logits["latent"] - logits["expanded"]).max() < 1e-5
+    assert np.abs(logits["latent"] - reference(files["hf"], ids)).max() < 1e-3
+
+
+def test_released_checkpoints_convert_as_transformers_own(tmp_path):
+    """One tensor per expert and the multi-token-prediction layer past num_hidden_layers
+    (the released V3 and R1 have one): the same file as the fused checkpoint's."""
+    fused = checkpoint("deepseek_v3", tmp_path / "fused")
+    released = per_expert(fused, tmp_path / "released")
+    (weights_file,) = released.glob("*.safetensors")
+    tensors = load_file(weights_file)
+    layers = json.loads((released / "config.json").read_text())["num_hidden_layers"]
+    tensors[f"model.layers.{layers}.eh_proj.weight"] = np.zeros((64, 128), np.float32)
+    tensors[f"model.layers.{layers}.self_attn.kv_b_proj.weight"] = \
+        tensors["model.layers.0.self_attn.kv_b_proj.weight"]
+    save_file(tensors, weights_file, metadata={"format": "pt"})
+    a = convert(fused, tmp_path / "a.gguf", "f32", progress=False)
+    b = convert(released, tmp_path / "b.gguf", "f32", progress=False)
+    ours, theirs = tensors_of(a), tensors_of(b)
+    assert ours.keys() == theirs.keys() and f"blk.{layers - 1}.attn_k_b.weight" in ours
+    assert all(ours[name] == theirs[name] for name in ours)
+    assert not any(name.startswith(f"blk.{layers}.") for name in ours)
+
+
+@pytest.mark.parametrize("kind, change, words", [
+    ("deepseek_v3", {"attention_bias": True}, "attention biases"),
+    ("deepseek_v3", {"rope_interleave": False}, "interleaved pairs"),
+    ("deepseek_v2", {"rope_parameters": {
+        "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "mscale": 1.0,
+        "mscale_all_dim": 0.707, "original_max_position_embeddings": 16}}, "mscale"),
+    ("deepseek_v2", {"scoring_func": "sqrtsoftplus"}, "scoring"),
+])
+def test_checkpoints_llama_cpp_cannot_run_are_refused(tmp_path, kind, change, words):
+    hf = checkpoint(kind, tmp_path / "hf")
+    config = json.loads((hf / "config.json").read_text())
+    (hf / "config.json").write_text(json.dumps({**config, **change}))
+    with pytest.raises(CheckpointError, match=words):
+        convert(hf, tmp_path / "out.gguf", "f32", progress=False)
+    shutil.rmtree(hf)
