@@ -148,6 +148,35 @@ def bert_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -
         raise CheckpointError(f"BERT with {config['hidden_act']} is not supported (gelu is).")
 
 
+# Nomic's own config.json names (GPT-2's) -> the names the common hyper-parameters read
+NOMIC_NAMES = {"n_embd": "hidden_size", "n_head": "num_attention_heads",
+               "n_layer": "num_hidden_layers", "n_inner": "intermediate_size",
+               "layer_norm_epsilon": "layer_norm_eps", "rotary_emb_base": "rope_theta"}
+# what llama.cpp's nomic-bert runs: anything else in a checkpoint is refused
+NOMIC_REQUIRES = {"activation_function": "swiglu", "qkv_proj_bias": False,
+                  "mlp_fc1_bias": False, "mlp_fc2_bias": False, "prenorm": False,
+                  "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": False,
+                  "rotary_emb_scale_base": None}
+
+
+def nomic_hyper(config: dict, h: Hyper) -> Hyper:
+    """llama.cpp's context of 2048 (the config's 8192 assumes rope scaling it does not
+    write), as its converter sets it."""
+    for key, value in NOMIC_REQUIRES.items():
+        if config.get(key, value) != value:
+            raise CheckpointError(f"This Nomic BERT has {key} = {config[key]!r}; llama.cpp's "
+                                  f"nomic-bert runs {value!r} only.")
+    if config.get("num_experts", 0) or config.get("moe_every_n_layers", 0):
+        raise CheckpointError("Nomic BERT with experts (nomic-bert-moe) is not supported.")
+    return replace(h, context=2048)
+
+
+def nomic_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
+    writer.add_layer_norm_eps(float(config.get("layer_norm_epsilon", 1e-12)))
+    writer.add_causal_attention(False)
+    writer.add_token_type_count(int(config.get("type_vocab_size", 2)))
+
+
 def llama4_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
     """Experts, the dense/MoE interleave, the no-RoPE interval, chunk and temperature (the
     last three llama.cpp fixes in code; we write them too, under keys it ignores)."""
@@ -214,12 +243,16 @@ class Architecture:
     extra: Callable | None = None    # (config, Hyper) -> tensors the checkpoint lacks
     pooling: gguf.PoolingType | None = None  # an encoder's pooling when the checkpoint has
     #                                          no sentence-transformers Pooling module
+    names: dict | None = None        # config.json's own names -> the common ones
 
     @property
     def name(self) -> str:
         return gguf.MODEL_ARCH_NAMES[self.arch]
 
     def hyper_of(self, config: dict) -> Hyper:
+        if self.names:
+            config = {**{common: config[own] for own, common in self.names.items()
+                         if own in config}, **config}
         h = Hyper.of(config)
         return self.hyper(config, h) if self.hyper else h
 
@@ -256,6 +289,9 @@ ARCHITECTURES = {
                                 shape=gemma4_shape, extra=gemma4_extra),
     "bert": Architecture(gguf.MODEL_ARCH.BERT, hparams=bert_hparams,
                          pooling=gguf.PoolingType.CLS),
+    "nomic_bert": Architecture(gguf.MODEL_ARCH.NOMIC_BERT, hyper=nomic_hyper,
+                               hparams=nomic_hparams, pooling=gguf.PoolingType.MEAN,
+                               names=NOMIC_NAMES),
     "llama4_text": Architecture(gguf.MODEL_ARCH.LLAMA4, hparams=llama4_hparams,
                                 split=llama4_split),
 }

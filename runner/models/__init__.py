@@ -19,4 +19,5 @@ def model_class(architecture: str) -> type:
 
 
 # the modules register themselves
-from . import bert, deepseek2, gemma2, gemma3, gemma4, llama, llama4, mistral3, olmo, qwen  # noqa: E402,F401
+from . import (bert, deepseek2, gemma2, gemma3, gemma4, llama, llama4, mistral3,  # noqa: E402,F401
+               nomic, olmo, qwen)

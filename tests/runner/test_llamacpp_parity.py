@@ -252,6 +252,28 @@ def test_converted_bert_embeds_in_llama_cpp_as_in_ours(tmp_path, pooling):
         model.close()
 
 
+def test_converted_nomic_bert_embeds_in_llama_cpp_as_in_ours(tmp_path):
+    """A Nomic BERT file of ours (nomic-embed-text's architecture) in llama.cpp: the same
+    token ids, the same mean-pooled vectors (no cache on either side)."""
+    import runner
+    from runner.convert import convert
+
+    from .convert.test_nomic import TEXTS, nomic_checkpoint
+
+    path = convert(nomic_checkpoint(tmp_path / "hf"), tmp_path / "nomic.gguf", "f32",
+                   progress=False)
+    llm = reference(path, embedding=True, n_ctx=128, flash_attn=False)
+    model = runner.load(path, num_ctx=128)
+    try:
+        for text in TEXTS:
+            assert model.tokenizer.encode(text, add_special=True) == \
+                llm.tokenize(text.encode(), add_bos=True, special=True)
+            np.testing.assert_allclose(model.embed(text), llm.embed(text, normalize=False),
+                                       rtol=0, atol=1e-5)
+    finally:
+        model.close()
+
+
 def test_converted_last_token_embedding_model_embeds_in_llama_cpp_as_in_ours(tmp_path):
     """A Qwen3-Embedding-shaped file (Qwen 3, last-token pooling) embeds in llama.cpp as in
     ours, both caching keys and values in f32 (llama.cpp's default f16 cache moves the

@@ -218,12 +218,25 @@ def sentencepiece_checkpoint(directory: Path) -> Path:
 def bert_checkpoint(directory: Path, pooling: str = "mean", seed: int = 0) -> Path:
     """A tiny BERT with a WordPiece vocabulary trained on the corpus and a
     sentence-transformers pooling module."""
-    import json
-
     import torch
+    from transformers import BertConfig, BertModel
+
+    vocab = wordpiece_tokenizer(directory)
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=vocab, hidden_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=128,
+                        max_position_embeddings=128, initializer_range=0.1)
+    BertModel(config, add_pooling_layer=True).eval().save_pretrained(directory)
+    pooling_modules(directory, pooling, 64)
+    return directory
+
+
+def wordpiece_tokenizer(directory: Path) -> int:
+    """A BERT WordPiece tokenizer trained on the corpus, saved in directory (vocab.txt
+    too); its vocabulary's size."""
     from tokenizers import (Tokenizer, decoders, models, normalizers, pre_tokenizers,
                             processors, trainers)
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from transformers import BertTokenizerFast
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
@@ -241,17 +254,18 @@ def bert_checkpoint(directory: Path, pooling: str = "mean", seed: int = 0) -> Pa
                       sep_token="[SEP]", pad_token="[PAD]", mask_token="[MASK]"
                       ).save_pretrained(directory)
     (directory / "vocab.txt").write_text("".join(f"{t}\n" for t, _ in vocab), encoding="utf-8")
-    torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=64, num_hidden_layers=2,
-                        num_attention_heads=4, intermediate_size=128,
-                        max_position_embeddings=128, initializer_range=0.1)
-    BertModel(config, add_pooling_layer=True).eval().save_pretrained(directory)
+    return len(vocab)
+
+
+def pooling_modules(directory: Path, pooling: str, width: int) -> None:
+    """sentence-transformers' modules.json and Pooling config (mean or cls)."""
+    import json
+
     (directory / "modules.json").write_text(json.dumps([
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling",
          "type": "sentence_transformers.models.Pooling"}]))
     (directory / "1_Pooling").mkdir(exist_ok=True)
     (directory / "1_Pooling" / "config.json").write_text(json.dumps({
-        "word_embedding_dimension": 64, "pooling_mode_cls_token": pooling == "cls",
+        "word_embedding_dimension": width, "pooling_mode_cls_token": pooling == "cls",
         "pooling_mode_mean_tokens": pooling == "mean"}))
-    return directory

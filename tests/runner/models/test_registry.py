@@ -11,12 +11,14 @@ from runner.models.vision import PROJECTORS, projector_class
 
 from ..audio import test_encoder as audio_parity
 from ..convert import test_bert as bert_parity
+from ..convert import test_nomic as nomic_parity
 from ..convert import test_parity as text_parity
 from ..vision import test_encoders as vision_parity
 
 
 def test_every_architecture_has_its_parity_test():
-    tested = set(text_parity.ARCHITECTURE_OF.values()) | {bert_parity.ARCHITECTURE}
+    tested = set(text_parity.ARCHITECTURE_OF.values()) | {bert_parity.ARCHITECTURE,
+                                                          nomic_parity.ARCHITECTURE}
     assert set(ARCHITECTURES) == tested, "an architecture is registered without a parity test"
 
 
