@@ -4,7 +4,6 @@ tables), so files are interchangeable with its converter's."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -19,6 +18,7 @@ from .deepseek2 import deepseek2_hparams, deepseek2_hyper, deepseek2_shape, deep
 from .experts import fused_experts_split
 from .gemma4 import gemma4_extra, gemma4_hparams, gemma4_hyper, gemma4_shape, gemma4_split
 from .hyper import Hyper, expected_shape, extra_tensors
+from .sentence import dense_sizes
 
 
 def gemma3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
@@ -119,25 +119,14 @@ def olmo3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) 
     writer.add_sliding_window(config["sliding_window"])
 
 
-POOLING = {"pooling_mode_mean_tokens": gguf.PoolingType.MEAN,
-           "pooling_mode_cls_token": gguf.PoolingType.CLS,
-           "pooling_mode_lasttoken": gguf.PoolingType.LAST}
-
-
-def pooling_of(directory, default: gguf.PoolingType | None = None) -> gguf.PoolingType | None:
-    """The sentence-transformers Pooling module's mode (modules.json), else default: an
-    embedding model of any architecture (Qwen3-Embedding: last token) says it there."""
-    modules = directory / "modules.json"
-    if modules.exists():
-        for module in json.loads(modules.read_text()):
-            if module.get("type", "").endswith("Pooling"):
-                config = json.loads((directory / module["path"] / "config.json").read_text())
-                for key, kind in POOLING.items():
-                    if config.get(key):
-                        return kind
-                raise CheckpointError("The sentence-transformers pooling mode is none of "
-                                      "mean, cls or last token.")
-    return default
+def gemma_embedding_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper",
+                            directory) -> None:
+    """Gemma 3's, with the window as config.json gives it (transformers halves it for
+    bidirectional attention as it loads; llama.cpp halves the file's), and the Dense
+    layers' sizes."""
+    gemma3_hparams(writer, config, h, directory)
+    for name, (size_in, size_out) in dense_sizes(directory).items():
+        writer.add_dense_features_dims(name, size_in, size_out)
 
 
 def bert_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
@@ -244,6 +233,7 @@ class Architecture:
     pooling: gguf.PoolingType | None = None  # an encoder's pooling when the checkpoint has
     #                                          no sentence-transformers Pooling module
     names: dict | None = None        # config.json's own names -> the common ones
+    sentence_dense: bool = False     # the sentence-transformers Dense layers go in the file
 
     @property
     def name(self) -> str:
@@ -284,6 +274,10 @@ ARCHITECTURES = {
                            hparams=gemma2_hparams),
     "gemma3_text": Architecture(gguf.MODEL_ARCH.GEMMA3, norm_shift=1.0, space_prefix=False,
                                 hparams=gemma3_hparams),
+    # EmbeddingGemma: gemma3_text with use_bidirectional_attention (VARIANTS)
+    "gemma3_embedding": Architecture(gguf.MODEL_ARCH.GEMMA_EMBEDDING, norm_shift=1.0,
+                                     space_prefix=False, hparams=gemma_embedding_hparams,
+                                     pooling=gguf.PoolingType.MEAN, sentence_dense=True),
     "gemma4_text": Architecture(gguf.MODEL_ARCH.GEMMA4, space_prefix=False,
                                 hparams=gemma4_hparams, split=gemma4_split, hyper=gemma4_hyper,
                                 shape=gemma4_shape, extra=gemma4_extra),
@@ -326,8 +320,15 @@ def unwrap_multimodal(checkpoint) -> None:
     checkpoint.tensors = text
 
 
+# (model_type, a config flag that makes it another architecture) -> that architecture
+VARIANTS = {("gemma3_text", "use_bidirectional_attention"): "gemma3_embedding"}
+
+
 def architecture_of(config: dict) -> Architecture:
     kind = config.get("model_type")
+    for (base, flag), variant in VARIANTS.items():
+        if kind == base and config.get(flag):
+            return ARCHITECTURES[variant]
     if kind not in ARCHITECTURES:
         raise CheckpointError(f"The architecture {kind!r} is not supported; supported: "
                               f"{', '.join([*ARCHITECTURES, *sorted(MULTIMODAL)])}.")

@@ -184,7 +184,9 @@ class CausalCache:
         """(T, n_kv) additive mask of dtype: 0 where token t of batch may attend to cell c,
         else -inf. window: None (all earlier positions), n (positions after the token's minus
         n), or ("chunk", n) (the earlier positions of the token's chunk of n, as Llama 4's
-        chunked layers). Not causal (an encoder): every cell of the token's sequence. blocks:
+        chunked layers). Not causal (an encoder): every cell of the token's sequence, and a
+        window n is symmetric, n // 2 positions either side (EmbeddingGemma, as llama.cpp's
+        symmetric window and transformers' bidirectional one count it). blocks:
         the rows of one image also see its later rows (within the window). Each (T, n_kv)
         pass counts for a prompt (a 500-token one is 256k cells): 0.6 ms here, 3.8 before
         the passes were cut to these."""
@@ -209,6 +211,8 @@ class CausalCache:
             visible = np.broadcast_to(member, (len(batch), n_kv)).copy()
         if isinstance(window, tuple):                                            # ("chunk", n)
             visible &= pos >= token_pos // window[1] * window[1]
+        elif window is not None and not causal:
+            visible &= np.abs(pos - token_pos) <= window // 2
         elif window is not None:
             visible &= pos > token_pos - window
         return np.where(visible, dtype(0), dtype(-np.inf))

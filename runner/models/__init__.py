@@ -13,11 +13,16 @@ ARCHITECTURES: Registry = Registry("architecture")
 register = ARCHITECTURES.register
 
 
-def model_class(architecture: str) -> type:
-    """The class of a GGUF general.architecture (ValueError naming the known ones)."""
+def model_class(architecture: str, pooled: bool = False) -> type:
+    """The class of a GGUF general.architecture (ValueError naming the known ones). pooled:
+    the file declares a pooling type; a generative architecture's embedding variant, where
+    one is registered as <architecture>_embed, reads it (Ollama's embeddinggemma files say
+    gemma3 and a pooling type, as Ollama's engine tells them apart)."""
+    if pooled and f"{architecture}_embed" in ARCHITECTURES:
+        return ARCHITECTURES[f"{architecture}_embed"]
     return ARCHITECTURES[architecture]
 
 
 # the modules register themselves
-from . import (bert, deepseek2, gemma2, gemma3, gemma4, llama, llama4, mistral3,  # noqa: E402,F401
-               nomic, olmo, qwen)
+from . import (bert, deepseek2, gemma2, gemma3, gemma4, gemma_embedding,  # noqa: E402,F401
+               llama, llama4, mistral3, nomic, olmo, qwen)

@@ -50,8 +50,8 @@ class Gemma3Config(TransformerConfig):
     final_softcap: float = 0.0              # of the logits; 0: none
 
     @classmethod
-    def from_metadata(cls, meta: dict) -> "Gemma3Config":
-        m = Metadata(meta, "gemma3")
+    def from_metadata(cls, meta: dict, arch: str = "gemma3") -> "Gemma3Config":
+        m = Metadata(meta, arch)
         embd, heads = int(m.require(LLM.EMBEDDING_LENGTH)), int(m.require(ATTENTION.HEAD_COUNT))
         head_dim = int(m.get(ATTENTION.KEY_LENGTH, 256))
         layers = int(m.require(LLM.BLOCK_COUNT))

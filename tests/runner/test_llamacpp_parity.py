@@ -274,6 +274,31 @@ def test_converted_nomic_bert_embeds_in_llama_cpp_as_in_ours(tmp_path):
         model.close()
 
 
+def test_converted_embedding_gemma_embeds_in_llama_cpp_as_in_ours(tmp_path):
+    """An EmbeddingGemma file of ours (its Dense layers included, as llama.cpp's converter
+    writes them with --sentence-transformers-dense-modules) in llama.cpp: the same token
+    ids, the same vectors (llama.cpp pools, then applies the Dense layers; we apply them to
+    each row, then pool: the same linear map, summed in another order; measured 1.1e-5)."""
+    import runner
+    from runner.convert import convert
+
+    from .convert.test_embedding_gemma import TEXTS, embedding_gemma_checkpoint
+
+    path = convert(embedding_gemma_checkpoint(tmp_path / "hf"), tmp_path / "emb.gguf", "f32",
+                   progress=False)
+    llm = reference(path, embedding=True, n_ctx=256, n_batch=256, n_ubatch=256,
+                    flash_attn=False, type_k=0, type_v=0)
+    model = runner.load(path, num_ctx=256, batch_size=256)
+    try:
+        for text in TEXTS:
+            assert model.tokenizer.encode(text, add_special=True) == \
+                llm.tokenize(text.encode(), add_bos=True, special=True)
+            np.testing.assert_allclose(model.embed(text), llm.embed(text, normalize=False),
+                                       rtol=0, atol=5e-5)
+    finally:
+        model.close()
+
+
 def test_converted_last_token_embedding_model_embeds_in_llama_cpp_as_in_ours(tmp_path):
     """A Qwen3-Embedding-shaped file (Qwen 3, last-token pooling) embeds in llama.cpp as in
     ours, both caching keys and values in f32 (llama.cpp's default f16 cache moves the

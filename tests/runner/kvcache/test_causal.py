@@ -71,6 +71,8 @@ def test_mask_sees_own_earlier_positions_and_a_window(backend):
     assert np.isfinite(mask[1, 4:6]).all() and np.isinf(mask[1, :4]).all()
     windowed = kv.mask(Batch([0], [3], [0]), kv.n_kv, 2)
     assert np.isfinite(windowed[0, 2:4]).all() and np.isinf(windowed[0, :2]).all()
+    encoder = kv.mask(Batch([0], [1], [0]), kv.n_kv, 2, causal=False)   # 1 either side
+    assert np.isfinite(encoder[0, :3]).all() and np.isinf(encoder[0, 3:]).all()
 
 
 def visible_by_rule(kv, batch, n_kv, window, causal, blocks) -> np.ndarray:
@@ -82,6 +84,8 @@ def visible_by_rule(kv, batch, n_kv, window, causal, blocks) -> np.ndarray:
             seen = pos <= p or (blocks and b >= 0 and kv.block[c] == b) or not causal
             if isinstance(window, tuple):
                 seen = seen and pos >= p // window[1] * window[1]
+            elif window is not None and not causal:           # an encoder's: both sides
+                seen = seen and abs(pos - p) <= window // 2
             elif window is not None:
                 seen = seen and pos > p - window
             out[t, c] = mine and pos >= 0 and seen

@@ -11,14 +11,16 @@ from runner.models.vision import PROJECTORS, projector_class
 
 from ..audio import test_encoder as audio_parity
 from ..convert import test_bert as bert_parity
+from ..convert import test_embedding_gemma as embedding_gemma_parity
 from ..convert import test_nomic as nomic_parity
 from ..convert import test_parity as text_parity
 from ..vision import test_encoders as vision_parity
 
 
 def test_every_architecture_has_its_parity_test():
-    tested = set(text_parity.ARCHITECTURE_OF.values()) | {bert_parity.ARCHITECTURE,
-                                                          nomic_parity.ARCHITECTURE}
+    tested = set(text_parity.ARCHITECTURE_OF.values()) | {
+        bert_parity.ARCHITECTURE, nomic_parity.ARCHITECTURE, embedding_gemma_parity.ARCHITECTURE,
+        embedding_gemma_parity.OLLAMA_ARCHITECTURE}
     assert set(ARCHITECTURES) == tested, "an architecture is registered without a parity test"
 
 
@@ -29,7 +31,7 @@ def test_every_projector_has_its_parity_test():
 
 def test_unknown_and_twice_registered_names_are_clear_errors():
     with pytest.raises(ValueError, match="Unknown architecture 'mamba9'; this runner knows "
-                                         "bert, deepseek2, gemma2, gemma3"):
+                                         "bert, deepseek2, gemma-embedding, gemma2"):
         model_class("mamba9")
     with pytest.raises(ValueError, match="Unknown projector type 'qwen9'; this runner knows"):
         projector_class("qwen9")

@@ -1,0 +1,74 @@
+"""What sentence-transformers adds to an embedding model's checkpoint: the Pooling module's
+mode, and Dense layers after it (EmbeddingGemma's 2_Dense and 3_Dense), written under
+llama.cpp's names (dense_2, dense_3)."""
+
+from __future__ import annotations
+
+import json
+
+import gguf
+
+from .checkpoint import CheckpointError, _read_header
+
+IDENTITY = "torch.nn.modules.linear.Identity"
+DENSE_NAMES = {"2_Dense": "dense_2", "3_Dense": "dense_3"}      # llama.cpp's two
+
+
+def _modules(directory) -> list[dict]:
+    path = directory / "modules.json"
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+POOLING = {"pooling_mode_mean_tokens": gguf.PoolingType.MEAN,
+           "pooling_mode_cls_token": gguf.PoolingType.CLS,
+           "pooling_mode_lasttoken": gguf.PoolingType.LAST}
+
+
+def pooling_of(directory, default: gguf.PoolingType | None = None) -> gguf.PoolingType | None:
+    """The sentence-transformers Pooling module's mode (modules.json), else default: an
+    embedding model of any architecture (Qwen3-Embedding: last token) says it there."""
+    for module in _modules(directory):
+        if module.get("type", "").endswith("Pooling"):
+            config = json.loads((directory / module["path"] / "config.json").read_text())
+            for key, kind in POOLING.items():
+                if config.get(key):
+                    return kind
+            raise CheckpointError("The sentence-transformers pooling mode is none of "
+                                  "mean, cls or last token.")
+    return default
+
+
+def _dense_modules(directory) -> list[tuple[str, dict, object]]:
+    """(GGUF name, Dense config, module folder) for each Dense module, in order."""
+    found = []
+    for module in _modules(directory):
+        if not module.get("type", "").endswith("Dense"):
+            continue
+        if module["path"] not in DENSE_NAMES:
+            raise CheckpointError(f"The Dense module in {module['path']} is not one of "
+                                  f"{', '.join(DENSE_NAMES)}, the two llama.cpp reads.")
+        folder = directory / module["path"]
+        config = json.loads((folder / "config.json").read_text())
+        if config.get("activation_function", IDENTITY) != IDENTITY or config.get("bias"):
+            raise CheckpointError(f"The Dense module in {module['path']} has an activation "
+                                  "or a bias; llama.cpp's Dense layers are plain matrices.")
+        found.append((DENSE_NAMES[module["path"]], config, folder))
+    return found
+
+
+def dense_sizes(directory) -> dict[str, tuple[int, int]]:
+    """GGUF name -> (in, out) features of each Dense module."""
+    return {name: (int(config["in_features"]), int(config["out_features"]))
+            for name, config, _ in _dense_modules(directory)}
+
+
+def dense_tensors(directory) -> dict:
+    """GGUF name (dense_2.weight ...) -> the checkpoint tensor entry of its matrix."""
+    tensors = {}
+    for name, _, folder in _dense_modules(directory):
+        entries = _read_header(folder / "model.safetensors")
+        if "linear.weight" not in entries:
+            raise CheckpointError(f"{folder} has no linear.weight.")
+        entry = entries["linear.weight"]
+        tensors[f"{name}.weight"] = entry.__class__(f"{name}.weight", entry.shape, entry.load)
+    return tensors
