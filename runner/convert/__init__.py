@@ -45,6 +45,8 @@ def convert(hf_dir, out, outtype: str = "f16", progress: bool = True,
     arch = architecture_of(checkpoint.config)
     if arch.sentence_dense:
         checkpoint.tensors.update(dense_tensors(checkpoint.dir))
+    if arch.prepare is not None:
+        arch.prepare(checkpoint)
     h = arch.hyper_of(checkpoint.config)
     tensors = _tensor_plan(checkpoint, arch, h)
     out = Path(out)

@@ -16,6 +16,7 @@ from ..models.gemma3 import query_pre_attn_scalar
 from .checkpoint import CheckpointError
 from .deepseek2 import deepseek2_hparams, deepseek2_hyper, deepseek2_shape, deepseek2_split
 from .experts import fused_experts_split
+from .gemma3n import gemma3n_hparams, gemma3n_hyper, gemma3n_shape, stack_altup
 from .gemma4 import gemma4_extra, gemma4_hparams, gemma4_hyper, gemma4_shape, gemma4_split
 from .hyper import Hyper, expected_shape, extra_tensors
 from .sentence import dense_sizes
@@ -234,6 +235,7 @@ class Architecture:
     #                                          no sentence-transformers Pooling module
     names: dict | None = None        # config.json's own names -> the common ones
     sentence_dense: bool = False     # the sentence-transformers Dense layers go in the file
+    prepare: Callable | None = None  # (checkpoint) -> None: rewrites its tensors first
 
     @property
     def name(self) -> str:
@@ -278,6 +280,9 @@ ARCHITECTURES = {
     "gemma3_embedding": Architecture(gguf.MODEL_ARCH.GEMMA_EMBEDDING, norm_shift=1.0,
                                      space_prefix=False, hparams=gemma_embedding_hparams,
                                      pooling=gguf.PoolingType.MEAN, sentence_dense=True),
+    "gemma3n_text": Architecture(gguf.MODEL_ARCH.GEMMA3N, space_prefix=False,
+                                 hparams=gemma3n_hparams, hyper=gemma3n_hyper,
+                                 shape=gemma3n_shape, prepare=stack_altup),
     "gemma4_text": Architecture(gguf.MODEL_ARCH.GEMMA4, space_prefix=False,
                                 hparams=gemma4_hparams, split=gemma4_split, hyper=gemma4_hyper,
                                 shape=gemma4_shape, extra=gemma4_extra),
@@ -293,7 +298,7 @@ ARCHITECTURES = {
 # under text_config, their text tensors live under one of TEXT_PREFIXES (as transformers
 # saves them, or as the released checkpoints name them), and their other towers are left
 # out (convert/mmproj.py writes them)
-MULTIMODAL = {"gemma3", "gemma4", "llava"}
+MULTIMODAL = {"gemma3", "gemma3n", "gemma4", "llava"}
 TEXT_PREFIXES = ("model.language_model.", "language_model.model.")
 HEAD_PREFIXES = ("language_model.lm_head.",)
 

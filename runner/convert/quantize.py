@@ -3,8 +3,9 @@
     python -m runner quantize IN.gguf OUT.gguf --type Q4_K_M
 
 Which tensors get which type follows llama.cpp's llama_tensor_get_type for the types here:
-1-D tensors (norms, biases, rope factors) and expert routers stay F32; the output matrix
-(or the tied embeddings) gets Q6_K (Q8_0 stays Q8_0); with _M, attn_v (and DeepSeek's
+1-D tensors (norms, biases, rope factors), expert routers and the few matrices llama.cpp
+leaves alone (KEPT) keep their type; the output matrix (or the tied embeddings, Gemma 3n's
+per-layer ones with them) gets Q6_K (Q8_0 stays Q8_0); with _M, attn_v (and DeepSeek's
 attn_kv_b, which llama.cpp ranks with it) and ffn_down get Q6_K in the layers
 use_more_bits picks (the first and last eighth, and every third between), counting
 ffn_down by layer index (dense, expert and shared-expert tensors of one layer alike) in
@@ -50,6 +51,13 @@ MIXTURES = {
 }
 K_FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
 FLOATS = {"F32", "F16", "BF16"}
+# kept in their type, as llama.cpp keeps them: expert routers, Gemma 3n's small AltUp and
+# Laurel matrices and its per-layer projection, BERT's position and token-type embeddings
+KEPT = ("ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj",
+        "position_embd.weight", "token_types.weight")
+# the embeddings that stand in for the output matrix when the model ties it (Gemma 3n's
+# per-layer ones are ranked with them)
+EMBEDDINGS = ("token_embd.weight", "per_layer_token_embd.weight")
 LAYER = re.compile(r"^blk\.(\d+)\.")
 EIGHT_EXPERTS = 8
 
@@ -59,14 +67,14 @@ def use_more_bits(i: int, n: int) -> bool:
 
 
 def tensor_type(name: str, shape: tuple[int, ...], mixture: Mixture, layers: int,
-                has_output: bool, experts: int = 0) -> str:
-    """The ggml type name for a tensor (shape in numpy order) of a model with layers
-    layers and experts experts a layer."""
-    if len(shape) < 2 or not name.endswith(".weight") or "ffn_gate_inp" in name or \
-            name == "token_types.weight":
-        return "F32"
+                has_output: bool, experts: int = 0, source: str = "F32") -> str:
+    """The ggml type name for a tensor (shape in numpy order, its type source) of a model
+    with layers layers and experts experts a layer."""
+    if len(shape) < 2 or not name.endswith(".weight") or name.endswith("_norm.weight") or \
+            any(part in name for part in KEPT):
+        return source
     kind = mixture.base
-    if name == "output.weight" or (not has_output and name == "token_embd.weight"):
+    if name == "output.weight" or (not has_output and name in EMBEDDINGS):
         kind = "Q8_0" if kind == "Q8_0" or shape[-1] % 256 else "Q6_K"
     elif mixture.more_bits and LAYER.match(name) and \
             re.search(r"\.(attn_v|attn_kv_b|ffn_down(_exps|_shexp)?)\.weight$", name):
@@ -99,7 +107,7 @@ def quantize_file(source, target, type_name: str, progress: bool = True) -> Path
         shape = tuple(reversed(info.ne))
         source_type = pyggml.dtypes.type_name(info.type).upper()
         kind = tensor_type(info.name, shape, mixture, layers, "output.weight" in names,
-                           experts)
+                           experts, source_type)
         if source_type not in FLOATS and kind != source_type:
             raise ValueError(f"The tensor {info.name} is already {source_type}; quantize a "
                              "file of F32, F16 or BF16 weights.")

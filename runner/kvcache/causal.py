@@ -7,10 +7,12 @@ Model side (inside a graph): inputs(ctx) once per graph, then put(layer, k, v) a
 keys/values(layer) views, and mask(window) for each kind of layer.
 
 Layout: K is (cells, kv_dim) per layer. V is the same with flash attention, else stored
-transposed, (kv_dim, cells), so the attention product reads it without a copy. The cells a
-graph sees are padded to 256, as llama.cpp pads them, so that a decode step's graph (and a
-GPU's captured CUDA graph) stays the same for 256 tokens; with flash attention the mask is
-F16.
+transposed, (kv_dim, cells), so the attention product reads it without a copy. A layer whose
+values are the first dimensions of its keys (DeepSeek's latent rows) keeps no V of its own
+with flash attention and an unrotated cache: V is read as a view of K, as llama.cpp does.
+The cells a graph sees are padded to 256, as llama.cpp pads them, so that a decode step's
+graph (and a GPU's captured CUDA graph) stays the same for 256 tokens; with flash attention
+the mask is F16.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class LayerShape:
     kv_heads: int
     head_dim: int       # of K
     v_dim: int          # of V, per head
+    values_in_keys: bool = False    # V is each K row's first v_dim (one KV head)
 
 
 class CausalCache:
@@ -81,7 +84,9 @@ class CausalCache:
             self.k.append(self.storage.new_tensor(
                 ggml_type, (cells, shape.kv_heads * shape.head_dim), name=f"cache_k_l{i}"))
             v_dims = shape.kv_heads * shape.v_dim
-            self.v.append(self.storage.new_tensor(
+            in_keys = shape.values_in_keys and flash and self.key_rotation[i] is None and \
+                self.value_rotation[i] is None
+            self.v.append(None if in_keys else self.storage.new_tensor(
                 ggml_type, (cells, v_dims) if flash else (v_dims, cells), name=f"cache_v_l{i}"))
         self.buffers = self._allocate(backends) if allocate else []
         self._placement = None
@@ -94,7 +99,7 @@ class CausalCache:
             backends = [backends] * len(self.layers)
         groups: dict[int, tuple] = {}
         for layer, backend in enumerate(backends):
-            groups.setdefault(id(backend), (backend, []))[1].extend((self.k[layer], self.v[layer]))
+            groups.setdefault(id(backend), (backend, []))[1].extend(self.tensors(layer))
         buffers = []
         for backend, tensors in groups.values():
             try:
@@ -105,6 +110,10 @@ class CausalCache:
         for buffer in buffers:
             buffer.clear(0)
         return buffers
+
+    def tensors(self, layer: int) -> list:
+        """The layer's cache tensors: K and V, or K alone where V is read from it."""
+        return [t for t in (self.k[layer], self.v[layer]) if t is not None]
 
     def close(self) -> None:
         for buffer in self.buffers:
@@ -313,6 +322,8 @@ class GraphView:
         v = self.rotations.rotate(v, cache.value_rotation[layer])
         k_cache = ctx.bind(cache.k[layer]).set_rows(k.reshape(n, -1), self.slots)
         v_flat = v.reshape(n, -1)
+        if cache.v[layer] is None:                       # V is read from K's rows
+            return k_cache, k_cache
         if cache.flash:
             v_cache = ctx.bind(cache.v[layer]).set_rows(v_flat, self.slots)
         else:

@@ -71,10 +71,10 @@ class Footprint:
             else:
                 footprint.add(footprint.weights, memory.device_name, layer,
                               memory.alloc_size(tensor))
-        for layer, (k, v) in enumerate(zip(kv.k, kv.v)):
+        for layer in range(len(kv.k)):
             memory = placement.layers[layer].buffer_type()
             footprint.add(footprint.cache, memory.device_name, layer,
-                          memory.alloc_size(k) + memory.alloc_size(v))
+                          sum(memory.alloc_size(t) for t in kv.tensors(layer)))
         return footprint
 
 
@@ -91,7 +91,7 @@ def measure(model, tensors: dict, placement: Placement, workload: Workload,
         for name, tensor in tensors.items():
             weights[placement.memory[name]].append(tensor)
         for layer, device in enumerate(placement.layers[:len(shapes)]):
-            cache[device.buffer_type()] += [kv.k[layer], kv.v[layer]]
+            cache[device.buffer_type()] += kv.tensors(layer)
         for memory, group in weights.items():       # the scheduler runs ops where weights are
             stack.enter_context(pyggml.Buffer.dummy(memory, group)).mark_weights()
         for memory, group in cache.items():

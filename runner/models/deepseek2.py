@@ -144,8 +144,8 @@ class Deepseek2(Transformer):
     @classmethod
     def layer_shapes(cls, config: Deepseek2Config) -> list[LayerShape]:
         c = config
-        shape = LayerShape(1, c.kv_lora_rank + c.rotated, c.kv_lora_rank) if c.latent else \
-            LayerShape(c.kv_heads, c.nope + c.rotated, c.value_dim)
+        shape = LayerShape(1, c.kv_lora_rank + c.rotated, c.kv_lora_rank, values_in_keys=True) \
+            if c.latent else LayerShape(c.kv_heads, c.nope + c.rotated, c.value_dim)
         return [shape] * c.layers
 
     def _bind_block(self, weights: Weights, i: int) -> Deepseek2Block:

@@ -32,6 +32,7 @@ from . import register
 from .attention import attend
 from .base import (ATTENTION, LLM, ROPE, Block, Metadata, ModelError, Transformer,
                    TransformerConfig, Weights)
+from .gemma_parts import cache_donor, per_layer_inputs
 from .rope import RopeConfig
 
 if TYPE_CHECKING:
@@ -110,13 +111,7 @@ class Gemma4Config(TransformerConfig):
     def cache_of(self, layer: int) -> int:
         """The layer whose cache `layer` reads: itself, or for a sharing layer the last
         cached layer of its kind."""
-        if layer < self.cached_layers:
-            return layer
-        donors = [i for i in range(self.cached_layers) if self.sliding[i] == self.sliding[layer]]
-        if not donors:
-            raise ModelError(f"Gemma 4's layer {layer} shares the cache of an earlier layer of "
-                             "its kind, and there is none.")
-        return donors[-1]
+        return cache_donor(layer, self.cached_layers, self.sliding, "Gemma 4")
 
 
 @dataclass
@@ -302,13 +297,10 @@ class Gemma4(Transformer):
     def _per_layer_inputs(self, inputs, x):
         """(L, T, P): each layer's per-layer input, from the token's own per-layer
         embedding and a projection of its embedding x (T, E)."""
-        c, n = self.config, inputs.n_tokens
-        p = c.per_layer_embd
-        own = self.per_layer_token_embd.get_rows(inputs.tokens).scale(math.sqrt(p)) \
-            .reshape(n, c.layers, p)                                         # (T, L, P)
-        projected = self.per_layer_model_proj.mul_mat(x).scale(c.embd ** -0.5) \
-            .reshape(n, c.layers, p).rms_norm(c.norm_eps).mul(self.per_layer_proj_norm)
-        return projected.add(own).scale(2 ** -0.5).permute(1, 0, 2).cont()   # (L, T, P)
+        c = self.config
+        return per_layer_inputs(self.per_layer_token_embd, self.per_layer_model_proj,
+                                self.per_layer_proj_norm, inputs.tokens, x, c.layers,
+                                c.per_layer_embd, c.norm_eps)
 
     def _experts(self, block, normed, n: int):
         """normed (T, E), the FFN's RMS-normed residual input -> the experts' weighted sum

@@ -162,7 +162,7 @@ def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
 CONVERTED = {
     **{kind: (kind, {}) for kind in ("llama", "qwen2", "qwen3", "qwen3_moe", "olmo2", "olmo3",
                                      "ministral3", "gemma2", "gemma3", "gemma4",
-                                     "gemma4_moe", "deepseek_v2", "deepseek_v3")},
+                                     "gemma4_moe", "deepseek_v2", "deepseek_v3", "gemma3n")},
     "llama4": ("llama4", dict(attention_chunk_size=8192, floor_scale=8192, attn_scale=0.1)),
     "qwen2_yarn": ("qwen2", dict(max_position_embeddings=64, rope_parameters={
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
@@ -198,6 +198,25 @@ def test_converted_models_run_in_llama_cpp_as_in_ours(tmp_path, backend, name):
     ids = model.tokenizer.encode("The capital of France is Paris.\n\nAnd  then \u2603 more.")
     ours, theirs = both_logits(llm, model, backend, ids, "f32", False)
     assert np.abs(ours - theirs).max() <= (5e-3 if kind == "gemma4_moe" else 0.0)
+
+
+@pytest.mark.parametrize("kind", ["deepseek_v2", "deepseek_v3"])
+def test_deepseeks_latent_cache_with_flash_attention_equals_llama_cpps(tmp_path, backend,
+                                                                       kind):
+    """Flash attention over an f16 cache of latent rows, the values read from the keys on
+    both sides: bit for bit."""
+    from runner.convert import convert
+    from runner.loading.loader import load_model
+
+    from .convert.hf_tiny import checkpoint
+
+    path = convert(checkpoint(kind, tmp_path / "hf"), tmp_path / "m.gguf", "f32",
+                   progress=False)
+    llm = reference(path, n_ctx=256, logits_all=True, flash_attn=True, type_k=1, type_v=1)
+    model = load_model(path, backend)
+    ids = model.tokenizer.encode("The capital of France is Paris.\n\nAnd  then \u2603 more.")
+    ours, theirs = both_logits(llm, model, backend, ids, "f16", True)
+    np.testing.assert_array_equal(ours, theirs)
 
 
 @pytest.mark.parametrize("kind,config,cache_type", [
@@ -330,6 +349,7 @@ QUANTIZED_SHAPE = dict(hidden_size=256, intermediate_size=512, head_dim=64,
     ("gemma2", dict(query_pre_attn_scalar=64)),
     ("olmo2", {}),
     ("ministral3", {}),
+    ("gemma3n", dict(num_hidden_layers=22)),
     ("deepseek_v3", dict(kv_lora_rank=256, q_lora_rank=256,
                          qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
                          moe_intermediate_size=256)),

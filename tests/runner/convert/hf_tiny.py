@@ -13,6 +13,7 @@ from ..corpus import corpus
 SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "gemma2": ["<bos>", "<start_of_turn>", "<end_of_turn>", "<eos>"],
            "gemma3": ["<bos>", "<start_of_turn>", "<end_of_turn>", "<eos>"],
+           "gemma3n": ["<bos>", "<start_of_turn>", "<end_of_turn>", "<eos>"],
            "gemma4": ["<bos>", "<|turn>", "<turn|>", "<eos>"],
            "gemma4_moe": ["<bos>", "<|turn>", "<turn|>", "<eos>"],
            "llama4": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot|>"],
@@ -25,8 +26,9 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "deepseek_v2": ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"],
            "deepseek_v3": ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"]}
 PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_moe": QWEN2, "olmo2": QWEN2,
-           "ministral3": QWEN2, "olmo3": QWEN2, "gemma2": QWEN2, "gemma3": QWEN2, "llama4": LLAMA3,
-           "gemma4": QWEN2, "gemma4_moe": QWEN2, "deepseek_v2": QWEN2, "deepseek_v3": QWEN2}
+           "ministral3": QWEN2, "olmo3": QWEN2, "gemma2": QWEN2, "gemma3": QWEN2,
+           "gemma3n": QWEN2, "llama4": LLAMA3, "gemma4": QWEN2, "gemma4_moe": QWEN2,
+           "deepseek_v2": QWEN2, "deepseek_v3": QWEN2}
 SLIDING, FULL = "sliding_attention", "full_attention"
 # Gemma 4 as its small models are (per-layer embeddings; the last layers share the cache
 # of the last cached layer of their kind and have double-wide FFNs; as in the released
@@ -61,6 +63,15 @@ DEEPSEEK_KINDS = {
                             "beta_slow": 1.0, "mscale": 0.707, "mscale_all_dim": 0.707}),
     "deepseek_v3": dict(q_lora_rank=24, n_group=4, topk_group=2, norm_topk_prob=True,
                         routed_scaling_factor=2.5)}
+# Gemma 3n as llama.cpp fixes its shape in code (E2B's and E4B's): 20 cached layers (here
+# 22 in all, the last two sharing), every fifth layer full, activation sparsity 0.95 on the
+# first 10, per-layer inputs of 256, Laurel of rank 64, AltUp of 4; a window of 8
+GEMMA3N = dict(head_dim=16, num_hidden_layers=22, intermediate_size=128,
+               layer_types=[FULL if (i + 1) % 5 == 0 else SLIDING for i in range(22)],
+               activation_sparsity_pattern=[0.95] * 10 + [0.0] * 12, num_kv_shared_layers=2,
+               hidden_size_per_layer_input=256, laurel_rank=64, altup_num_inputs=4,
+               sliding_window=8, final_logit_softcapping=30.0, tie_word_embeddings=True,
+               initializer_range=0.05)
 SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
              rms_norm_eps=1e-5, initializer_range=0.1)
@@ -85,6 +96,7 @@ def tokenizer(kind: str):
     first, end = SPECIAL[kind][0], SPECIAL[kind][-1]
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=end,
                                    bos_token=first if family in ("llama", "gemma2", "gemma3",
+                                                                 "gemma3n",
                                                                  "llama4", "ministral3")
                                    else None)
 
@@ -125,6 +137,7 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
     classes = {"llama": ("LlamaConfig", "LlamaForCausalLM"),
                "gemma2": ("Gemma2Config", "Gemma2ForCausalLM"),
                "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
+               "gemma3n": ("Gemma3nTextConfig", "Gemma3nForCausalLM"),
                "gemma4": ("Gemma4TextConfig", "Gemma4ForCausalLM"),
                "gemma4_moe": ("Gemma4TextConfig", "Gemma4ForCausalLM"),
                "llama4": ("Llama4TextConfig", "Llama4ForCausalLM"),
@@ -168,14 +181,40 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
         settings.update(GEMMA4_KINDS[kind], vocab_size_per_layer_input=len(tok))
     if kind in DEEPSEEK_KINDS:
         settings.update(DEEPSEEK, **DEEPSEEK_KINDS[kind])
+    if kind == "gemma3n":
+        settings.update(GEMMA3N, vocab_size_per_layer_input=len(tok))
     settings.update(config)
     torch.manual_seed(seed)
     model = model_class(config_class(**settings)).eval()
-    if kind in GEMMA4_KINDS or kind in DEEPSEEK_KINDS:
+    if kind in GEMMA4_KINDS or kind in DEEPSEEK_KINDS or kind == "gemma3n":
         _vary_unit_weights(model)
     model.save_pretrained(directory)
     tok.save_pretrained(directory)
+    if kind == "gemma3n":
+        _unused_shared_kv(directory, settings)
     return directory
+
+
+def _unused_shared_kv(directory: Path, settings: dict) -> None:
+    """The released Gemma 3n checkpoints carry K and V projections (and K norms) for the
+    layers that share another's cache, unused; llama.cpp's loader requires them, so the
+    tiny checkpoint carries random ones too (transformers leaves them out)."""
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    (weights_file,) = directory.glob("*.safetensors")
+    tensors = load_file(weights_file)
+    rng = np.random.default_rng(0)
+    kv = settings["num_key_value_heads"] * settings["head_dim"]
+    layers = settings["num_hidden_layers"]
+    for i in range(layers - settings["num_kv_shared_layers"], layers):
+        p = f"model.layers.{i}.self_attn."
+        tensors[p + "k_proj.weight"] = rng.standard_normal((kv, settings["hidden_size"]),
+                                                           dtype=np.float32)
+        tensors[p + "v_proj.weight"] = rng.standard_normal((kv, settings["hidden_size"]),
+                                                           dtype=np.float32)
+        tensors[p + "k_norm.weight"] = np.ones(settings["head_dim"], np.float32)
+    save_file(tensors, weights_file, metadata={"format": "pt"})
 
 
 def _vary_unit_weights(model) -> None:

@@ -26,9 +26,25 @@ def table_gelu():
     return TableGelu()
 
 
+def gaussian_top_k_over_n_minus_1(module, inputs):
+    """Gemma 3n's activation sparsity as llama.cpp computes it: the std over n - 1 (the
+    reference's is over n; at the released width of 16384 the cutoffs are 4e-5 apart, at a
+    tiny model's 128 they flip enough activations to move the logits by 3)."""
+    import torch
+
+    multiplier = torch.distributions.normal.Normal(0, 1).icdf(
+        torch.tensor(module.activation_sparsity, dtype=torch.float32)).type(inputs.dtype)
+    cutoff = inputs.mean(-1, keepdim=True) + inputs.std(-1, keepdim=True, unbiased=True) * \
+        multiplier
+    return torch.nn.functional.relu(inputs - cutoff)
+
+
 def reference(hf_dir, ids, gelu=None) -> np.ndarray:
     """transformers' logits (T, vocab) for ids. Its tanh-form GELUs round as ggml's do, or
-    are replaced by gelu (a torch module) when given."""
+    are replaced by gelu (a torch module) when given; Gemma 3n's activation sparsity takes
+    llama.cpp's std (gaussian_top_k_over_n_minus_1)."""
+    import functools
+
     import torch
     from transformers import AutoModelForCausalLM
     from transformers.activations import GELUTanh
@@ -37,6 +53,8 @@ def reference(hf_dir, ids, gelu=None) -> np.ndarray:
     for module in model.modules():
         if isinstance(getattr(module, "act_fn", None), GELUTanh):
             module.act_fn = gelu or table_gelu()
+        if hasattr(module, "_gaussian_topk"):
+            module._gaussian_topk = functools.partial(gaussian_top_k_over_n_minus_1, module)
     with torch.no_grad():
         return model(torch.tensor([ids])).logits[0].numpy()
 

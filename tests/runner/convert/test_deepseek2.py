@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 
-import gguf
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
@@ -17,6 +16,7 @@ from pyggml.gguf_reader import Header
 from runner.convert import CheckpointError, convert
 from runner.engine.batch import Batch
 
+from .gguf_edit import rewrite
 from .hf_tiny import checkpoint
 from .parity import PROMPT, executor, reference
 from .test_experts import per_expert, tensors_of
@@ -27,37 +27,24 @@ ARCH = "deepseek2"
 def ollama_layout(source, target):
     """source (a deepseek2 GGUF of ours) as Ollama's converter writes it: kv_b whole,
     head_count_kv the heads, key and value lengths per expanded head, no *_mla keys."""
-    header = Header(source)
-    meta = header.metadata
+    meta = Header(source).metadata
     heads = int(meta[f"{ARCH}.attention.head_count"])
     key, value = (int(meta[f"{ARCH}.attention.{k}_length_mla"]) for k in ("key", "value"))
-    overrides = {f"{ARCH}.attention.head_count_kv": heads,
-                 f"{ARCH}.attention.key_length": key, f"{ARCH}.attention.value_length": value}
-    writer = gguf.GGUFWriter(str(target), ARCH)
-    for name, item in meta.items():
-        if name in ("general.architecture", "general.alignment") or name.endswith("_mla") or \
-                name.startswith("GGUF."):
-            continue
-        kind, sub = header.value_types[name]
-        writer.add_key_value(name, overrides.get(name, item), gguf.GGUFValueType(kind),
-                             sub_type=None if sub is None else gguf.GGUFValueType(sub))
-    reader = gguf.GGUFReader(str(source))
-    arrays = {t.name: np.array(t.data).reshape(tuple(reversed([int(n) for n in t.shape])))
-              for t in reader.tensors}
-    for name, array in arrays.items():
+    keys = {name: None for name in meta if name.endswith("_mla")}
+    values = {f"{ARCH}.attention.head_count_kv": heads, f"{ARCH}.attention.key_length": key,
+              f"{ARCH}.attention.value_length": value}
+
+    def expanded(name, array, arrays):
         if name.endswith("attn_v_b.weight"):
-            continue
-        if name.endswith("attn_k_b.weight"):
-            k = array.transpose(0, 2, 1)                                   # (H, nope, R)
-            v = arrays[name.replace("attn_k_b", "attn_v_b")]               # (H, Dv, R)
-            array = np.concatenate([k, v], axis=1).reshape(-1, k.shape[-1])
-            name = name.replace("attn_k_b", "attn_kv_b")
-        writer.add_tensor(name, np.ascontiguousarray(array, dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return target
+            return {}
+        if not name.endswith("attn_k_b.weight"):
+            return {name: array}
+        k = array.transpose(0, 2, 1)                                       # (H, nope, R)
+        v = arrays[name.replace("attn_k_b", "attn_v_b")]                   # (H, Dv, R)
+        return {name.replace("attn_k_b", "attn_kv_b"):
+                np.concatenate([k, v], axis=1).reshape(-1, k.shape[-1])}
+
+    return rewrite(source, target, keys=keys, values=values, tensors=expanded)
 
 
 @pytest.fixture(scope="module", params=["deepseek_v2", "deepseek_v3"])
@@ -82,6 +69,31 @@ def test_ollamas_expanded_layout_runs_as_the_latent_one(files, backend):
         logits[layout] = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
     assert np.abs(logits["latent"] - logits["expanded"]).max() < 1e-5
     assert np.abs(logits["latent"] - reference(files["hf"], ids)).max() < 1e-3
+
+
+def test_flash_attention_reads_the_latent_values_from_the_keys(files, backend):
+    """With flash attention and an f16 cache, a latent layer keeps keys only (rank + rotated
+    a row; the values are their first rank dimensions), as llama.cpp's cache does: nearly
+    half the memory, and the same logits as with values held apart."""
+    from dataclasses import replace
+
+    import pyggml
+    from runner.engine.executor import Executor
+    from runner.kvcache import CausalCache
+    from runner.loading.loader import load_model
+
+    model = load_model(files["latent"], backend)
+    shapes = model.model.cache_layers()
+    ids = model.tokenizer.encode(PROMPT, add_special=True)
+    logits, sizes = [], []
+    for layers in (shapes, [replace(s, values_in_keys=False) for s in shapes]):
+        kv = CausalCache(layers, 256, backend, "f16", True)
+        sizes.append(sum(buffer.size for buffer in kv.buffers))
+        run = Executor(model.model, kv, pyggml.Scheduler([backend]))
+        logits.append(run.logits(Batch.of_sequence(ids, 0, all_logits=True)))
+        assert all(v is None for v in kv.v) == (layers is shapes)
+    np.testing.assert_array_equal(logits[0], logits[1])
+    assert sizes[0] < 0.6 * sizes[1]
 
 
 def test_released_checkpoints_convert_as_transformers_own(tmp_path):

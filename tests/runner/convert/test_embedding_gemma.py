@@ -13,6 +13,7 @@ import runner
 from runner.convert import CheckpointError, convert
 from runner.models import model_class
 
+from .gguf_edit import rewrite
 from .hf_tiny import SHAPE, pooling_modules, tokenizer
 from .parity import table_gelu
 
@@ -92,32 +93,16 @@ def test_embedding_gemma_matches_sentence_transformers_pipeline(tmp_path):
 
 
 def ollama_layout(source, target):
-    """source (our gemma-embedding GGUF) as Ollama's embeddinggemma files are: general.architecture
-    gemma3 with a pooling type, keys under gemma3., the Dense layers named dense.0, dense.1."""
-    import gguf
-
+    """source (our gemma-embedding GGUF) as Ollama's embeddinggemma files are:
+    general.architecture gemma3 with a pooling type, keys under gemma3., the Dense layers
+    named dense.0 and dense.1."""
     from pyggml.gguf_reader import Header
 
-    header = Header(source)
-    writer = gguf.GGUFWriter(str(target), "gemma3")
-    for name, value in header.metadata.items():
-        if name in ("general.architecture", "general.alignment") or name.startswith("GGUF.") \
-                or ".dense_" in name:
-            continue
-        kind, sub = header.value_types[name]
-        writer.add_key_value(name.replace(f"{ARCHITECTURE}.", "gemma3."), value,
-                             gguf.GGUFValueType(kind),
-                             sub_type=None if sub is None else gguf.GGUFValueType(sub))
     renamed = {"dense_2.weight": "dense.0.weight", "dense_3.weight": "dense.1.weight"}
-    for tensor in gguf.GGUFReader(str(source)).tensors:
-        shape = tuple(reversed([int(n) for n in tensor.shape]))
-        writer.add_tensor(renamed.get(tensor.name, tensor.name),
-                          np.array(tensor.data, dtype=np.float32).reshape(shape))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return target
+    keys = {name: None if ".dense_" in name else name.replace(f"{ARCHITECTURE}.", "gemma3.")
+            for name in Header(source).metadata}
+    return rewrite(source, target, keys=keys, arch="gemma3",
+                   tensors=lambda name, array, _: {renamed.get(name, name): array})
 
 
 def test_ollamas_layout_embeds_alike(tmp_path):

@@ -35,6 +35,10 @@ def test_mixture_rules_follow_llama_cpp():
     assert tensor_type("blk.5.attn_q.weight", (64, 64), q4km, 32, True) == "Q5_0"
     assert tensor_type("output.weight", (64, 64), MIXTURES["Q4_0"], 32, True) == "Q8_0"
     assert tensor_type("per_layer_token_embd.weight", (64, 48), q4km, 32, True) == "F16"
+    assert tensor_type("per_layer_token_embd.weight", rows, q4km, 32, False) == "Q6_K"
+    for kept in ("blk.3.laurel_l.weight", "altup_proj.weight", "per_layer_model_proj.weight",
+                 "position_embd.weight"):                   # llama.cpp leaves them alone
+        assert tensor_type(kept, rows, q4km, 32, True, source="F16") == "F16", kept
 
 
 @pytest.fixture(scope="module")

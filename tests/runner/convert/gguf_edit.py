@@ -1,0 +1,38 @@
+"""Rewriting a GGUF file the way another converter would have written it (the tests' way to
+make Ollama's layouts of a model from ours): keys renamed, dropped or given new values,
+tensors renamed or replaced."""
+
+from __future__ import annotations
+
+import gguf
+import numpy as np
+
+from pyggml.gguf_reader import Header
+
+
+def rewrite(source, target, keys=None, values=None, tensors=None, arch=None):
+    """keys: old key -> new key (None drops it); values: key -> new value; tensors:
+    function (name, float32 array) -> {new name: array} (an empty dict drops it); arch: a
+    new general.architecture (its keys renamed by the caller). Returns target."""
+    keys, values = keys or {}, values or {}
+    header = Header(source)
+    writer = gguf.GGUFWriter(str(target), arch or header.metadata["general.architecture"])
+    for name, value in header.metadata.items():
+        if name in ("general.architecture", "general.alignment") or name.startswith("GGUF."):
+            continue
+        new = keys.get(name, name)
+        if new is None:
+            continue
+        kind, sub = header.value_types[name]
+        writer.add_key_value(new, values.get(name, value), gguf.GGUFValueType(kind),
+                             sub_type=None if sub is None else gguf.GGUFValueType(sub))
+    arrays = {t.name: np.array(t.data, dtype=np.float32).reshape(
+        tuple(reversed([int(n) for n in t.shape]))) for t in gguf.GGUFReader(str(source)).tensors}
+    for name, array in arrays.items():
+        for new, data in (tensors(name, array, arrays) if tensors else {name: array}).items():
+            writer.add_tensor(new, np.ascontiguousarray(data, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return target
