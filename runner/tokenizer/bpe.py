@@ -76,6 +76,12 @@ PRE_TOKENIZERS = {
     "jais": ([GPT2], False), "minerva-7b": DIGIT_THEN_GPT2,
     "poro-chat": ([NORDIC], False), "bloom": ([NORDIC], False),
     "gpt3-finnish": ([NORDIC], False), "viking": ([NORDIC, r"\p{N}"], False),
+    # other names llama.cpp gives the same splitting (llama-vocab.cpp)
+    **{name: LLAMA3_SPLIT for name in ("falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2")},
+    **{name: ([GPT2], False) for name in ("phi-2", "jina-es", "jina-de", "gigachat",
+                                          "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
+                                          "exaone4")},
+    "glm4": ([CHATGLM4], False), "hunyuan-dense": (DEEPSEEK3, False),
 }
 
 

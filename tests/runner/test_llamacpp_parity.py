@@ -143,7 +143,10 @@ def trained_bpe_gguf(path, pre: str):
                                  "gpt-4o", "llama4", "deepseek-v3", "deepseek-r1-qwen", "dbrx",
                                  "smaug-bpe", "chatglm-bpe", "deepseek-coder", "falcon",
                                  "jais", "minerva-7b", "poro-chat", "bloom", "gpt3-finnish",
-                                 "viking", "hunyuan", "deepseek-llm"])
+                                 "viking", "hunyuan", "deepseek-llm", "falcon3", "falcon-h1",
+                                 "pixtral", "midm-2.0", "lfm2", "phi-2", "jina-es", "jina-de",
+                                 "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
+                                 "exaone4", "glm4", "hunyuan-dense"])
 def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
     from runner.loading.loader import load_model
 
