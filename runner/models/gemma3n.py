@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING
 from ..kvcache import LayerShape
 from . import register
 from .attention import attend
-from .base import ATTENTION, LLM, ROPE, Block, Metadata, ModelError, Transformer, TransformerConfig
+from .base import ATTENTION, LLM, ROPE, Metadata, ModelError, Transformer, TransformerConfig
+from .gemma3 import Gemma3Block
 from .gemma_parts import cache_donor, per_layer_inputs
 from .rope import RopeConfig
 
@@ -97,20 +98,9 @@ class Gemma3nConfig(TransformerConfig):
 
 
 @dataclass
-class Gemma3nBlock(Block):
-    attn_norm: Tensor | None = None
-    attn_q: Tensor | None = None
-    attn_q_norm: Tensor | None = None
-    attn_k: Tensor | None = None            # only the layers that keep a cache
-    attn_k_norm: Tensor | None = None
-    attn_v: Tensor | None = None
-    attn_output: Tensor | None = None
-    post_attention_norm: Tensor | None = None
-    ffn_norm: Tensor | None = None
-    ffn_gate: Tensor | None = None
-    ffn_up: Tensor | None = None
-    ffn_down: Tensor | None = None
-    post_ffw_norm: Tensor | None = None
+class Gemma3nBlock(Gemma3Block):
+    """Gemma 3's attention and FFN weights (attn_k, attn_k_norm and attn_v only in the layers
+    that keep a cache), and AltUp's, Laurel's and the per-layer input's."""
     altup_correct_coef: Tensor | None = None    # (A, A)
     altup_correct_scale: Tensor | None = None   # (E,)
     altup_predict_coef: Tensor | None = None    # (A * A, A)

@@ -248,6 +248,26 @@ def test_converted_models_rotate_quantized_caches_as_llama_cpp(tmp_path, backend
     np.testing.assert_array_equal(ours, theirs)
 
 
+def embeds_alike(path, texts, atol: float, context: int = 128, same_ids: bool = True,
+                 **llama_cpp_options) -> None:
+    """Our embedding of each text (from the GGUF at path) within atol of llama.cpp's,
+    from the same token ids where same_ids."""
+    import runner
+
+    llm = reference(path, embedding=True, n_ctx=context, flash_attn=False,
+                    **llama_cpp_options)
+    model = runner.load(path, num_ctx=context, batch_size=context)
+    try:
+        for text in texts:
+            if same_ids:
+                assert model.tokenizer.encode(text, add_special=True) == \
+                    llm.tokenize(text.encode(), add_bos=True, special=True)
+            np.testing.assert_allclose(model.embed(text), llm.embed(text, normalize=False),
+                                       rtol=0, atol=atol)
+    finally:
+        model.close()
+
+
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
 def test_converted_bert_embeds_in_llama_cpp_as_in_ours(tmp_path, pooling):
     """llama.cpp loads our BERT files (it needs tokenizer.ggml.token_type_count, which our
@@ -255,45 +275,26 @@ def test_converted_bert_embeds_in_llama_cpp_as_in_ours(tmp_path, pooling):
     the tanh GELU and keeps no cache (exact keys and values), as ours now does (an f16 cache
     and the erf GELU put us 7e-4 away); what remains is the order of a few sums (measured
     2e-7 to 2.4e-5)."""
-    import runner
     from runner.convert import convert
 
     from .convert.hf_tiny import bert_checkpoint
 
     path = convert(bert_checkpoint(tmp_path / "hf", pooling), tmp_path / "bert.gguf", "f32",
                    progress=False)
-    llm = reference(path, embedding=True, n_ctx=128, flash_attn=False)
-    model = runner.load(path, num_ctx=128)
-    try:
-        for text in ["The capital of France is Paris.", "Hello, world! How are you today?"]:
-            assert model.tokenizer.encode(text, add_special=True) == \
-                llm.tokenize(text.encode(), add_bos=True, special=True)
-            np.testing.assert_allclose(model.embed(text), llm.embed(text, normalize=False),
-                                       rtol=0, atol=1e-4)
-    finally:
-        model.close()
+    embeds_alike(path, ["The capital of France is Paris.", "Hello, world! How are you today?"],
+                 1e-4)
 
 
 def test_converted_nomic_bert_embeds_in_llama_cpp_as_in_ours(tmp_path):
     """A Nomic BERT file of ours (nomic-embed-text's architecture) in llama.cpp: the same
     token ids, the same mean-pooled vectors (no cache on either side)."""
-    import runner
     from runner.convert import convert
 
     from .convert.test_nomic import TEXTS, nomic_checkpoint
 
     path = convert(nomic_checkpoint(tmp_path / "hf"), tmp_path / "nomic.gguf", "f32",
                    progress=False)
-    llm = reference(path, embedding=True, n_ctx=128, flash_attn=False)
-    model = runner.load(path, num_ctx=128)
-    try:
-        for text in TEXTS:
-            assert model.tokenizer.encode(text, add_special=True) == \
-                llm.tokenize(text.encode(), add_bos=True, special=True)
-            np.testing.assert_allclose(model.embed(text), llm.embed(text, normalize=False),
-                                       rtol=0, atol=1e-5)
-    finally:
-        model.close()
+    embeds_alike(path, TEXTS, 1e-5)
 
 
 def test_converted_embedding_gemma_embeds_in_llama_cpp_as_in_ours(tmp_path):
@@ -301,45 +302,27 @@ def test_converted_embedding_gemma_embeds_in_llama_cpp_as_in_ours(tmp_path):
     writes them with --sentence-transformers-dense-modules) in llama.cpp: the same token
     ids, the same vectors (llama.cpp pools, then applies the Dense layers; we apply them to
     each row, then pool: the same linear map, summed in another order; measured 1.1e-5)."""
-    import runner
     from runner.convert import convert
 
     from .convert.test_embedding_gemma import TEXTS, embedding_gemma_checkpoint
 
     path = convert(embedding_gemma_checkpoint(tmp_path / "hf"), tmp_path / "emb.gguf", "f32",
                    progress=False)
-    llm = reference(path, embedding=True, n_ctx=256, n_batch=256, n_ubatch=256,
-                    flash_attn=False, type_k=0, type_v=0)
-    model = runner.load(path, num_ctx=256, batch_size=256)
-    try:
-        for text in TEXTS:
-            assert model.tokenizer.encode(text, add_special=True) == \
-                llm.tokenize(text.encode(), add_bos=True, special=True)
-            np.testing.assert_allclose(model.embed(text), llm.embed(text, normalize=False),
-                                       rtol=0, atol=5e-5)
-    finally:
-        model.close()
+    embeds_alike(path, TEXTS, 5e-5, context=256, n_batch=256, n_ubatch=256, type_k=0,
+                 type_v=0)
 
 
 def test_converted_last_token_embedding_model_embeds_in_llama_cpp_as_in_ours(tmp_path):
     """A Qwen3-Embedding-shaped file (Qwen 3, last-token pooling) embeds in llama.cpp as in
     ours, both caching keys and values in f32 (llama.cpp's default f16 cache moves the
     vector by 9e-4)."""
-    import runner
     from runner.convert import convert
 
     from .convert.test_qwen3_embedding import TEXTS, embedding_checkpoint
 
     path = convert(embedding_checkpoint(tmp_path / "hf"), tmp_path / "emb.gguf", "f32",
                    progress=False)
-    llm = reference(path, embedding=True, n_ctx=128, flash_attn=False, type_k=0, type_v=0)
-    model = runner.load(path, num_ctx=128)
-    try:
-        for text in TEXTS:
-            np.testing.assert_allclose(model.embed(text), llm.embed(text, normalize=False),
-                                       rtol=0, atol=1e-4)
-    finally:
-        model.close()
+    embeds_alike(path, TEXTS, 1e-4, same_ids=False, type_k=0, type_v=0)
 
 
 # wide enough for K-quants' 256-value blocks; 8 layers, so that layer-dependent rules show
