@@ -52,6 +52,10 @@ DEEPSEEK_LLM = [r"[\r\n]", rf"\s?[{DEEPSEEK_LETTERS}]+", r"\s?[!-/:-~！-／：-
                 r"\s+$", r"[一-龥ࠀ-一가-퟿]+", r"\p{N}+"]
 DEEPSEEK_CODER = [r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", r"[一-龥ࠀ-一가-퟿]+", r"\p{N}"]
 FALCON = [r"[\p{P}\$\+<=>\^~\|`]+", GPT2, r"[0-9][0-9][0-9]"]
+BAILING = (r"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+")
+SEED_CODER = (rf"{CONTRACTION}|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|\p{{N}}{{1}}"
+              r"| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+")
 NORDIC = r" ?[^(\s|.,!?…。，、।۔،)]+"
 
 DIGIT_THEN_GPT2 = ([r"\p{N}", GPT2], False)
@@ -82,6 +86,10 @@ PRE_TOKENIZERS = {
                                           "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
                                           "exaone4")},
     "glm4": ([CHATGLM4], False), "hunyuan-dense": (DEEPSEEK3, False),
+    "trillion": ([GPT2], False), "granite-docling": ([GPT2], False),
+    "minimax-m2": ([GPT4O], False), "grok-2": ([QWEN2], False),
+    **{name: ([BAILING], False) for name in ("bailingmoe", "bailingmoe2", "llada-moe")},
+    "seed-coder": ([SEED_CODER], False), "superbpe": ([r"\p{N}+", r"(?=(\d{3})+(?!\d))"], False),
 }
 
 

@@ -146,7 +146,9 @@ def trained_bpe_gguf(path, pre: str):
                                  "viking", "hunyuan", "deepseek-llm", "falcon3", "falcon-h1",
                                  "pixtral", "midm-2.0", "lfm2", "phi-2", "jina-es", "jina-de",
                                  "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
-                                 "exaone4", "glm4", "hunyuan-dense"])
+                                 "exaone4", "glm4", "hunyuan-dense", "trillion",
+                                 "granite-docling", "minimax-m2", "grok-2", "bailingmoe",
+                                 "bailingmoe2", "llada-moe", "seed-coder", "superbpe"])
 def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
     from runner.loading.loader import load_model
 
