@@ -1,4 +1,5 @@
-"""DeepSeek V2 and V3 checkpoints (model_type deepseek_v2, deepseek_v3) -> deepseek2 GGUF,
+"""DeepSeek V2 and V3 checkpoints (model_type deepseek_v2, deepseek_v3; GLM-4.7-Flash's
+glm4_moe_lite, V3's architecture with its dense layers listed) -> deepseek2 GGUF,
 as llama.cpp's converter writes them: kv_b split into k_b (transposed) and v_b for latent
 attention, one KV head of rank + rotated dimensions, the router's score correction as
 exp_probs_b.bias, the multi-token-prediction layers left out.
@@ -24,7 +25,7 @@ from .hyper import Hyper, expected_shape
 LAYER = re.compile(r"layers\.(\d+)\.")
 GATING = {"softmax": gguf.ExpertGatingFuncType.SOFTMAX,
           "sigmoid": gguf.ExpertGatingFuncType.SIGMOID}
-DEFAULT_GATING = {"deepseek_v2": "softmax", "deepseek_v3": "sigmoid"}
+DEFAULT_GATING = {"deepseek_v2": "softmax", "deepseek_v3": "sigmoid", "glm4_moe_lite": "sigmoid"}
 
 
 def deepseek2_hyper(config: dict, h: Hyper) -> Hyper:
@@ -55,7 +56,7 @@ def deepseek2_hparams(writer: gguf.GGUFWriter, config: dict, h: Hyper, directory
     rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
     if rope.get("rope_type", rope.get("type")) == "yarn":
         writer.add_rope_scaling_yarn_log_mul(0.1 * float(rope["mscale_all_dim"]))
-    writer.add_leading_dense_block_count(int(config.get("first_k_dense_replace", 0)))
+    writer.add_leading_dense_block_count(_leading_dense(config))
     writer.add_q_lora_rank(int(config.get("q_lora_rank") or 0))     # llama.cpp needs the key
     writer.add_kv_lora_rank(int(config["kv_lora_rank"]))
     writer.add_key_length_mla(int(config["qk_nope_head_dim"] + config["qk_rope_head_dim"]))
@@ -74,6 +75,19 @@ def deepseek2_hparams(writer: gguf.GGUFWriter, config: dict, h: Hyper, directory
     if (config.get("n_group") or 1) > 1:
         writer.add_expert_group_count(int(config["n_group"]))
         writer.add_expert_group_used_count(int(config["topk_group"]))
+
+
+def _leading_dense(config: dict) -> int:
+    """How many layers come before the first with experts: first_k_dense_replace, or the
+    leading "dense" of GLM's mlp_layer_types (the others must all be "sparse")."""
+    kinds = config.get("mlp_layer_types")
+    if kinds is None:
+        return int(config.get("first_k_dense_replace", 0))
+    dense = next((i for i, kind in enumerate(kinds) if kind != "dense"), len(kinds))
+    if any(kind != "sparse" for kind in kinds[dense:]):
+        raise CheckpointError("This model's dense layers do not all come first; llama.cpp's "
+                              "deepseek2 has experts on every layer after the leading ones.")
+    return dense
 
 
 def deepseek2_split(entry, config: dict) -> dict | None:

@@ -32,7 +32,8 @@ from .rope import RopeConfig
 if TYPE_CHECKING:
     from pyggml import Tensor
 
-GATING = {0: "softmax", 1: "softmax", 2: "sigmoid"}    # llama.cpp: none means softmax
+GATING = {0: "softmax", 1: "softmax", 2: "sigmoid"}    # llama.cpp: none means softmax...
+GLM_47_FLASH = ((47, 48), 154880)   # ...except GLM-4.7-Flash's files (layers, vocabulary)
 
 
 @dataclass
@@ -61,10 +62,13 @@ class Deepseek2Config(TransformerConfig):
             (ATTENTION.KEY_LENGTH, ATTENTION.VALUE_LENGTH)))
         vocab = m.get(LLM.VOCAB_SIZE) or len(meta.get("tokenizer.ggml.tokens", []))
         rope, kq_scale = _yarn(m, rotated, key_dim)
-        experts = int(m.get(LLM.EXPERT_COUNT, 0))
+        experts, layers = int(m.get(LLM.EXPERT_COUNT, 0)), int(m.require(LLM.BLOCK_COUNT))
+        gating = m.get(LLM.EXPERT_GATING_FUNC)
+        if gating is None and layers in GLM_47_FLASH[0] and vocab == GLM_47_FLASH[1]:
+            gating = 2
         routing = Routing(
             experts, int(m.get(LLM.EXPERT_USED_COUNT, 0)),
-            gating=GATING.get(int(m.get(LLM.EXPERT_GATING_FUNC, 0)), "unknown"),
+            gating=GATING.get(int(gating or 0), "unknown"),
             normalize=bool(m.get(LLM.EXPERT_WEIGHTS_NORM, False)),
             scale=float(m.get(LLM.EXPERT_WEIGHTS_SCALE, 1.0)),
             groups=int(m.get(LLM.EXPERT_GROUP_COUNT, 1) or 1),
@@ -73,7 +77,7 @@ class Deepseek2Config(TransformerConfig):
             raise ModelError(f"The file's {arch}.expert_gating_func is "
                              f"{m.get(LLM.EXPERT_GATING_FUNC)}; softmax (1) and sigmoid (2) "
                              "are known.")
-        return cls(layers=int(m.require(LLM.BLOCK_COUNT)), embd=embd,
+        return cls(layers=layers, embd=embd,
                    ffn=int(m.require(LLM.FEED_FORWARD_LENGTH)), heads=heads,
                    kv_heads=1 if latent else int(m.get(ATTENTION.HEAD_COUNT_KV, heads)),
                    head_dim=key_dim, vocab=int(vocab),

@@ -167,7 +167,8 @@ def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
 CONVERTED = {
     **{kind: (kind, {}) for kind in ("llama", "qwen2", "qwen3", "qwen3_moe", "olmo2", "olmo3",
                                      "ministral3", "gemma2", "gemma3", "gemma4",
-                                     "gemma4_moe", "deepseek_v2", "deepseek_v3", "gemma3n")},
+                                     "gemma4_moe", "deepseek_v2", "deepseek_v3", "gemma3n",
+                                     "glm4_moe_lite")},
     "llama4": ("llama4", dict(attention_chunk_size=8192, floor_scale=8192, attn_scale=0.1)),
     "qwen2_yarn": ("qwen2", dict(max_position_embeddings=64, rope_parameters={
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,

@@ -24,11 +24,12 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "ministral3": ["<s>", "</s>", "[INST]", "[/INST]"],
            "olmo3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
            "deepseek_v2": ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"],
-           "deepseek_v3": ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"]}
+           "deepseek_v3": ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"],
+           "glm4_moe_lite": ["[gMASK]", "<sop>", "<|user|>", "<|endoftext|>"]}
 PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_moe": QWEN2, "olmo2": QWEN2,
            "ministral3": QWEN2, "olmo3": QWEN2, "gemma2": QWEN2, "gemma3": QWEN2,
            "gemma3n": QWEN2, "llama4": LLAMA3, "gemma4": QWEN2, "gemma4_moe": QWEN2,
-           "deepseek_v2": QWEN2, "deepseek_v3": QWEN2}
+           "deepseek_v2": QWEN2, "deepseek_v3": QWEN2, "glm4_moe_lite": QWEN2}
 SLIDING, FULL = "sliding_attention", "full_attention"
 # Gemma 4 as its small models are (per-layer embeddings; the last layers share the cache
 # of the last cached layer of their kind and have double-wide FFNs; as in the released
@@ -62,7 +63,10 @@ DEEPSEEK_KINDS = {
                             "original_max_position_embeddings": 16, "beta_fast": 32.0,
                             "beta_slow": 1.0, "mscale": 0.707, "mscale_all_dim": 0.707}),
     "deepseek_v3": dict(q_lora_rank=24, n_group=4, topk_group=2, norm_topk_prob=True,
-                        routed_scaling_factor=2.5)}
+                        routed_scaling_factor=2.5),
+    # GLM-4.7-Flash: V3's with its dense layers listed, no groups
+    "glm4_moe_lite": dict(q_lora_rank=24, n_group=1, topk_group=1, norm_topk_prob=True,
+                          routed_scaling_factor=1.8, mlp_layer_types=["dense", "sparse", "sparse"])}
 # Gemma 3n as llama.cpp fixes its shape in code (E2B's and E4B's): 20 cached layers (here
 # 22 in all, the last two sharing), every fifth layer full, activation sparsity 0.95 on the
 # first 10, per-layer inputs of 256, Laurel of rank 64, AltUp of 4; a window of 8
@@ -148,7 +152,8 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                "ministral3": ("Ministral3Config", "Ministral3ForCausalLM"),
                "olmo3": ("Olmo3Config", "Olmo3ForCausalLM"),
                "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM"),
-               "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM")}
+               "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM"),
+               "glm4_moe_lite": ("Glm4MoeLiteConfig", "Glm4MoeLiteForCausalLM")}
     config_class, model_class = (getattr(transformers, n) for n in classes[kind])
     settings = dict(SHAPE, vocab_size=len(tok), tie_word_embeddings=False,
                     eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)

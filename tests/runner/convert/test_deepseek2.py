@@ -131,3 +131,13 @@ def test_checkpoints_llama_cpp_cannot_run_are_refused(tmp_path, kind, change, wo
     with pytest.raises(CheckpointError, match=words):
         convert(hf, tmp_path / "out.gguf", "f32", progress=False)
     shutil.rmtree(hf)
+
+
+def test_a_file_with_an_unknown_router_is_refused(files, tmp_path):
+    from runner.loading.loader import load_model
+    from runner.models.base import ModelError
+
+    broken = rewrite(files["latent"], tmp_path / "broken.gguf",
+                     values={f"{ARCH}.expert_gating_func": 7})
+    with pytest.raises(ModelError, match="expert_gating_func is 7"):
+        load_model(broken, None)
