@@ -58,6 +58,14 @@ SEED_CODER = (rf"{CONTRACTION}|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|\p{{N}}{{1}}"
               r"| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+")
 NORDIC = r" ?[^(\s|.,!?…。，、।۔،)]+"
 
+# Kimi K2's (tiktoken's) split: runs of Han characters apart, GPT-4o's otherwise with its
+# letter classes minus Han (as llama.cpp's custom kimi-k2 handler splits)
+NOT_HAN_UPPER = r"(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])"
+NOT_HAN_LOWER = r"(?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])"
+KIMI_K2 = (rf"\p{{Han}}+|[^\r\n\p{{L}}\p{{N}}]?{NOT_HAN_UPPER}*{NOT_HAN_LOWER}+{CONTRACTION}?"
+           rf"|[^\r\n\p{{L}}\p{{N}}]?{NOT_HAN_UPPER}+{NOT_HAN_LOWER}*{CONTRACTION}?"
+           r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
 DIGIT_THEN_GPT2 = ([r"\p{N}", GPT2], False)
 LLAMA3_SPLIT = ([LLAMA3], True)
 
@@ -89,7 +97,8 @@ PRE_TOKENIZERS = {
     "trillion": ([GPT2], False), "granite-docling": ([GPT2], False),
     "minimax-m2": ([GPT4O], False), "grok-2": ([QWEN2], False),
     **{name: ([BAILING], False) for name in ("bailingmoe", "bailingmoe2", "llada-moe")},
-    "seed-coder": ([SEED_CODER], False), "superbpe": ([r"\p{N}+", r"(?=(\d{3})+(?!\d))"], False),
+    "seed-coder": ([SEED_CODER], False), "kimi-k2": ([KIMI_K2], False),
+    "superbpe": ([r"\p{N}+", r"(?=(\d{3})+(?!\d))"], False),
 }
 
 
