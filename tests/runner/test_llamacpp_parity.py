@@ -13,6 +13,7 @@ import pyggml
 from runner.engine.batch import Batch
 from runner.engine.executor import Executor
 from runner.kvcache import CausalCache
+from runner.tokenizer.bpe import PRE_TOKENIZERS
 
 from .conftest import MODELS, SPECIAL
 from .corpus import corpus
@@ -139,17 +140,7 @@ def trained_bpe_gguf(path, pre: str):
     return path
 
 
-@pytest.mark.parametrize("pre", ["default", "gpt-2", "llama-bpe", "qwen2", "smollm", "tekken",
-                                 "gpt-4o", "llama4", "deepseek-v3", "deepseek-r1-qwen", "dbrx",
-                                 "smaug-bpe", "chatglm-bpe", "deepseek-coder", "falcon",
-                                 "jais", "minerva-7b", "poro-chat", "bloom", "gpt3-finnish",
-                                 "viking", "hunyuan", "deepseek-llm", "falcon3", "falcon-h1",
-                                 "pixtral", "midm-2.0", "lfm2", "phi-2", "jina-es", "jina-de",
-                                 "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
-                                 "exaone4", "glm4", "hunyuan-dense", "trillion",
-                                 "granite-docling", "minimax-m2", "grok-2", "bailingmoe",
-                                 "bailingmoe2", "llada-moe", "seed-coder", "superbpe",
-                                 "kimi-k2"])
+@pytest.mark.parametrize("pre", sorted(PRE_TOKENIZERS))
 def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
     from runner.loading.loader import load_model
 
