@@ -326,6 +326,28 @@ def test_converted_last_token_embedding_model_embeds_in_llama_cpp_as_in_ours(tmp
     embeds_alike(path, TEXTS, 1e-4, same_ids=False, type_k=0, type_v=0)
 
 
+def assert_quantized_alike(source, directory) -> None:
+    """Q4_K_M of source by our quantizer and by llama.cpp's: the same type for every tensor."""
+    import ctypes
+
+    from pyggml.gguf_reader import Header
+    from runner.convert.quantize import quantize_file
+
+    ours = quantize_file(source, directory / "ours.gguf", "Q4_K_M", progress=False)
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    theirs = directory / "theirs.gguf"
+    assert llama_cpp.llama_model_quantize(str(source).encode(), str(theirs).encode(),
+                                          ctypes.byref(params)) == 0
+
+    def types(path):
+        return {t.name: pyggml.dtypes.type_name(t.type).upper() for t in Header(path).tensors}
+
+    ours, theirs = types(ours), types(theirs)
+    assert {n: (t, theirs.get(n)) for n, t in ours.items() if t != theirs.get(n)} == {}
+    assert ours == theirs
+
+
 # wide enough for K-quants' 256-value blocks; 8 layers, so that layer-dependent rules show
 QUANTIZED_SHAPE = dict(hidden_size=256, intermediate_size=512, head_dim=64,
                        num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=8)
@@ -344,32 +366,15 @@ QUANTIZED_SHAPE = dict(hidden_size=256, intermediate_size=512, head_dim=64,
 def test_quantize_chooses_llama_cpps_type_for_every_tensor(tmp_path, kind, config):
     """Q4_K_M's mixture (a type per tensor, by name, layer and expert count) as llama.cpp's
     quantizer chooses it, for the architectures added since the mixture was written."""
-    import ctypes
 
-    import llama_cpp
 
-    import pyggml
-    from pyggml.gguf_reader import Header
     from runner.convert import convert
-    from runner.convert.quantize import quantize_file
 
     from .convert.hf_tiny import checkpoint
 
     f16 = convert(checkpoint(kind, tmp_path / "hf", **{**QUANTIZED_SHAPE, **config}),
                   tmp_path / "f16.gguf", "f16", progress=False)
-    ours = quantize_file(f16, tmp_path / "ours.gguf", "Q4_K_M", progress=False)
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
-    theirs = tmp_path / "theirs.gguf"
-    assert llama_cpp.llama_model_quantize(str(f16).encode(), str(theirs).encode(),
-                                          ctypes.byref(params)) == 0
-
-    def types(path):
-        return {t.name: pyggml.dtypes.type_name(t.type).upper() for t in Header(path).tensors}
-
-    ours, theirs = types(ours), types(theirs)
-    assert {n: (t, theirs.get(n)) for n, t in ours.items() if t != theirs.get(n)} == {}
-    assert ours == theirs
+    assert_quantized_alike(f16, tmp_path)
 
 
 @pytest.mark.parametrize("experts", [8, 16])
@@ -378,14 +383,9 @@ def test_ollamas_deepseek_layout_runs_and_quantizes_in_llama_cpp_as_in_ours(tmp_
     """A deepseek2 file as Ollama's converter writes it (kv_b whole, expanded heads): llama.cpp
     reads it too, through its attention without the latent form, and computes our logits
     to the bit; Q4_K_M picks llama.cpp's type for kv_b (attn_v's rules)."""
-    import ctypes
 
-    import llama_cpp
 
-    import pyggml
-    from pyggml.gguf_reader import Header
     from runner.convert import convert
-    from runner.convert.quantize import quantize_file
     from runner.loading.loader import load_model
 
     from .convert.hf_tiny import checkpoint
@@ -406,16 +406,4 @@ def test_ollamas_deepseek_layout_runs_and_quantizes_in_llama_cpp_as_in_ours(tmp_
         "n_routed_experts": experts}),
         tmp_path / "wide.gguf", "f32", progress=False)
     f32 = ollama_layout(wide, tmp_path / "wide_expanded.gguf")
-    ours_q = quantize_file(f32, tmp_path / "ours.gguf", "Q4_K_M", progress=False)
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
-    theirs_q = tmp_path / "theirs.gguf"
-    assert llama_cpp.llama_model_quantize(str(f32).encode(), str(theirs_q).encode(),
-                                          ctypes.byref(params)) == 0
-
-    def types(file):
-        return {t.name: pyggml.dtypes.type_name(t.type).upper() for t in Header(file).tensors}
-
-    mine, reference_types = types(ours_q), types(theirs_q)
-    assert {n: (t, reference_types.get(n)) for n, t in mine.items()
-            if t != reference_types.get(n)} == {}
+    assert_quantized_alike(f32, tmp_path)
