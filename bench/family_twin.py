@@ -1,10 +1,12 @@
-"""Mixture-of-experts models with random weights at scaled-down real shapes, converted and
-quantized here, for measuring expert decode side by side with llama.cpp where the real
-files cannot go: a Qwen3 MoE (64 experts, 8 a token, as Qwen3-30B-A3B routes; 8 layers of
-width 1024) and a DeepSeek V2-Lite (latent attention of rank 512 with heads of 128 + 64,
-64 experts of 352, 6 a token, 2 shared, a dense first layer; 8 layers of width 1024):
+"""Models of the families added since the real files were benchmarked, with random weights at
+scaled-down real shapes, converted and quantized here, for measuring them side by side with
+llama.cpp where the real files cannot go: a Qwen3 MoE (64 experts, 8 a token, as
+Qwen3-30B-A3B routes; 8 layers of width 1024), a DeepSeek V2-Lite (latent attention of rank
+512 with heads of 128 + 64, 64 experts of 352, 6 a token, 2 shared, a dense first layer; 8
+layers of width 1024) and a Gemma 3n E2B (its heads, FFN, AltUp, Laurel and per-layer
+inputs; 22 layers, the fewest llama.cpp's fixed shape allows, of width 1024):
 
-    python bench/moe_twin.py OUT_DIR [--family qwen3moe|deepseek2] [--type Q4_K_M]
+    python bench/family_twin.py OUT_DIR [--family qwen3moe|deepseek2|gemma3n] [--type Q4_K_M]
     python bench/generate.py --model OUT_DIR/qwen3moe-twin-Q4_K_M.gguf
 
 The tokenizer is the tests' tiny one (600 tokens): speed depends on the shapes, not on it.
@@ -36,6 +38,9 @@ FAMILIES = {
                                       n_shared_experts=2, moe_intermediate_size=352,
                                       rope_parameters={"rope_type": "default",
                                                        "rope_theta": 10000.0})),
+    "gemma3n": ("gemma3n", dict(COMMON, num_hidden_layers=22, num_attention_heads=8,
+                                num_key_value_heads=2, head_dim=256, intermediate_size=8192,
+                                sliding_window=512)),
 }
 
 
