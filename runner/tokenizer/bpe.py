@@ -66,6 +66,11 @@ KIMI_K2 = (rf"\p{{Han}}+|[^\r\n\p{{L}}\p{{N}}]?{NOT_HAN_UPPER}*{NOT_HAN_LOWER}+{
            rf"|[^\r\n\p{{L}}\p{{N}}]?{NOT_HAN_UPPER}+{NOT_HAN_LOWER}*{CONTRACTION}?"
            r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
+# Chameleon's: its sentinel and image tokens, tabs, newlines and space runs, digits and
+# punctuation one by one, then GPT-2's
+CHAMELEON = [r"<sentinel:[0-9]+>", r"(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", r"([\t\n]|    |  )",
+             r"\p{N}", r"[\p{P}!-/:-@\[-`{-~]", GPT2]
+
 DIGIT_THEN_GPT2 = ([r"\p{N}", GPT2], False)
 LLAMA3_SPLIT = ([LLAMA3], True)
 
@@ -98,6 +103,7 @@ PRE_TOKENIZERS = {
     "minimax-m2": ([GPT4O], False), "grok-2": ([QWEN2], False),
     **{name: ([BAILING], False) for name in ("bailingmoe", "bailingmoe2", "llada-moe")},
     "seed-coder": ([SEED_CODER], False), "kimi-k2": ([KIMI_K2], False),
+    "chameleon": (CHAMELEON, False),
     "superbpe": ([r"\p{N}+", r"(?=(\d{3})+(?!\d))"], False),
 }
 
