@@ -17,7 +17,7 @@ import numpy as np
 from .architectures import architecture_of, transform, unwrap_multimodal
 from .checkpoint import Checkpoint, CheckpointError
 from .experts import fuse_experts
-from .sentence import dense_tensors, pooling_of
+from .sentence import pooling_of
 from .hyper import Hyper, write_hparams
 from .mmproj import write_mmproj
 from .vocab import write_tokenizer
@@ -43,8 +43,6 @@ def convert(hf_dir, out, outtype: str = "f16", progress: bool = True,
     unwrap_multimodal(checkpoint)
     fuse_experts(checkpoint)
     arch = architecture_of(checkpoint.config)
-    if arch.sentence_dense:
-        checkpoint.tensors.update(dense_tensors(checkpoint.dir))
     if arch.prepare is not None:
         arch.prepare(checkpoint)
     h = arch.hyper_of(checkpoint.config)

@@ -19,7 +19,7 @@ from .experts import fused_experts_split
 from .gemma3n import gemma3n_hparams, gemma3n_hyper, gemma3n_shape, stack_altup
 from .gemma4 import gemma4_extra, gemma4_hparams, gemma4_hyper, gemma4_shape, gemma4_split
 from .hyper import Hyper, expected_shape, extra_tensors
-from .sentence import dense_sizes
+from .sentence import add_dense_tensors, dense_sizes
 
 
 def gemma3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
@@ -234,7 +234,6 @@ class Architecture:
     pooling: gguf.PoolingType | None = None  # an encoder's pooling when the checkpoint has
     #                                          no sentence-transformers Pooling module
     names: dict | None = None        # config.json's own names -> the common ones
-    sentence_dense: bool = False     # the sentence-transformers Dense layers go in the file
     prepare: Callable | None = None  # (checkpoint) -> None: rewrites its tensors first
 
     @property
@@ -282,7 +281,8 @@ ARCHITECTURES = {
     # EmbeddingGemma: gemma3_text with use_bidirectional_attention (VARIANTS)
     "gemma3_embedding": Architecture(gguf.MODEL_ARCH.GEMMA_EMBEDDING, norm_shift=1.0,
                                      space_prefix=False, hparams=gemma_embedding_hparams,
-                                     pooling=gguf.PoolingType.MEAN, sentence_dense=True),
+                                     pooling=gguf.PoolingType.MEAN,
+                                     prepare=add_dense_tensors),
     "gemma3n_text": Architecture(gguf.MODEL_ARCH.GEMMA3N, space_prefix=False,
                                  hparams=gemma3n_hparams, hyper=gemma3n_hyper,
                                  shape=gemma3n_shape, prepare=stack_altup),

@@ -23,7 +23,6 @@ from .hyper import Hyper, expected_shape
 
 STACKED = re.compile(r"(altup_projections|altup_unembed_projections)\.(\d+)\.weight$")
 STACK_NAMES = ("altup_proj.weight", "altup_unembd_proj.weight")
-LAYER = re.compile(r"^blk\.(\d+)\.")
 
 
 def gemma3n_hyper(config: dict, h: Hyper) -> Hyper:
@@ -87,5 +86,4 @@ def gemma3n_shape(name: str, h: Hyper, config: dict) -> tuple[int, ...] | None:
     ffn = widths[0] if isinstance(widths, list) else widths
     if name in STACK_NAMES:
         return (config["altup_num_inputs"] - 1, h.embd, h.embd)
-    return expected_shape(name, replace(h, ffn=ffn)) if LAYER.match(name) or "." in name \
-        else None
+    return expected_shape(name, replace(h, ffn=ffn))

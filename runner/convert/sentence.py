@@ -5,6 +5,7 @@ llama.cpp's names (dense_2, dense_3)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import gguf
 
@@ -62,13 +63,12 @@ def dense_sizes(directory) -> dict[str, tuple[int, int]]:
             for name, config, _ in _dense_modules(directory)}
 
 
-def dense_tensors(directory) -> dict:
-    """GGUF name (dense_2.weight ...) -> the checkpoint tensor entry of its matrix."""
-    tensors = {}
-    for name, _, folder in _dense_modules(directory):
+def add_dense_tensors(checkpoint) -> None:
+    """The Dense modules' matrices into the checkpoint's tensors, under their GGUF names
+    (dense_2.weight ...), in place."""
+    for name, _, folder in _dense_modules(checkpoint.dir):
         entries = _read_header(folder / "model.safetensors")
         if "linear.weight" not in entries:
             raise CheckpointError(f"{folder} has no linear.weight.")
-        entry = entries["linear.weight"]
-        tensors[f"{name}.weight"] = entry.__class__(f"{name}.weight", entry.shape, entry.load)
-    return tensors
+        checkpoint.tensors[f"{name}.weight"] = replace(entries["linear.weight"],
+                                                       name=f"{name}.weight")

@@ -70,7 +70,7 @@ def open_model(name_or_path, pull: bool = False, projector=None) -> Loaded:
     architecture = meta.get("general.architecture")
     if architecture is None:
         raise ValueError(f"{path} does not name its architecture (general.architecture).")
-    cls = model_class(architecture, pooling_of(meta) is not None)   # unknown: lists the known
+    cls = model_class(architecture, pooling_of(meta) is not None)   # unknown: names the known
     tokenizer = from_metadata(meta)
     weights = Weights(gguf_file.tensors(aliases=TIED))
     model = cls.from_metadata(meta, weights)
