@@ -58,18 +58,61 @@ SEED_CODER = (rf"{CONTRACTION}|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|\p{{N}}{{1}}"
               r"| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+")
 NORDIC = r" ?[^(\s|.,!?…。，、।۔،)]+"
 
-# Kimi K2's (tiktoken's) split: runs of Han characters apart, GPT-4o's otherwise with its
-# letter classes minus Han (as llama.cpp's custom kimi-k2 handler splits)
-NOT_HAN_UPPER = r"(?:(?!\p{Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])"
-NOT_HAN_LOWER = r"(?:(?!\p{Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])"
-KIMI_K2 = (rf"\p{{Han}}+|[^\r\n\p{{L}}\p{{N}}]?{NOT_HAN_UPPER}*{NOT_HAN_LOWER}+{CONTRACTION}?"
-           rf"|[^\r\n\p{{L}}\p{{N}}]?{NOT_HAN_UPPER}+{NOT_HAN_LOWER}*{CONTRACTION}?"
+# Kimi K2's (tiktoken's) split as llama.cpp's custom kimi-k2 handler makes it: runs of Han
+# characters (its ranges, not Unicode's Han script) apart, then words of any other letters
+# (upper and lower case alike, marks apart) with a contraction, digits by three, the rest
+HAN = ("\u4e00-\u9fff\u3400-\u4dbf\U00020000-\U0002a6df\U0002a700-\U0002ebef\uf900-\ufaff"
+       "\U0002f800-\U0002fa1f")
+NOT_HAN_LETTER = rf"(?:(?![{HAN}])\p{{L}})"
+KIMI_K2 = (rf"[{HAN}]+|[^\r\n\p{{L}}\p{{N}}]?{NOT_HAN_LETTER}+{CONTRACTION}?"
            r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 # Chameleon's: its sentinel and image tokens, tabs, newlines and space runs, digits and
 # punctuation one by one, then GPT-2's
 CHAMELEON = [r"<sentinel:[0-9]+>", r"(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", r"([\t\n]|    |  )",
              r"\p{N}", r"[\p{P}!-/:-@\[-`{-~]", GPT2]
+
+# llama.cpp reads \p{Lu}, \p{Ll}, \p{Lt}, \p{Lm} and \p{Lo} all as \p{L} (unicode.cpp), so the
+# expressions that name them split camelCase words no more than \p{L}+ does
+def letters_as_llama_cpp(regex: str) -> str:
+    for kind in ("Lu", "Ll", "Lt", "Lm", "Lo"):
+        regex = regex.replace(rf"\p{{{kind}}}", r"\p{L}")
+    return regex
+
+
+# AFMoE's and Tiny Aya's digits (llama.cpp's custom splitter): a run of digits gives its first
+# n mod 3 (else 3) digits together with the text before the run, then groups of three
+GROUPED_DIGITS = r"[^\p{N}]*\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N}))"
+NEWLINE_RUNS = r"[^\n]+|[\n]+"
+MINICPM5 = (rf"{CONTRACTION}|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|\p{{N}}+"
+            r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+JAIS2 = (rf"{CONTRACTION}|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|\p{{N}}{{1,3}}"
+         r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)"
+         r"|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1}")
+QWEN35 = (rf"{CONTRACTION}|[^\r\n\p{{L}}\p{{N}}]?[\p{{L}}\p{{M}}]+|\p{{N}}"
+          r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+EXAONE_MOE = (rf"{CONTRACTION}|[^\r\n\p{{L}}\p{{N}}]?(?:\p{{L}}\p{{M}}*(?: \p{{L}}\p{{M}}*)*)+"
+              r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+")
+# GPT-4o's with marks counted as letters
+MARKED_UPPER, MARKED_LOWER = r"((?=[\p{L}\p{M}])([^a-z]))", r"((?=[\p{L}\p{M}])([^A-Z]))"
+GRANITE_MULTI = (rf"[^\r\n\p{{L}}\p{{N}}]?{MARKED_UPPER}*{MARKED_LOWER}+{CONTRACTION}?"
+                 rf"|[^\r\n\p{{L}}\p{{N}}]?{MARKED_UPPER}+{MARKED_LOWER}*{CONTRACTION}?"
+                 r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+CASED = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+         rf"{CONTRACTION}?|[^\r\n\p{{L}}\p{{N}}]?[\p{{Lu}}\p{{Lt}}\p{{Lm}}\p{{Lo}}\p{{M}}]+"
+         rf"[\p{{Ll}}\p{{Lm}}\p{{Lo}}\p{{M}}]*{CONTRACTION}?")
+TINY_AYA = [GROUPED_DIGITS, letters_as_llama_cpp(
+    rf"{CASED}|\p{{N}}{{1,3}}| ?[^\s\p{{L}}\p{{N}}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")]
+YOUTU = [r"[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-ヿ]+",
+         letters_as_llama_cpp(
+             rf"{CASED}|\p{{N}}| ?[^\s\p{{L}}\p{{N}}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")]
+AFMOE = [GROUPED_DIGITS, "[一-鿿㐀-䶿豈-﫿぀-ゟ゠-ヿ･-ﾟ⼀-⿟เ-๿຀-໿ក-៿က-႟ꩠ-ꩿꧠ-꧿가-힯ᄀ-ᇿ]+",
+         DEEPSEEK3[2]]
+SPARK2_5 = DEEPSEEK3[:2] + [
+    r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+    r"| ?[\p{P}\p{S}]+|[\r\n]|\s+(?!\S)|\s+", r"\p{N}"]
+UFAKZEKA = (r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)"
+            r"|\s+")
 
 DIGIT_THEN_GPT2 = ([r"\p{N}", GPT2], False)
 LLAMA3_SPLIT = ([LLAMA3], True)
@@ -105,6 +148,19 @@ PRE_TOKENIZERS = {
     "seed-coder": ([SEED_CODER], False), "kimi-k2": ([KIMI_K2], False),
     "chameleon": (CHAMELEON, False),
     "superbpe": ([r"\p{N}+", r"(?=(\d{3})+(?!\d))"], False),
+    "minicpm5": ([r"\p{N}{1,3}", MINICPM5], True), "youtu": (YOUTU, True),
+    "jais-2": ([JAIS2], False), "qwen35": ([QWEN35], False),
+    "exaone-moe": ([EXAONE_MOE], False), "granite-embed-multi-97m": ([GRANITE_MULTI], True),
+    "tiny_aya": (TINY_AYA, False), "cohere2moe": (TINY_AYA, False), "afmoe": (AFMOE, False),
+    "laguna": ([NEWLINE_RUNS, QWEN2], False), "spark2_5": (SPARK2_5, False),
+    "ufakzeka": ([UFAKZEKA], False), "mellum2": DIGIT_THEN_GPT2, "jina-v5-nano": LLAMA3_SPLIT,
+    **{name: ([QWEN2], False) for name in ("solar-open", "kormo", "f2llmv2")},
+    **{name: (DEEPSEEK3, False) for name in ("joyai-llm", "hy_v4")},
+    **{name: ([GPT4O], False) for name in ("kanana2", "talkie")},
+    "glm5": ([CHATGLM4], False),
+    # these add a separator between the two texts of a reranking pair; alone, GPT-2's split
+    **{name: ([GPT2], False) for name in ("jina-v1-en", "jina-v2-code", "roberta-bpe",
+                                          "modern-bert")},
 }
 
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
-from .bpe import BPETokenizer
+from .bpe import NEWLINE_RUNS, BPETokenizer
 from .spm import SPACE, piece_bytes
-
-NEWLINE_RUNS = r"[^\n]+|[\n]+"
 
 
 class SentenceBPETokenizer(BPETokenizer):

@@ -23,7 +23,7 @@ DEFAULT_ADD_BOS = {"llama": True, "gpt2": False, "bert": True, "gemma4": True}
 ALWAYS_ADD_BOS = {"gemma4"}
 # byte-level BPE pre-tokenizers after which llama.cpp adds BOS when the file does not say
 PRE_ADD_BOS = {"llama3", "llama-bpe", "llama-v3", "tekken", "falcon3", "falcon-h1", "pixtral",
-               "midm-2.0", "lfm2", "chameleon"}
+               "midm-2.0", "lfm2", "chameleon", "jina-v5-nano"}
 
 
 @dataclass

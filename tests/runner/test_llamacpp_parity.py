@@ -115,7 +115,8 @@ def both_logits(llm, model, backend, ids, cache_type: str, flash: bool):
 
 
 def trained_bpe_gguf(path, pre: str):
-    """A byte-level BPE vocabulary trained offline on the corpus, in a tiny llama GGUF."""
+    """A byte-level BPE vocabulary trained offline on the corpus and the mixed scripts, in a
+    tiny llama GGUF."""
     import gguf
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
@@ -125,7 +126,7 @@ def trained_bpe_gguf(path, pre: str):
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     trainer = trainers.BpeTrainer(vocab_size=1500, special_tokens=["<s>", "</s>", "<|im_end|>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(corpus(["<|im_end|>"]) * 3, trainer)
+    tokenizer.train_from_iterator((corpus(["<|im_end|>"]) + MIXED_SCRIPTS) * 3, trainer)
     state = __import__("json").loads(tokenizer.to_str())["model"]
     vocab = sorted(state["vocab"].items(), key=lambda item: item[1])
     tokens = [token for token, _ in vocab]
@@ -152,10 +153,15 @@ def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
             llm.tokenize(text.encode(), add_bos=False, special=True), (pre, text)
 
 
-# letters against Han characters, digits in long runs: where Kimi K2's, DeepSeek's and
-# SuperBPE's splits differ from the others
+# letters against Han characters, digits in long runs and after letters, cased words, long
+# space runs, Korean and full-width punctuation: where Kimi K2's, DeepSeek's, SuperBPE's,
+# AFMoE's, Jais 2's and Youtu's splits differ from the others (camelCase repeated so that
+# the vocabulary learns merges across the case change)
 MIXED_SCRIPTS = ["中文abc和English混合Text", "漢字かなカナMixed漢字", "1234567 and 12345678901",
-                 "ÀÉÎõü中Ωmega ΣΑΣ日本"]
+                 "ÀÉÎõü中Ωmega ΣΑΣ日本",
+                 "x1abc v2.0 abc1234def 1,000,000 HTTPServer" + " camelCase" * 40,
+                 "a" + " " * 40 + "b\t\t c\n\n\n  d", "한국어 텍스트！…“引号”：ㄅㄆ",
+                 "e\u0301cole n\u0303o 〇〆 ⺀ 々木"]
 
 
 # name: (kind, config). llama.cpp's llama4 ignores the file's chunk size and attention
