@@ -15,11 +15,12 @@ from .bpe import BPETokenizer
 from .sentence_bpe import SentenceBPETokenizer
 from .spm import SPMTokenizer
 from .stream import TextStream
+from .unigram import UnigramTokenizer
 from .vocab import TokenType, Vocab
 from .wpm import WPMTokenizer
 
 BACKENDS = {"gpt2": BPETokenizer, "llama": SPMTokenizer, "bert": WPMTokenizer,
-            "gemma4": SentenceBPETokenizer}
+            "gemma4": SentenceBPETokenizer, "t5": UnigramTokenizer}
 
 __all__ = ["Tokenizer", "TextStream", "TokenType", "Vocab", "from_metadata"]
 

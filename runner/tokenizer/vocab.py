@@ -17,7 +17,10 @@ class TokenType(enum.IntEnum):
 
 # tokenizer.ggml.model (each has a backend in __init__.BACKENDS) -> whether BOS is added
 # when the file does not say
-DEFAULT_ADD_BOS = {"llama": True, "gpt2": False, "bert": True, "gemma4": True}
+DEFAULT_ADD_BOS = {"llama": True, "gpt2": False, "bert": True, "gemma4": True, "t5": False}
+# models that add EOS when the file does not say, and that put a space before the text
+DEFAULT_ADD_EOS = {"t5"}
+DEFAULT_SPACE_PREFIX = {"llama", "t5"}
 # models that always add BOS whatever the file says (llama.cpp's workaround for Gemma 4
 # files that say false)
 ALWAYS_ADD_BOS = {"gemma4"}
@@ -41,6 +44,8 @@ class Vocab:
     add_bos: bool
     add_eos: bool
     add_space_prefix: bool
+    remove_extra_whitespaces: bool = False
+    charsmap: bytes = b""             # SentencePiece's precompiled normalization map (t5)
     eog: set[int] = field(default_factory=set)   # ids that end generation
 
     @classmethod
@@ -65,8 +70,13 @@ class Vocab:
             add_bos=model in ALWAYS_ADD_BOS or
             bool(meta.get("tokenizer.ggml.add_bos_token",
                           DEFAULT_ADD_BOS[model] or pre in PRE_ADD_BOS)),
-            add_eos=bool(meta.get("tokenizer.ggml.add_eos_token", False)),
-            add_space_prefix=bool(meta.get("tokenizer.ggml.add_space_prefix", model == "llama")))
+            add_eos=bool(meta.get("tokenizer.ggml.add_eos_token", model in DEFAULT_ADD_EOS)),
+            add_space_prefix=bool(meta.get("tokenizer.ggml.add_space_prefix",
+                                           model in DEFAULT_SPACE_PREFIX)),
+            remove_extra_whitespaces=bool(meta.get("tokenizer.ggml.remove_extra_whitespaces",
+                                                   False)),
+            charsmap=bytes(int(b) & 0xFF for b in
+                           meta.get("tokenizer.ggml.precompiled_charsmap") or ()))
         vocab.eog = {t for t in (vocab.eos, vocab.eot) if t is not None}
         for i, text in enumerate(tokens):
             if vocab.types[i] == TokenType.CONTROL and text in END_OF_GENERATION:

@@ -153,6 +153,24 @@ def test_bpe_pre_tokenizers_equal_llama_cpp(tmp_path, backend, pre):
             llm.tokenize(text.encode(), add_bos=False, special=True), (pre, text)
 
 
+@pytest.mark.parametrize("setting", ["nfkc", "identity"])
+def test_unigram_tokenizer_equals_llama_cpp(tmp_path, backend, setting):
+    """XLM-RoBERTa-style (t5) vocabularies trained with sentencepiece, with and without its
+    NFKC map and space merging: the same ids as llama.cpp, special tokens and EOS
+    included."""
+    from runner.loading.loader import load_model
+
+    from .tokenizer.test_unigram import HARD, SETTINGS, USER_DEFINED, unigram_gguf
+
+    path, _ = unigram_gguf(tmp_path, *SETTINGS[setting])
+    ours = load_model(path, backend).tokenizer
+    llm = reference(path, vocab_only=True)
+    for text in corpus([USER_DEFINED, "</s>"]) + HARD + MIXED_SCRIPTS:
+        for add_special, parse_special in ((False, True), (True, True), (False, False)):
+            assert ours.encode(text, add_special, parse_special) == llm.tokenize(
+                text.encode(), add_bos=add_special, special=parse_special), (text, add_special)
+
+
 # letters against Han characters, digits in long runs and after letters, cased words, long
 # space runs, Korean and full-width punctuation: where Kimi K2's, DeepSeek's, SuperBPE's,
 # AFMoE's, Jais 2's and Youtu's splits differ from the others (camelCase repeated so that

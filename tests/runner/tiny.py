@@ -25,7 +25,9 @@ def llama_tensors(rng, layers=SHAPE["layers"]):
 
 
 def write_llama(path, tensors, arch="llama", rope_base=10000.0, extra=None, tokenizer=None):
-    """tokenizer: dict(tokens, merges, types, pre) for a real BPE vocabulary."""
+    """tokenizer: dict(tokens, merges, types, pre) for a real BPE vocabulary, or with
+    model="t5": dict(model, tokens, scores, types, charsmap, space_prefix,
+    remove_extra_whitespaces, unk) for a Unigram one."""
     writer = gguf.GGUFWriter(str(path), arch)
     layers = sum(1 for name in tensors if name.endswith("attn_norm.weight"))
     writer.add_block_count(layers)
@@ -36,11 +38,21 @@ def write_llama(path, tensors, arch="llama", rope_base=10000.0, extra=None, toke
     writer.add_head_count_kv(SHAPE["kv_heads"])
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_rope_freq_base(rope_base)
-    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_model((tokenizer or {}).get("model", "gpt2"))
     if tokenizer is None:
         writer.add_tokenizer_pre("gpt-2")
         writer.add_token_list([chr(c) for c in range(33, 33 + SHAPE["vocab"])])
         writer.add_token_merges([])
+    elif tokenizer.get("model") == "t5":
+        writer.add_tokenizer_pre("default")
+        writer.add_token_list(tokenizer["tokens"])
+        writer.add_token_scores(tokenizer["scores"])
+        writer.add_token_types(tokenizer["types"])
+        writer.add_add_space_prefix(tokenizer["space_prefix"])
+        writer.add_remove_extra_whitespaces(tokenizer["remove_extra_whitespaces"])
+        writer.add_precompiled_charsmap(tokenizer["charsmap"])
+        writer.add_unk_token_id(tokenizer["unk"])
+        writer.add_eos_token_id(tokenizer["eos"])
     else:
         writer.add_tokenizer_pre(tokenizer["pre"])
         writer.add_token_list(tokenizer["tokens"])
