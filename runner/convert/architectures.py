@@ -19,6 +19,8 @@ from .experts import fused_experts_split
 from .gemma3n import gemma3n_hparams, gemma3n_hyper, gemma3n_shape, stack_altup
 from .gemma4 import gemma4_extra, gemma4_hparams, gemma4_hyper, gemma4_shape, gemma4_split
 from .hyper import Hyper, expected_shape, extra_tensors
+from .nomic import (NOMIC_NAMES, nomic_hparams, nomic_hyper, nomic_moe_hparams,
+                    nomic_moe_hyper, nomic_moe_split)
 from .sentence import add_dense_tensors, dense_sizes
 
 
@@ -136,35 +138,6 @@ def bert_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -
     writer.add_token_type_count(int(config.get("type_vocab_size", 1)))    # llama.cpp needs it
     if config.get("hidden_act", "gelu") != "gelu":
         raise CheckpointError(f"BERT with {config['hidden_act']} is not supported (gelu is).")
-
-
-# Nomic's own config.json names (GPT-2's) -> the names the common hyper-parameters read
-NOMIC_NAMES = {"n_embd": "hidden_size", "n_head": "num_attention_heads",
-               "n_layer": "num_hidden_layers", "n_inner": "intermediate_size",
-               "layer_norm_epsilon": "layer_norm_eps", "rotary_emb_base": "rope_theta"}
-# what llama.cpp's nomic-bert runs: anything else in a checkpoint is refused
-NOMIC_REQUIRES = {"activation_function": "swiglu", "qkv_proj_bias": False,
-                  "mlp_fc1_bias": False, "mlp_fc2_bias": False, "prenorm": False,
-                  "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": False,
-                  "rotary_emb_scale_base": None}
-
-
-def nomic_hyper(config: dict, h: Hyper) -> Hyper:
-    """llama.cpp's context of 2048 (the config's 8192 assumes rope scaling it does not
-    write), as its converter sets it."""
-    for key, value in NOMIC_REQUIRES.items():
-        if config.get(key, value) != value:
-            raise CheckpointError(f"This Nomic BERT has {key} = {config[key]!r}; llama.cpp's "
-                                  f"nomic-bert runs {value!r} only.")
-    if config.get("num_experts", 0) or config.get("moe_every_n_layers", 0):
-        raise CheckpointError("Nomic BERT with experts (nomic-bert-moe) is not supported.")
-    return replace(h, context=2048)
-
-
-def nomic_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
-    writer.add_layer_norm_eps(float(config.get("layer_norm_epsilon", 1e-12)))
-    writer.add_causal_attention(False)
-    writer.add_token_type_count(int(config.get("type_vocab_size", 2)))
 
 
 def llama4_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
@@ -294,6 +267,9 @@ ARCHITECTURES = {
     "nomic_bert": Architecture(gguf.MODEL_ARCH.NOMIC_BERT, hyper=nomic_hyper,
                                hparams=nomic_hparams, pooling=gguf.PoolingType.MEAN,
                                names=NOMIC_NAMES),
+    "nomic_bert_moe": Architecture(gguf.MODEL_ARCH.NOMIC_BERT_MOE, hyper=nomic_moe_hyper,
+                                   hparams=nomic_moe_hparams, split=nomic_moe_split,
+                                   pooling=gguf.PoolingType.MEAN, names=NOMIC_NAMES),
     "llama4_text": Architecture(gguf.MODEL_ARCH.LLAMA4, hparams=llama4_hparams,
                                 split=llama4_split),
 }
@@ -329,7 +305,8 @@ def unwrap_multimodal(checkpoint) -> None:
 
 
 # (model_type, a config flag that makes it another architecture) -> that architecture
-VARIANTS = {("gemma3_text", "use_bidirectional_attention"): "gemma3_embedding"}
+VARIANTS = {("gemma3_text", "use_bidirectional_attention"): "gemma3_embedding",
+            ("nomic_bert", "moe_every_n_layers"): "nomic_bert_moe"}
 
 
 def architecture_of(config: dict) -> Architecture:

@@ -6,14 +6,15 @@ Which tensors get which type follows llama.cpp's llama_tensor_get_type for the t
 1-D tensors (norms, biases, rope factors), expert routers and the few matrices llama.cpp
 leaves alone (KEPT) keep their type; the output matrix (or the tied embeddings, Gemma 3n's
 per-layer ones with them) gets Q6_K (Q8_0 stays Q8_0); with _M, attn_v (and DeepSeek's
-attn_kv_b, which llama.cpp ranks with it) and ffn_down get Q6_K in the layers
-use_more_bits picks (the first and last eighth, and every third between), counting
-ffn_down by layer index (dense, expert and shared-expert tensors of one layer alike) in
-mixture-of-experts models, as Ollama's MoE-aware counting does. A model of exactly 8
-experts (llama.cpp's rule, made for Mixtral) keeps attn_k, attn_v and attn_kv_b in Q8_0
-and, with Q4_K_M, attn_output in Q5_K. A K-quant needs rows of a multiple of 256: other
-rows fall back as llama.cpp's do (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; DeepSeek's
-attn_k_b, rows of 128, becomes Q5_0), and rows that are not a multiple of 32 become F16.
+attn_kv_b and a fused attn_qkv, which llama.cpp ranks with it) and ffn_down get Q6_K in
+the layers use_more_bits picks (the first and last eighth, and every third between),
+counting ffn_down by layer index (dense, expert and shared-expert tensors of one layer
+alike) in mixture-of-experts models, as Ollama's MoE-aware counting does. A model of
+exactly 8 experts (llama.cpp's rule, made for Mixtral) keeps attn_k, attn_v, attn_qkv and
+attn_kv_b in Q8_0 and, with Q4_K_M, attn_output in Q5_K. A K-quant needs rows of a
+multiple of 256: other rows fall back as llama.cpp's do (Q4_K -> Q5_0, Q5_K -> Q5_1,
+Q6_K -> Q8_0; DeepSeek's attn_k_b, rows of 128, becomes Q5_0), and rows that are not a
+multiple of 32 become F16.
 """
 
 from __future__ import annotations
@@ -77,10 +78,10 @@ def tensor_type(name: str, shape: tuple[int, ...], mixture: Mixture, layers: int
     if name == "output.weight" or (not has_output and name in EMBEDDINGS):
         kind = "Q8_0" if kind == "Q8_0" or shape[-1] % 256 else "Q6_K"
     elif mixture.more_bits and LAYER.match(name) and \
-            re.search(r"\.(attn_v|attn_kv_b|ffn_down(_exps|_shexp)?)\.weight$", name):
+            re.search(r"\.(attn_v|attn_qkv|attn_kv_b|ffn_down(_exps|_shexp)?)\.weight$", name):
         if use_more_bits(int(LAYER.match(name).group(1)), layers):
             kind = "Q6_K"
-    if experts == EIGHT_EXPERTS and re.search(r"\.attn_(k|v|kv_b)\.weight$", name):
+    if experts == EIGHT_EXPERTS and re.search(r"\.attn_(k|v|qkv|kv_b)\.weight$", name):
         kind = "Q8_0"
     elif experts == EIGHT_EXPERTS and mixture.wider_output and \
             name.endswith(".attn_output.weight"):

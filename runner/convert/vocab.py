@@ -5,13 +5,15 @@ tokenizer.ggml.model "llama" with each piece's score and kind. Otherwise tokeniz
 with a BPE model becomes tokenizer.ggml.model "gpt2"; its pre-tokenizer's
 regular expressions name tokenizer.ggml.pre (the names runner/tokenizer/bpe.py knows).
 A BPE over SentencePiece-style text (spaces as U+2581, byte fallback), as Gemma 4's is,
-becomes tokenizer.ggml.model "gemma4", as llama.cpp names it.
+becomes tokenizer.ggml.model "gemma4", as llama.cpp names it; a Unigram model
+(XLM-RoBERTa's) becomes "t5" with its scores and precompiled normalization map.
 Added tokens marked special are CONTROL, the other added tokens USER_DEFINED; ids the
 config's vocabulary size reserves beyond the tokenizer's are padding, UNUSED.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from pathlib import Path
@@ -133,8 +135,11 @@ def _write_bpe(writer, checkpoint: Checkpoint, vocab_size: int) -> None:
                               "tokenizer.json.")
     spec = json.loads(path.read_text(encoding="utf-8"))
     model = spec["model"]
+    if model["type"] == "Unigram":
+        return _write_unigram(writer, checkpoint, vocab_size, spec)
     if model["type"] != "BPE":
-        raise CheckpointError(f"The tokenizer is {model['type']}; this converter reads BPE.")
+        raise CheckpointError(f"The tokenizer is {model['type']}; this converter reads BPE "
+                              "and Unigram.")
     sentence = _sentencepiece_style(spec)
     ids = dict(model["vocab"])
     special = set()
@@ -167,15 +172,64 @@ def _write_bpe(writer, checkpoint: Checkpoint, vocab_size: int) -> None:
     _special_ids(writer, checkpoint, ids)
 
 
+def _write_unigram(writer, checkpoint: Checkpoint, vocab_size: int, spec: dict) -> None:
+    """A tokenizer.json Unigram model (XLM-RoBERTa's) as llama.cpp writes it: pieces and
+    scores, the normalizer's precompiled map, a space before the text where the
+    pre-tokenizer adds one, space runs merged where the normalizer merges them."""
+    model = spec["model"]
+    pieces = [(str(piece), float(score)) for piece, score in model["vocab"]]
+    special = {a["content"] for a in spec.get("added_tokens", []) if a.get("special")}
+    user = {a["content"] for a in spec.get("added_tokens", [])} - special
+    size = max(vocab_size, len(pieces))
+    tokens, scores = [f"[PAD{i}]" for i in range(size)], [-10000.0] * size
+    types = [TokenType.UNUSED] * size
+    for i, (piece, score) in enumerate(pieces):
+        tokens[i], scores[i] = piece, score
+        types[i] = TokenType.UNKNOWN if i == model.get("unk_id") else \
+            TokenType.CONTROL if piece in special else \
+            TokenType.USER_DEFINED if piece in user else TokenType.NORMAL
+    steps = _normalizer_steps(spec)
+    maps = [step["precompiled_charsmap"] for step in steps if step.get("type") == "Precompiled"]
+    pre = spec.get("pre_tokenizer") or {}
+    metaspace = [part for part in pre.get("pretokenizers", [pre])
+                 if part.get("type") == "Metaspace"]
+    writer.add_tokenizer_model("t5")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types([int(t) for t in types])
+    writer.add_add_space_prefix(bool(metaspace) and metaspace[0].get(
+        "prepend_scheme", "always" if metaspace[0].get("add_prefix_space", True) else
+        "never") != "never")
+    writer.add_remove_extra_whitespaces(any(
+        step.get("type") == "Replace" and step.get("content") == " " and
+        step.get("pattern", {}).get("Regex") == " {2,}" for step in steps))
+    if maps and maps[0]:
+        writer.add_precompiled_charsmap(base64.b64decode(maps[0]))
+    if model.get("unk_id") is not None:
+        writer.add_unk_token_id(int(model["unk_id"]))
+    processor = spec.get("post_processor") or {}
+    checkpoint.tokenizer_post_processor = processor
+    _special_ids(writer, checkpoint, {text: i for i, text in enumerate(tokens)},
+                 default_bos=processor.get("type") in ("RobertaProcessing", "BertProcessing"))
+    single = processor.get("single") or [{}]
+    writer.add_add_eos_token(processor.get("type") in ("RobertaProcessing", "BertProcessing")
+                             or "SpecialToken" in single[-1])
+
+
+def _normalizer_steps(spec: dict) -> list[dict]:
+    normalizer = spec.get("normalizer") or {}
+    return normalizer.get("normalizers", [normalizer]) if normalizer.get("type") == \
+        "Sequence" else [normalizer]
+
+
 def _sentencepiece_style(spec: dict) -> bool:
     """A BPE over SentencePiece-style text: spaces replaced by U+2581 (no space before the
     text) and bytes as <0xNN> fallback tokens, as Gemma 4's tokenizer.json is. llama.cpp
     names this tokenizer "gemma4" and splits such text only at newlines."""
     if not spec["model"].get("byte_fallback"):
         return False
-    normalizer = spec.get("normalizer") or {}
-    steps = normalizer.get("normalizers", [normalizer]) if normalizer.get("type") == \
-        "Sequence" else [normalizer]
+    steps = _normalizer_steps(spec)
     if any(step.get("type") == "Prepend" for step in steps):
         raise CheckpointError("This tokenizer.json puts a space before the text (a "
                               "SentencePiece-style BPE like Llama 2's); the converter reads "

@@ -2,16 +2,19 @@
 no position embeddings), one fused QKV projection and a SwiGLU feed-forward, no biases in
 the released models. Embeddings only, pooled as the file says (mean for nomic-embed-text).
 
-The mixture-of-experts variant (nomic-bert-moe, nomic-embed-text-v2-moe) is not read: its
-tokenizer is XLM-RoBERTa's Unigram model, which the runner's tokenizers do not include."""
+Its mixture-of-experts variant (nomic-bert-moe: nomic-embed-text-v2-moe, with XLM-RoBERTa's
+Unigram tokenizer) has biases, a GELU feed-forward, and every moe_every_n_layers-th layer
+(the odd ones) a router choosing experts (softmax, top k, weights not renormalised), each a
+GELU MLP, as llama.cpp's build_moe_ffn runs them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from . import register
-from .base import Metadata
+from .base import LLM, Metadata
 from .bert import Bert, BertBlock, BertConfig
+from .experts import Routing, route, weighted_sum
 from .rope import RopeConfig
 
 
@@ -65,3 +68,55 @@ class NomicBert(Bert):
         """x (T, E) -> (T, E): SwiGLU."""
         gated = self._linear(x, block.ffn_gate).swiglu(self._linear(x, block.ffn_up))
         return self._linear(gated, block.ffn_down)
+
+
+@dataclass
+class NomicBertMoeConfig(NomicBertConfig):
+    routing: Routing | None = None
+    moe_every: int = 2                      # layers i with i % moe_every == 1 have experts
+
+    @classmethod
+    def from_metadata(cls, meta: dict, arch: str = "nomic-bert-moe") -> NomicBertMoeConfig:
+        base, m = NomicBertConfig.from_metadata(meta, arch), Metadata(meta, arch)
+        return cls(**vars(base), moe_every=int(m.require("{arch}.moe_every_n_layers")),
+                   routing=Routing(int(m.require(LLM.EXPERT_COUNT)),
+                                   int(m.require(LLM.EXPERT_USED_COUNT)), normalize=False))
+
+
+@dataclass
+class NomicBertMoeBlock(NomicBertBlock):
+    ffn_gate_inp: object = None             # (X, E): the router
+    ffn_up_exps: object = None              # (X, F, E)
+    ffn_down_exps: object = None            # (X, E, F)
+
+
+@register("nomic-bert-moe")
+class NomicBertMoe(NomicBert):
+    config_class = NomicBertMoeConfig
+    block_class = NomicBertMoeBlock
+
+    def _bind_block(self, weights, i: int) -> NomicBertMoeBlock:
+        c = self.config
+        e, f, x = c.embd, c.ffn, c.routing.experts
+        if i % c.moe_every != 1:
+            shapes = {"attn_qkv": (3 * e, e), "attn_output": (e, e), "ffn_up": (f, e),
+                      "ffn_down": (e, f)}
+            return NomicBertMoeBlock(**self._linears(weights, i, shapes),
+                                     **self._norms(weights, i))
+        shapes = {"attn_qkv": (3 * e, e), "attn_output": (e, e)}
+        return NomicBertMoeBlock(
+            **self._linears(weights, i, shapes), **self._norms(weights, i),
+            ffn_gate_inp=weights.take(f"blk.{i}.ffn_gate_inp.weight", (x, e)),
+            ffn_up_exps=weights.take(f"blk.{i}.ffn_up_exps.weight", (x, f, e)),
+            ffn_down_exps=weights.take(f"blk.{i}.ffn_down_exps.weight", (x, e, f)))
+
+    def _ffn(self, block, x):
+        """x (T, E) -> (T, E): GELU, or the chosen experts' GELU MLPs by their weights."""
+        if block.ffn_gate_inp is None:
+            return Bert._ffn(self, block, x)
+        n, embd = x.shape
+        chosen, weights = route(self.config.routing, block.ffn_gate_inp.mul_mat(x))
+        routed = x.reshape(n, 1, embd)                                       # (T, 1, E)
+        up = block.ffn_up_exps.mul_mat_id(routed, chosen)                    # (T, K, F)
+        out = block.ffn_down_exps.mul_mat_id(up.gelu(), chosen)              # (T, K, E)
+        return weighted_sum(out, weights)

@@ -1,8 +1,10 @@
-"""A tiny Nomic BERT (nomic-embed-text's architecture) saved as Nomic's own checkpoints are
-(their config.json and tensor names), converted and embedded, against a torch reference
-written here from Nomic's modeling code (transformers has no Nomic BERT: the released
-model runs as remote code): rotary (rotate-half) attention over a fused QKV, post-LayerNorm
-blocks, SwiGLU as fc11 * silu(fc12), mean pooling."""
+"""Tiny Nomic BERTs (nomic-embed-text's architecture, and v2-moe's with experts and
+XLM-RoBERTa's Unigram tokenizer) saved as Nomic's own checkpoints are (their config.json
+and tensor names), converted and embedded, against a torch reference written here from
+Nomic's modeling code (transformers has no Nomic BERT: the released models run as remote
+code): rotary (rotate-half) attention over a fused QKV, post-LayerNorm blocks, SwiGLU as
+fc11 * silu(fc12) or GELU, experts chosen by a softmax router's top k (megablocks' stacked
+weights), mean pooling."""
 
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ from runner.convert import CheckpointError, convert
 from runner.models import model_class
 
 from .hf_tiny import pooling_modules, wordpiece_tokenizer
+from .parity import table_gelu
 
-ARCHITECTURE = "nomic-bert"    # what the tiny checkpoint converts to (see test_registry.py)
+ARCHITECTURE = "nomic-bert"    # what the tiny checkpoints convert to (see test_registry.py)
+MOE_ARCHITECTURE = "nomic-bert-moe"
 TEXTS = ["search_query: The capital of France is Paris.", "Hello, world! How are you today?",
          "search_document: Numbers like 1234 and symbols #@! too."]
 CONFIG = dict(model_type="nomic_bert", architectures=["NomicBertModel"], n_embd=64, n_head=4,
@@ -26,13 +30,20 @@ CONFIG = dict(model_type="nomic_bert", architectures=["NomicBertModel"], n_embd=
               rotary_emb_scale_base=None, activation_function="swiglu", qkv_proj_bias=False,
               mlp_fc1_bias=False, mlp_fc2_bias=False, prenorm=False, causal=False,
               type_vocab_size=2)
+# nomic-embed-text-v2-moe's settings, shrunk: experts every second layer, biases, GELU
+MOE_CONFIG = dict(CONFIG, n_layer=4, n_positions=2048, max_trained_positions=2048,
+                  activation_function="gelu", qkv_proj_bias=True, mlp_fc1_bias=True,
+                  mlp_fc2_bias=True, moe_every_n_layers=2, num_experts=4, moe_top_k=2,
+                  moe_normalize_expert_weights=False, expert_choice_router=False)
 
 
 def nomic_checkpoint(directory, seed: int = 0, **change):
-    """Random weights under Nomic's names, its config.json, a WordPiece tokenizer."""
+    """Random weights under Nomic's names, its config.json, a WordPiece tokenizer (or, with
+    experts, a Unigram one as XLM-RoBERTa's tokenizer.json holds it)."""
     from safetensors.numpy import save_file
 
-    vocab = wordpiece_tokenizer(directory)
+    moe = bool(change.get("moe_every_n_layers"))
+    vocab = unigram_tokenizer(directory) if moe else wordpiece_tokenizer(directory)
     config = dict(CONFIG, vocab_size=vocab, **change)
     rng = np.random.default_rng(seed)
     e, f = config["n_embd"], config["n_inner"]
@@ -43,23 +54,66 @@ def nomic_checkpoint(directory, seed: int = 0, **change):
     def norm(prefix):
         return {f"{prefix}.weight": (1 + weights(e)), f"{prefix}.bias": weights(e)}
 
+    def linear(name, rows, columns, bias):
+        return {f"{name}.weight": weights(rows, columns),
+                **({f"{name}.bias": weights(rows)} if bias else {})}
+
     tensors = {"embeddings.word_embeddings.weight": weights(vocab, e),
                "embeddings.token_type_embeddings.weight": weights(2, e), **norm("emb_ln")}
+    bias = config["qkv_proj_bias"]
     for i in range(config["n_layer"]):
         p = f"encoder.layers.{i}."
-        tensors.update({p + "attn.Wqkv.weight": weights(3 * e, e),
-                        p + "attn.out_proj.weight": weights(e, e),
-                        p + "mlp.fc11.weight": weights(f, e), p + "mlp.fc12.weight": weights(f, e),
-                        p + "mlp.fc2.weight": weights(e, f), **norm(p + "norm1"),
-                        **norm(p + "norm2")})
+        tensors.update({**linear(p + "attn.Wqkv", 3 * e, e, bias),
+                        **linear(p + "attn.out_proj", e, e, bias),
+                        **norm(p + "norm1"), **norm(p + "norm2")})
+        if not moe:
+            tensors.update({p + "mlp.fc11.weight": weights(f, e),
+                            p + "mlp.fc12.weight": weights(f, e),
+                            p + "mlp.fc2.weight": weights(e, f)})
+        elif i % config["moe_every_n_layers"] == 1:
+            x = config["num_experts"]
+            tensors.update({p + "mlp.router.layer.weight": weights(x, e),
+                            p + "mlp.experts.mlp.w1": weights(x * f, e),
+                            p + "mlp.experts.mlp.w2": weights(x * f, e),
+                            p + "mlp.experts.bias": np.zeros(e, np.float32)})
+        else:
+            tensors.update({**linear(p + "mlp.fc1", f, e, True),
+                            **linear(p + "mlp.fc2", e, f, True)})
     save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
     (directory / "config.json").write_text(json.dumps(config))
     pooling_modules(directory, "mean", e)
     return directory
 
 
-def reference(directory, text: str) -> np.ndarray:
-    """The mean-pooled last hidden states, computed in torch from the checkpoint."""
+def unigram_tokenizer(directory) -> int:
+    """XLM-RoBERTa's fast tokenizer (tokenizer.json) over a Unigram model trained here:
+    the precompiled NFKC map, space runs merged, a space before the text, <s> ... </s>."""
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
+
+    from ..tokenizer.test_unigram import train_unigram
+
+    processor, _, charsmap = train_unigram(directory / "spm")
+    vocab = [(processor.id_to_piece(i), processor.get_score(i))
+             for i in range(processor.vocab_size())] + [("<mask>", 0.0)]
+    tokenizer = Tokenizer(models.Unigram(vocab, unk_id=3, byte_fallback=False))
+    tokenizer.normalizer = normalizers.Sequence([
+        normalizers.Precompiled(charsmap), normalizers.Replace(Regex(" {2,}"), " ")])
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581",
+                                                       prepend_scheme="always")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
+    tokenizer.add_special_tokens(["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    tokenizer.save(str(directory / "tokenizer.json"))
+    (directory / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "XLMRobertaTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+        "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>",
+        "model_max_length": 512}))
+    return len(vocab)
+
+
+def reference(directory, text: str, gelu=None) -> np.ndarray:
+    """The mean-pooled last hidden states, computed in torch from the checkpoint; gelu in
+    place of the exact one."""
     import torch
     from safetensors.torch import load_file
     from transformers import AutoTokenizer
@@ -82,32 +136,64 @@ def reference(directory, text: str) -> np.ndarray:
         half = torch.cat([-x[..., d // 2:], x[..., :d // 2]], -1)
         return x * cos + half * sin
 
+    def linear(x, name):
+        bias = w.get(f"{name}.bias")
+        return x @ w[f"{name}.weight"].T + (0 if bias is None else bias)
+
+    gelu = gelu or torch.nn.functional.gelu
+
+    def mlp(x, p, i):
+        if config["activation_function"] == "swiglu":
+            up, gate = linear(x, p + "mlp.fc11"), linear(x, p + "mlp.fc12")
+            return linear(up * torch.nn.functional.silu(gate), p + "mlp.fc2")
+        if i % config.get("moe_every_n_layers", 0) != 1:
+            return linear(gelu(linear(x, p + "mlp.fc1")), p + "mlp.fc2")
+        experts, f = config["num_experts"], config["n_inner"]
+        weights = linear(x, p + "mlp.router.layer").softmax(-1)             # (T, X)
+        top, chosen = weights.topk(config["moe_top_k"], -1)                 # (T, K)
+        w1 = w[p + "mlp.experts.mlp.w1"].view(experts, f, e)
+        w2 = w[p + "mlp.experts.mlp.w2"].view(experts, f, e)
+        out = torch.zeros_like(x)
+        for t in range(n):
+            for weight, expert in zip(top[t], chosen[t]):
+                hidden = gelu(x[t] @ w1[expert].T)
+                out[t] += weight * (hidden @ w2[expert])
+        return out + w[p + "mlp.experts.bias"]
+
     with torch.no_grad():
         x = w["embeddings.word_embeddings.weight"][ids] + \
             w["embeddings.token_type_embeddings.weight"][0]
         x = layer_norm(x, "emb_ln")
         for i in range(config["n_layer"]):
             p = f"encoder.layers.{i}."
-            q, k, v = (x @ w[p + "attn.Wqkv.weight"].T).split(e, -1)
+            q, k, v = linear(x, p + "attn.Wqkv").split(e, -1)
             q, k, v = (t.reshape(n, heads, d).transpose(0, 1) for t in (q, k, v))
             scores = rotate(q) @ rotate(k).transpose(1, 2) / d ** 0.5
             attended = (scores.softmax(-1) @ v).transpose(0, 1).reshape(n, e)
-            x = layer_norm(x + attended @ w[p + "attn.out_proj.weight"].T, p + "norm1")
-            up, gate = x @ w[p + "mlp.fc11.weight"].T, x @ w[p + "mlp.fc12.weight"].T
-            mlp = (up * torch.nn.functional.silu(gate)) @ w[p + "mlp.fc2.weight"].T
-            x = layer_norm(x + mlp, p + "norm2")
+            x = layer_norm(x + linear(attended, p + "attn.out_proj"), p + "norm1")
+            x = layer_norm(x + mlp(x, p, i), p + "norm2")
     return x.mean(0).numpy()
 
 
-def test_nomic_embeddings_match_the_reference(tmp_path):
-    directory = nomic_checkpoint(tmp_path / "nomic")
+@pytest.mark.parametrize("change, architecture", [({}, ARCHITECTURE),
+                                                  (MOE_CONFIG, MOE_ARCHITECTURE)])
+def test_nomic_embeddings_match_the_reference(tmp_path, change, architecture):
+    directory = nomic_checkpoint(tmp_path / "nomic", **change)
     path = convert(directory, tmp_path / "nomic.gguf", "f32", progress=False)
     model = runner.load(path, num_ctx=128, parallel=2, batch_size=64)
     try:
-        assert type(model.loaded.model) is model_class(ARCHITECTURE)
+        assert type(model.loaded.model) is model_class(architecture)
         for text in TEXTS:
-            np.testing.assert_allclose(np.array(model.embed(text)), reference(directory, text),
+            got = np.array(model.embed(text))
+            if architecture == ARCHITECTURE:
+                np.testing.assert_allclose(got, reference(directory, text), rtol=0, atol=1e-4)
+                continue
+            # GELU as llama.cpp computes it (ggml's FP16 table), as test_bert.py explains
+            np.testing.assert_allclose(got, reference(directory, text, table_gelu()),
                                        rtol=0, atol=1e-4)
+            expected = reference(directory, text)
+            assert got @ expected / np.linalg.norm(got) / np.linalg.norm(expected) > 0.9999
+            np.testing.assert_allclose(got, expected, rtol=0, atol=3e-3)
     finally:
         model.close()
 
@@ -116,7 +202,9 @@ def test_nomic_embeddings_match_the_reference(tmp_path):
     ({"qkv_proj_bias": True}, "qkv_proj_bias"),
     ({"rotary_emb_interleaved": True}, "rotary_emb_interleaved"),
     ({"prenorm": True}, "prenorm"),
-    ({"moe_every_n_layers": 2, "num_experts": 8}, "experts"),
+    ({**MOE_CONFIG, "moe_normalize_expert_weights": True}, "moe_normalize_expert_weights"),
+    ({**MOE_CONFIG, "activation_function": "swiglu"}, "activation_function"),
+    ({"n_positions": 4096}, "n_positions"),
 ])
 def test_nomic_checkpoints_llama_cpp_cannot_run_are_refused(tmp_path, change, words):
     directory = nomic_checkpoint(tmp_path / "nomic", **change)

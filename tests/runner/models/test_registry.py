@@ -19,8 +19,8 @@ from ..vision import test_encoders as vision_parity
 
 def test_every_architecture_has_its_parity_test():
     tested = set(text_parity.ARCHITECTURE_OF.values()) | {
-        bert_parity.ARCHITECTURE, nomic_parity.ARCHITECTURE, embedding_gemma_parity.ARCHITECTURE,
-        embedding_gemma_parity.OLLAMA_ARCHITECTURE}
+        bert_parity.ARCHITECTURE, nomic_parity.ARCHITECTURE, nomic_parity.MOE_ARCHITECTURE,
+        embedding_gemma_parity.ARCHITECTURE, embedding_gemma_parity.OLLAMA_ARCHITECTURE}
     assert set(ARCHITECTURES) == tested, "an architecture is registered without a parity test"
 
 

@@ -49,9 +49,10 @@ def protobuf_field(message: bytes, number: int) -> bytes:
     return b""
 
 
-def unigram_gguf(directory, normalization: str, remove_extra_whitespaces: bool):
-    """A Unigram vocabulary trained offline with sentencepiece on the corpus, in a tiny llama
-    GGUF as llama.cpp's converter writes XLM-RoBERTa's (tokenizer.ggml.model t5)."""
+def train_unigram(directory, normalization: str = "nmt_nfkc",
+                  remove_extra_whitespaces: bool = True):
+    """A Unigram sentencepiece model trained offline on the corpus, ids laid out as
+    XLM-RoBERTa's (<s> <pad> </s> <unk> first): (processor, token types, charsmap)."""
     import sentencepiece
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -60,24 +61,31 @@ def unigram_gguf(directory, normalization: str, remove_extra_whitespaces: bool):
         sentence_iterator=iter(corpus([]) * 2), model_prefix=str(prefix), vocab_size=800,
         model_type="unigram", character_coverage=0.9995, normalization_rule_name=normalization,
         remove_extra_whitespaces=remove_extra_whitespaces, hard_vocab_limit=False,
-        unk_id=2, bos_id=0, eos_id=1, pad_id=3, user_defined_symbols=[USER_DEFINED],
+        bos_id=0, pad_id=1, eos_id=2, unk_id=3, user_defined_symbols=[USER_DEFINED],
         minloglevel=2)
     processor = sentencepiece.SentencePieceProcessor(model_file=f"{prefix}.model")
     size = processor.vocab_size()
-    tokens = [processor.id_to_piece(i) for i in range(size)]
     types = [gguf.TokenType.UNKNOWN if processor.is_unknown(i) else
              gguf.TokenType.CONTROL if processor.is_control(i) else
-             gguf.TokenType.USER_DEFINED if tokens[i] == USER_DEFINED else
+             gguf.TokenType.USER_DEFINED if processor.id_to_piece(i) == USER_DEFINED else
              gguf.TokenType.NORMAL for i in range(size)]
     spec = protobuf_field(processor.serialized_model_proto(), 3)   # normalizer_spec
-    charsmap = protobuf_field(spec, 2)                             # precompiled_charsmap
+    return processor, types, protobuf_field(spec, 2)               # precompiled_charsmap
+
+
+def unigram_gguf(directory, normalization: str, remove_extra_whitespaces: bool):
+    """That vocabulary in a tiny llama GGUF as llama.cpp's converter writes XLM-RoBERTa's
+    (tokenizer.ggml.model t5)."""
+    processor, types, charsmap = train_unigram(directory, normalization,
+                                               remove_extra_whitespaces)
+    size = processor.vocab_size()
     tensors = llama_tensors(np.random.default_rng(0), layers=1)
     tensors["token_embd.weight"] = np.zeros((size, 32), np.float32)
     tensors["output.weight"] = np.zeros((size, 32), np.float32)
     path = write_llama(directory / "unigram.gguf", tensors, tokenizer=dict(
-        model="t5", tokens=tokens, types=types, charsmap=charsmap, unk=2, eos=1,
-        scores=[processor.get_score(i) for i in range(size)], space_prefix=True,
-        remove_extra_whitespaces=remove_extra_whitespaces))
+        model="t5", tokens=[processor.id_to_piece(i) for i in range(size)], types=types,
+        charsmap=charsmap, unk=3, eos=2, scores=[processor.get_score(i) for i in range(size)],
+        space_prefix=True, remove_extra_whitespaces=remove_extra_whitespaces))
     return path, processor
 
 
@@ -121,19 +129,19 @@ def test_ids_equal_sentencepiece(trained):
 def test_eos_is_added_and_special_tokens_split_out(trained):
     ours, processor, _ = trained
     assert ours.vocab.model == "t5" and not ours.vocab.add_bos and ours.vocab.add_eos
-    assert ours.encode("hello")[-1] == 1
+    assert ours.encode("hello")[-1] == 2
     user = processor.piece_to_id(USER_DEFINED)
     assert ours.encode(f"a{USER_DEFINED}b", add_special=False).count(user) == 1
     assert ours.encode(f"a{USER_DEFINED}b", add_special=False, parse_special=False).count(
         user) == 1                                     # user-defined: kept whole regardless
-    assert 1 in ours.encode("x</s>", add_special=False)
-    assert 1 not in ours.encode("x</s>", add_special=False, parse_special=False)
+    assert 2 in ours.encode("x</s>", add_special=False)
+    assert 2 not in ours.encode("x</s>", add_special=False, parse_special=False)
 
 
 def test_unknown_characters_fold_into_one_unknown_token(trained):
     ours, _, _ = trained
     ids = ours.encode("ab 𐀀𐀁𐀂 cd", add_special=False)          # Linear B: not in the corpus
-    assert ids.count(2) == 1
+    assert ids.count(3) == 1
 
 
 def test_decode_gives_the_normalized_text_back(trained):
