@@ -109,16 +109,20 @@ def mistral3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", director
 
 
 def olmo3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
-    """OLMo 3: a window on three layers of four, one rope for both kinds."""
+    """OLMo 3: a window on three layers of four, one rope base for both kinds; the global
+    layers' rope may be scaled (YaRN, written as the common keys), the sliding layers' not
+    (llama.cpp's olmo2 rotates them unscaled)."""
     pattern = ["full_attention" if i % 4 == 3 else "sliding_attention" for i in range(h.layers)]
     if config.get("layer_types", pattern) != pattern:
         raise CheckpointError("This OLMo 3's layer pattern is not every fourth layer global, "
                               "the only one llama.cpp's olmo2 knows.")
-    kinds = (config.get("rope_parameters") or {}).values()
-    if any(isinstance(p, dict) and p.get("rope_type", "default") != "default" for p in kinds) \
-            or len({p.get("rope_theta") for p in kinds if isinstance(p, dict)}) > 1:
-        raise CheckpointError("OLMo 3 with scaled rope or a rope base per layer kind is not "
-                              "supported.")
+    rope = config.get("rope_parameters") or {}
+    kinds = [p for p in rope.values() if isinstance(p, dict)]
+    sliding = rope.get("sliding_attention") or {}
+    if sliding.get("rope_type", "default") != "default" or \
+            len({p.get("rope_theta") for p in kinds}) > 1:
+        raise CheckpointError("OLMo 3 with scaled rope on its sliding layers or a rope base "
+                              "per layer kind is not supported (llama.cpp's olmo2 has neither).")
     writer.add_sliding_window(config["sliding_window"])
 
 

@@ -1,18 +1,20 @@
 """OLMo 2: norms after each sublayer instead of before it (the attention's and the FFN's
 outputs are RMS-normed, then added to the residual), Q and K RMS-normed over all heads at
 once (before the split into heads), NEOX rope, SwiGLU. OLMo 3 is the same file architecture
-with a sliding window on three layers of every four (llama.cpp's olmo2 with a window)."""
+with a sliding window on three layers of every four (llama.cpp's olmo2 with a window); a
+file's rope scaling (YaRN) is the global layers', the sliding ones rotate unscaled."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from . import register
 from .attention import attention
 from .base import ATTENTION, Block, Metadata, Transformer, Weights
 from .llama import LlamaConfig
+from .rope import RopeConfig
 
 SLIDING_PATTERN = 4          # with a window, layers i with i % 4 == 3 attend globally
 
@@ -38,16 +40,22 @@ class Olmo2Block(Block):
 @dataclass
 class Olmo2Config(LlamaConfig):
     window: int | None = None            # OLMo 3's sliding layers'
+    rope_local: RopeConfig | None = None  # theirs: the rope without its scaling
 
     @classmethod
     def from_metadata(cls, meta: dict, arch: str = "olmo2") -> Olmo2Config:
         window = Metadata(meta, arch).get(ATTENTION.SLIDING_WINDOW)
-        return cls(**vars(LlamaConfig.from_metadata(meta, arch)),
-                   window=int(window) if window else None)
+        base = LlamaConfig.from_metadata(meta, arch)
+        return cls(**vars(base), window=int(window) if window else None,
+                   rope_local=replace(base.rope, freq_scale=1.0, ext_factor=0.0,
+                                      attn_factor=1.0))
 
     def window_of(self, layer: int) -> int | None:
         sliding = layer % SLIDING_PATTERN != SLIDING_PATTERN - 1
         return self.window if sliding else None
+
+    def rope_of(self, layer: int) -> RopeConfig:
+        return self.rope_local if self.window_of(layer) else self.rope
 
 
 @register("olmo2")
@@ -82,8 +90,9 @@ class Olmo2(Transformer):
             q = block.attn_q.mul_mat(x).rms_norm(eps).mul(block.attn_q_norm)  # (T, H*D)
             k = block.attn_k.mul_mat(x).rms_norm(eps).mul(block.attn_k_norm)  # (T, KVH*D)
             v = block.attn_v.mul_mat(x).reshape(n, c.kv_heads, d)
-            q = c.rope.apply(q.reshape(n, c.heads, d), inputs.positions, self.rope_mode)
-            k = c.rope.apply(k.reshape(n, c.kv_heads, d), inputs.positions, self.rope_mode)
+            rope = c.rope_of(i)
+            q = rope.apply(q.reshape(n, c.heads, d), inputs.positions, self.rope_mode)
+            k = rope.apply(k.reshape(n, c.kv_heads, d), inputs.positions, self.rope_mode)
             a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d), c.window_of(i))  # (T, H*D)
             x = x.add(block.attn_output.mul_mat(a).rms_norm(eps).mul(block.post_attention_norm))
             gated = block.ffn_gate.mul_mat(x).swiglu(block.ffn_up.mul_mat(x))   # (T, F)
@@ -94,4 +103,4 @@ class Olmo2(Transformer):
 
     def shift(self, k, deltas, layer: int):
         """Re-rotate cached keys k (cells, KVH, D) by position deltas (cells,)."""
-        return self.config.rope.apply(k, deltas, self.rope_mode)
+        return self.config.rope_of(layer).apply(k, deltas, self.rope_mode)

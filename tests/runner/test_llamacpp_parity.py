@@ -16,6 +16,7 @@ from runner.kvcache import CausalCache
 from runner.tokenizer.bpe import PRE_TOKENIZERS
 
 from .conftest import MODELS, SPECIAL
+from .convert.test_parity import OLMO3_YARN
 from .corpus import corpus
 
 pytestmark = pytest.mark.slow
@@ -186,6 +187,7 @@ MIXED_SCRIPTS = ["中文abc和English混合Text", "漢字かなカナMixed漢字
 # temperature and takes Llama 4 Scout's and Maverick's (8192, floor 8192, scale 0.1): the
 # tiny model gets them too. qwen2_yarn: YaRN 4x over an original context of 16.
 # gemma3_scaled: global layers' positions scaled by 1/8, the sliding layers' not.
+# olmo3_yarn: YaRN on the global layers only.
 CONVERTED = {
     **{kind: (kind, {}) for kind in ("llama", "qwen2", "qwen3", "qwen3_moe", "olmo2", "olmo3",
                                      "ministral3", "gemma2", "gemma3", "gemma4",
@@ -195,6 +197,7 @@ CONVERTED = {
     "qwen2_yarn": ("qwen2", dict(max_position_embeddings=64, rope_parameters={
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
         "rope_theta": 10000.0})),
+    "olmo3_yarn": ("olmo3", OLMO3_YARN),
     "gemma3_scaled": ("gemma3", dict(rope_parameters={            # as Gemma 3 4B to 27B
         "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),

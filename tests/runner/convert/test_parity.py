@@ -215,6 +215,32 @@ def test_llama3_rope_scaling_becomes_frequency_factors(tmp_path, backend):
     assert np.abs(ours - reference(hf, ids)).max() < 1e-3
 
 
+# OLMo 3 7B/32B's: YaRN on the global layers (here 4x over 16 positions), the sliding ones
+# rotated unscaled
+OLMO3_YARN = dict(max_position_embeddings=64, rope_parameters={
+    "full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0,
+                       "original_max_position_embeddings": 16},
+    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})
+
+
+def test_olmo3_yarn_on_its_global_layers_matches_transformers(tmp_path, backend):
+    hf = checkpoint("olmo3", tmp_path / "hf", **OLMO3_YARN)
+    path = convert(hf, tmp_path / "olmo3.gguf", "f32", progress=False)
+    model, run = executor(path, backend)
+    ids = model.tokenizer.encode(PROMPT, add_special=True)
+    assert len(ids) > 16                                   # past the original context
+    ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
+    expected = reference(hf, ids)
+    assert np.abs(ours - expected).max() < 1e-3
+    unscaled = reference(checkpoint("olmo3", tmp_path / "plain"), ids)
+    assert np.abs(unscaled - expected).max() > 1e-2       # the scaling shows in the logits
+    with pytest.raises(CheckpointError, match="sliding layers"):
+        convert(checkpoint("olmo3", tmp_path / "bad", max_position_embeddings=64,
+                           rope_parameters={name: OLMO3_YARN["rope_parameters"]["full_attention"]
+                                            for name in ("full_attention", "sliding_attention")}),
+                tmp_path / "bad.gguf", "f32", progress=False)
+
+
 def test_sharded_checkpoints_generation_eos_and_chat_template(tmp_path, backend):
     import torch  # noqa: F401  (save_pretrained shards through torch)
     from transformers import AutoModelForCausalLM
