@@ -1,15 +1,22 @@
 """Models of the families added since the real files were benchmarked, with random weights at
 scaled-down real shapes, converted and quantized here, for measuring them side by side with
-llama.cpp where the real files cannot go: a Qwen3 MoE (64 experts, 8 a token, as
-Qwen3-30B-A3B routes; 8 layers of width 1024), a DeepSeek V2-Lite (latent attention of rank
-512 with heads of 128 + 64, 64 experts of 352, 6 a token, 2 shared, a dense first layer; 8
-layers of width 1024) and a Gemma 3n E2B (its heads, FFN, AltUp, Laurel and per-layer
-inputs; 22 layers, the fewest llama.cpp's fixed shape allows, of width 1024):
+llama.cpp where the real files cannot go:
 
-    python bench/family_twin.py OUT_DIR [--family qwen3moe|deepseek2|gemma3n] [--type Q4_K_M]
+- qwen3moe: 64 experts, 8 a token, as Qwen3-30B-A3B routes; 8 layers of width 1024
+- deepseek2: DeepSeek V2-Lite's latent attention of rank 512 with heads of 128 + 64, 64
+  experts of 352, 6 a token, 2 shared, a dense first layer; 8 layers of width 1024
+- gemma3n: Gemma 3n E2B's heads, FFN, AltUp, Laurel and per-layer inputs; 22 layers (the
+  fewest llama.cpp's fixed shape allows) of width 1024
+- gemma2, olmo2, olmo3, mistral3: Gemma 2 2B's, OLMo 2 1B's, OLMo 3 7B's and Ministral 3
+  3B's heads, FFN widths, windows and caps, 8 layers of width 1024 (2304 for Gemma 2)
+- nomic-moe, embeddinggemma: nomic-embed-text-v2-moe and EmbeddingGemma 300M at their real
+  shapes (embedding models; measure them with bench/embed.py)
+
+    python bench/family_twin.py OUT_DIR [--family NAME] [--type Q4_K_M]
     python bench/generate.py --model OUT_DIR/qwen3moe-twin-Q4_K_M.gguf
+    python bench/embed.py --model OUT_DIR/nomic-moe-twin-Q4_K_M.gguf
 
-The tokenizer is the tests' tiny one (600 tokens): speed depends on the shapes, not on it.
+The tokenizers are the tests' tiny ones: speed depends on the shapes, not on them.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ sys.path[0] = str(Path(__file__).resolve().parents[1])     # bench/profile.py is
 from runner.convert import convert  # noqa: E402
 from runner.convert.quantize import quantize_file  # noqa: E402
 from tests.runner.convert.hf_tiny import checkpoint  # noqa: E402
+from tests.runner.convert.test_embedding_gemma import embedding_gemma_checkpoint  # noqa: E402
+from tests.runner.convert.test_nomic import MOE_CONFIG, nomic_checkpoint  # noqa: E402
 
 COMMON = dict(hidden_size=1024, num_hidden_layers=8, num_attention_heads=16,
               initializer_range=0.02, max_position_embeddings=4096)
@@ -41,18 +50,42 @@ FAMILIES = {
     "gemma3n": ("gemma3n", dict(COMMON, num_hidden_layers=22, num_attention_heads=8,
                                 num_key_value_heads=2, head_dim=256, intermediate_size=8192,
                                 sliding_window=512)),
+    "gemma2": ("gemma2", dict(COMMON, hidden_size=2304, num_attention_heads=8,
+                              num_key_value_heads=4, head_dim=256, query_pre_attn_scalar=256,
+                              intermediate_size=9216, sliding_window=4096,
+                              attn_logit_softcapping=50.0, final_logit_softcapping=30.0)),
+    "olmo2": ("olmo2", dict(COMMON, num_key_value_heads=16, intermediate_size=8192)),
+    "olmo3": ("olmo3", dict(COMMON, num_key_value_heads=16, intermediate_size=11008,
+                            sliding_window=4096)),
+    "mistral3": ("ministral3", dict(COMMON, num_attention_heads=32, num_key_value_heads=8,
+                                    head_dim=128, intermediate_size=9216)),
+}
+# embedding models at their real shapes: family -> checkpoint builder
+EMBEDDERS = {
+    "nomic-moe": lambda d: nomic_checkpoint(d, **dict(
+        MOE_CONFIG, n_embd=768, n_head=12, n_layer=12, n_inner=3072, num_experts=8)),
+    "embeddinggemma": lambda d: embedding_gemma_checkpoint(
+        d, dense={"2_Dense": (768, 3072), "3_Dense": (3072, 768)}, hidden_size=768,
+        intermediate_size=1152, num_hidden_layers=24, num_attention_heads=3,
+        num_key_value_heads=1, head_dim=256, query_pre_attn_scalar=256, sliding_window=512,
+        max_position_embeddings=2048),
 }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
-    parser.add_argument("--family", choices=list(FAMILIES), default="qwen3moe")
+    parser.add_argument("--family", choices=[*FAMILIES, *EMBEDDERS], default="qwen3moe")
     parser.add_argument("--type", default="Q4_K_M")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    kind, shape = FAMILIES[args.family]
-    hf = checkpoint(kind, args.out / f"hf-{args.family}", **shape)
+    directory = args.out / f"hf-{args.family}"
+    if args.family in EMBEDDERS:
+        directory.mkdir(parents=True, exist_ok=True)
+        hf = EMBEDDERS[args.family](directory)
+    else:
+        kind, shape = FAMILIES[args.family]
+        hf = checkpoint(kind, directory, **shape)
     f16 = convert(hf, args.out / f"{args.family}-twin-f16.gguf", "f16")
     print(quantize_file(f16, args.out / f"{args.family}-twin-{args.type}.gguf", args.type))
 

@@ -25,7 +25,7 @@ TEXTS = ["The capital of France is Paris, and the capital of Spain is Madrid; th
 DENSE = {"2_Dense": (64, 96), "3_Dense": (96, 64)}
 
 
-def embedding_gemma_checkpoint(directory, seed: int = 0, **change):
+def embedding_gemma_checkpoint(directory, seed: int = 0, dense=DENSE, **change):
     import torch
     from safetensors.torch import save_file
     from transformers import Gemma3TextConfig, Gemma3TextModel
@@ -44,9 +44,9 @@ def embedding_gemma_checkpoint(directory, seed: int = 0, **change):
                 value.copy_(0.3 * torch.randn_like(value))     # Gemma's norms: 1 + weight
     model.save_pretrained(directory)
     tok.save_pretrained(directory)
-    pooling_modules(directory, "mean", SHAPE["hidden_size"])
+    pooling_modules(directory, "mean", config.hidden_size)
     modules = json.loads((directory / "modules.json").read_text())
-    for index, (folder, (size_in, size_out)) in enumerate(DENSE.items(), start=2):
+    for index, (folder, (size_in, size_out)) in enumerate(dense.items(), start=2):
         (directory / folder).mkdir()
         (directory / folder / "config.json").write_text(json.dumps({
             "in_features": size_in, "out_features": size_out, "bias": False,
