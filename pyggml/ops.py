@@ -13,6 +13,7 @@ import numpy as np
 
 from ._lib import ffi, lib
 from .dtypes import GGMLType
+from .errors import GGMLError, failure_text
 from .shape import ne_of
 
 if TYPE_CHECKING:
@@ -40,6 +41,15 @@ def _table(table: dict, key: str, what: str) -> int:
 
 def _null(tensor):
     return ffi.NULL if tensor is None else tensor.ptr
+
+
+def _add_sinks(add, attention, sinks) -> None:
+    """Give a soft_max or flash_attn_ext node its per-head sinks (F32, one per head)."""
+    if sinks.dtype != GGMLType.F32 or sinks.ndim != 1:
+        raise ValueError(f"Attention sinks are one F32 value per head, not {sinks.dtype.name} "
+                         f"of shape {sinks.shape}.")
+    if not add(attention._ptr, sinks._ptr):
+        raise GGMLError(failure_text("adding attention sinks", f"sinks {sinks.shape}"))
 
 
 def _bound_indices(ids, limit: int, what: str) -> None:
@@ -147,12 +157,17 @@ class TensorOps:
         ctx = self._home()
         return self._result(ctx, lib.safe_ggml_norm(ctx.ptr, self._ptr, eps), self.ndim, "norm")
 
-    def soft_max(self, mask=None, scale: float = 1.0, max_bias: float = 0.0):
+    def soft_max(self, mask=None, scale: float = 1.0, max_bias: float = 0.0, sinks=None):
         """softmax(self * scale + mask) over the last dimension; mask (n_q, n_kv) F16 or F32
-        broadcasts over heads; max_bias > 0 adds ALiBi slopes."""
-        ctx = self._home(mask)
+        broadcasts over heads; max_bias > 0 adds ALiBi slopes. sinks F32 (H,): per head
+        (self's first dimension) a logit that joins each row's normalisation and is then
+        dropped (gpt-oss's attention sinks)."""
+        ctx = self._home(*[t for t in (mask, sinks) if t is not None])
         raw = lib.safe_ggml_soft_max_ext(ctx.ptr, self._ptr, _null(mask), scale, max_bias)
-        return self._result(ctx, raw, self.ndim, "soft_max_ext", mask)
+        result = self._result(ctx, raw, self.ndim, "soft_max_ext", mask)
+        if sinks is not None:
+            _add_sinks(lib.safe_ggml_soft_max_add_sinks, result, sinks)
+        return result
 
     soft_max_ext = soft_max
 
@@ -184,13 +199,17 @@ class TensorOps:
         return self._result(ctx, raw, self.ndim, "rope_multi", positions)
 
     def flash_attn_ext(self, k, v, mask=None, scale: float = 1.0, max_bias: float = 0.0,
-                       logit_softcap: float = 0.0):
+                       logit_softcap: float = 0.0, sinks=None):
         """Fused attention. self q (B, H, n_q, D), k (B, H_kv, n_kv, D), v (B, H_kv, n_kv, Dv),
-        mask F16 (n_q padded, n_kv) -> (B, n_q, H, Dv). H must be a multiple of H_kv."""
-        ctx = self._home(k, v)
+        mask F16 (n_q padded, n_kv) -> (B, n_q, H, Dv). H must be a multiple of H_kv.
+        sinks F32 (H,): as soft_max's."""
+        ctx = self._home(k, v, *[t for t in (sinks,) if t is not None])
         raw = lib.safe_ggml_flash_attn_ext(ctx.ptr, self._ptr, k._ptr, v._ptr, _null(mask),
                                            scale, max_bias, logit_softcap)
-        return self._result(ctx, raw, max(self.ndim, 3), "flash_attn_ext", k, v)
+        result = self._result(ctx, raw, max(self.ndim, 3), "flash_attn_ext", k, v)
+        if sinks is not None:
+            _add_sinks(lib.safe_ggml_flash_attn_ext_add_sinks, result, sinks)
+        return result
 
     # -- sorting --------------------------------------------------------------------------
 
@@ -344,6 +363,22 @@ class TensorOps:
         return self._unary(lib.safe_ggml_geglu, "geglu_halves")
 
     quick_gelu = gelu_quick
+
+    def swiglu_oai(self, up: "Tensor", alpha: float, limit: float) -> "Tensor":
+        """gpt-oss's clamped SwiGLU: with g = min(self, limit) and u = clamp(up, -limit,
+        limit), g * sigmoid(alpha * g) * (u + 1)."""
+        ctx = self._home(up)
+        raw = lib.safe_ggml_swiglu_oai(ctx.ptr, self._ptr, up._ptr, alpha, limit)
+        return self._result(ctx, raw, max(self.ndim, up.ndim), "swiglu_oai", up)
+
+    def add_id(self, rows: "Tensor", ids: "Tensor") -> "Tensor":
+        """self (T, K, C) plus, for each (t, k), row ids[t, k] of rows (R, C) (each chosen
+        expert's bias): (T, K, C)."""
+        ctx = self._home(rows, ids)
+        raw = lib.safe_ggml_add_id(ctx.ptr, self._ptr, rows._ptr, ids._ptr)
+        result = self._result(ctx, raw, self.ndim, "add_id", rows, ids)
+        _bound_indices(ids, rows._ptr.ne[1], "add_id row ids")
+        return result
 
     def swiglu(self, other: "Tensor") -> "Tensor":
         """silu(self) * up, fused (a SwiGLU FFN's gate)."""

@@ -11,21 +11,22 @@ def temperature(positions, n: int, length: int, scale: float, offset: float = 0.
 
 
 def attention(kv, layer: int, q, k, v, scale: float, window: int | None = None,
-              softcap: float = 0.0, values_out=None):
+              softcap: float = 0.0, values_out=None, sinks=None):
     """q (T, H, D), k (T, KVH, D), v (T, KVH, Dv) -> (T, H * Dv), after storing k and v.
     values_out (H, Do, Dv): each head's output projected (DeepSeek's latent values)
-    -> (T, H * Do)."""
+    -> (T, H * Do). sinks (H,): per head a logit that joins the softmax and takes its share
+    of the weight to no value (gpt-oss)."""
     k_node, v_node = kv.put(layer, k, v)
     return attend(kv, layer, q, k_node, v_node, scale, window, softcap,
-                  values_out=values_out)
+                  values_out=values_out, sinks=sinks)
 
 
 def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None = None,
-           softcap: float = 0.0, mask=None, values_out=None):
+           softcap: float = 0.0, mask=None, values_out=None, sinks=None):
     """q (T, H, D) against cache layer `layer`, read through the nodes of its write
     (kv.put's result; a layer that shares another's cache passes that layer's nodes)
     -> (T, H * Dv). mask: the rows of kv.mask(window) for these queries, when they are
-    not all the batch's tokens. values_out: as attention's."""
+    not all the batch's tokens. values_out, sinks: as attention's."""
     n_tokens, heads = q.shape[0], q.shape[1]
     keys = kv.keys(layer, k_node)                                 # (KVH, n_kv, D)
     values = kv.values(layer, v_node)
@@ -34,8 +35,8 @@ def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None =
     # scores summed in float32 on every device, as llama.cpp asks (a GPU's float16 sums
     # overflow or lose the scores of models with large activations)
     if kv.cache.flash:
-        out = queries.flash_attn_ext(keys, values, mask, scale,
-                                     logit_softcap=softcap).accumulate_in_f32()  # (T, H, Dv)
+        out = queries.flash_attn_ext(keys, values, mask, scale, logit_softcap=softcap,
+                                     sinks=sinks).accumulate_in_f32()  # (T, H, Dv)
         if values_out is not None:
             out = values_out.mul_mat(out.permute(1, 0, 2)).permute(1, 0, 2)  # (T, H, Do)
     else:
@@ -43,7 +44,7 @@ def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None =
         if softcap:
             scores = scores.scale(scale / softcap).tanh().scale(softcap)
             scale = 1.0
-        probs = scores.soft_max(mask, scale)                      # (H, T, n_kv)
+        probs = scores.soft_max(mask, scale, sinks=sinks)         # (H, T, n_kv)
         out = values.mul_mat(probs)                               # (H, T, Dv)
         if values_out is not None:
             out = values_out.mul_mat(out)                         # (H, T, Do)

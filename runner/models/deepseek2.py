@@ -244,7 +244,7 @@ class Deepseek2(Transformer):
         """Re-rotate cached keys k (cells, KVH, Dk) by deltas: their last dimensions."""
         c = self.config
         plain, rotated = _split(k, k.shape[-1] - c.rotated, c.rotated)
-        return plain.concat(c.rope.apply(rotated, deltas, self.rope_mode), axis=2)
+        return plain.concat(c.rope.shift(rotated, deltas, self.rope_mode), axis=2)
 
 
 def _split(x, first: int, second: int):

@@ -15,7 +15,8 @@ WEIGHT_SUM_FLOOR = 6.103515625e-5
 class Routing:
     experts: int                 # experts per layer
     used: int                    # experts per token
-    gating: str = "softmax"      # or "sigmoid"
+    gating: str = "softmax"      # or "sigmoid", or "softmax_weight": choose by the raw
+    #                              logits, weigh by a softmax over the chosen ones (gpt-oss)
     normalize: bool = True       # the chosen weights divided by their sum
     scale: float = 1.0           # then multiplied by this
     groups: int = 1              # experts in groups, of which the best groups_used compete
@@ -26,6 +27,10 @@ def route(routing: Routing, logits, bias=None):
     """logits (T, X) -> (chosen experts (T, K) int32, their weights (T, K, 1)). bias (X,):
     added to the scores to choose, not to weigh (DeepSeek V3's score correction)."""
     n, r = logits.shape[0], routing
+    if r.gating == "softmax_weight":
+        chosen = logits.top_k(r.used)                                    # (T, K) int32
+        picked = logits.reshape(n, r.experts, 1).get_rows(chosen)        # (T, K, 1)
+        return chosen, picked.reshape(n, r.used).soft_max().reshape(n, r.used, 1)
     probs = logits.sigmoid() if r.gating == "sigmoid" else logits.soft_max()  # (T, X)
     selection = probs if bias is None else probs.add(bias)
     if r.groups > 1:

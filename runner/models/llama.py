@@ -138,4 +138,4 @@ class Llama(Transformer):
 
     def shift(self, k, deltas, layer: int):
         """Re-rotate cached keys k (cells, KVH, D) by position deltas (cells,)."""
-        return self.config.rope.apply(k, deltas, self.rope_mode, self.rope_freqs)
+        return self.config.rope.shift(k, deltas, self.rope_mode, self.rope_freqs)

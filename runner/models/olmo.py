@@ -103,4 +103,4 @@ class Olmo2(Transformer):
 
     def shift(self, k, deltas, layer: int):
         """Re-rotate cached keys k (cells, KVH, D) by position deltas (cells,)."""
-        return self.config.rope_of(layer).apply(k, deltas, self.rope_mode)
+        return self.config.rope_of(layer).shift(k, deltas, self.rope_mode)

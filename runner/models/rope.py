@@ -5,7 +5,7 @@ layers)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -61,3 +61,14 @@ class RopeConfig:
                           freq_scale=self.freq_scale, n_ctx_orig=self.original_context,
                           ext_factor=self.ext_factor, attn_factor=self.attn_factor,
                           beta_fast=self.beta_fast, beta_slow=self.beta_slow)
+
+    def shift(self, x, deltas, mode: str, freq_factors=None):
+        """Rotate cached keys x by position deltas: a pure rotation. ggml's YaRN multiplies
+        magnitudes by 1 + 0.1 ln(1 / freq_scale) at every rope; keys were scaled once, as
+        they were cached, so the shift divides that back out (llama.cpp does so for
+        deepseek2 only; its other models' keys grow by YaRN's magnitude at each shift)."""
+        neutral = 1.0
+        if self.ext_factor:
+            f32 = np.float32
+            neutral = float(f32(1) / (f32(1) + f32(0.1) * np.log(f32(1) / f32(self.freq_scale))))
+        return replace(self, attn_factor=neutral).apply(x, deltas, mode, freq_factors)

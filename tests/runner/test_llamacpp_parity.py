@@ -192,7 +192,7 @@ CONVERTED = {
     **{kind: (kind, {}) for kind in ("llama", "qwen2", "qwen3", "qwen3_moe", "olmo2", "olmo3",
                                      "ministral3", "gemma2", "gemma3", "gemma4",
                                      "gemma4_moe", "deepseek_v2", "deepseek_v3", "gemma3n",
-                                     "glm4_moe_lite")},
+                                     "glm4_moe_lite", "gpt_oss")},
     "llama4": ("llama4", dict(attention_chunk_size=8192, floor_scale=8192, attn_scale=0.1)),
     "qwen2_yarn": ("qwen2", dict(max_position_embeddings=64, rope_parameters={
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
@@ -229,6 +229,24 @@ def test_converted_models_run_in_llama_cpp_as_in_ours(tmp_path, backend, name):
     ids = model.tokenizer.encode("The capital of France is Paris.\n\nAnd  then \u2603 more.")
     ours, theirs = both_logits(llm, model, backend, ids, "f32", False)
     assert np.abs(ours - theirs).max() <= (5e-3 if kind == "gemma4_moe" else 0.0)
+
+
+def test_gpt_oss_sinks_with_flash_attention_equal_llama_cpps(tmp_path, backend):
+    """gpt-oss's attention sinks through ggml's fused attention (flash_attn_ext_add_sinks),
+    sliding layers and experts: llama.cpp's logits with flash attention on (f16 cache)."""
+    from runner.convert import convert
+    from runner.loading.loader import load_model
+
+    from .convert.hf_tiny import checkpoint
+
+    path = convert(checkpoint("gpt_oss", tmp_path / "hf"), tmp_path / "f32.gguf", "f32",
+                   progress=False)
+    model = load_model(path, backend)
+    llm = reference(path, n_ctx=256, logits_all=True, flash_attn=True,
+                    type_k=llama_cpp.GGML_TYPE_F16, type_v=llama_cpp.GGML_TYPE_F16)
+    ids = model.tokenizer.encode("The capital of France is Paris.\n\nAnd  then \u2603 more.")
+    ours, theirs = both_logits(llm, model, backend, ids, "f16", True)
+    assert np.abs(ours - theirs).max() == 0.0
 
 
 @pytest.mark.parametrize("kind", ["deepseek_v2", "deepseek_v3"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.tokenizer.bpe import LLAMA3, QWEN2
+from runner.tokenizer.bpe import GPT4O, LLAMA3, QWEN2
 
 from ..corpus import corpus
 
@@ -25,12 +25,24 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "olmo3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
            "deepseek_v2": ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"],
            "deepseek_v3": ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"],
-           "glm4_moe_lite": ["[gMASK]", "<sop>", "<|user|>", "<|endoftext|>"]}
+           "glm4_moe_lite": ["[gMASK]", "<sop>", "<|user|>", "<|endoftext|>"],
+           "gpt_oss": ["<|startoftext|>", "<|start|>", "<|message|>", "<|end|>",
+                       "<|return|>"]}
 PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_moe": QWEN2, "olmo2": QWEN2,
            "ministral3": QWEN2, "olmo3": QWEN2, "gemma2": QWEN2, "gemma3": QWEN2,
            "gemma3n": QWEN2, "llama4": LLAMA3, "gemma4": QWEN2, "gemma4_moe": QWEN2,
-           "deepseek_v2": QWEN2, "deepseek_v3": QWEN2, "glm4_moe_lite": QWEN2}
+           "deepseek_v2": QWEN2, "deepseek_v3": QWEN2, "glm4_moe_lite": QWEN2,
+           "gpt_oss": GPT4O}
 SLIDING, FULL = "sliding_attention", "full_attention"
+# gpt-oss as the released models are, shrunk: biases everywhere, sinks, the even layers
+# sliding, experts chosen by raw logits; YaRN with its correction range rounded (truncate,
+# as llama.cpp's ggml rounds it; the released configs say truncate false)
+GPT_OSS = dict(head_dim=16, num_hidden_layers=4, sliding_window=8, num_local_experts=4,
+               max_position_embeddings=64,
+               num_experts_per_tok=2, intermediate_size=32, attn_implementation="eager",
+               rope_parameters={"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0,
+                                "beta_slow": 1.0, "truncate": True, "rope_theta": 150000.0,
+                                "original_max_position_embeddings": 16})
 # Gemma 4 as its small models are (per-layer embeddings; the last layers share the cache
 # of the last cached layer of their kind and have double-wide FFNs; as in the released
 # models, and as llama.cpp requires, the last cached layer is full and the one before it
@@ -153,7 +165,8 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                "olmo3": ("Olmo3Config", "Olmo3ForCausalLM"),
                "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM"),
                "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM"),
-               "glm4_moe_lite": ("Glm4MoeLiteConfig", "Glm4MoeLiteForCausalLM")}
+               "glm4_moe_lite": ("Glm4MoeLiteConfig", "Glm4MoeLiteForCausalLM"),
+               "gpt_oss": ("GptOssConfig", "GptOssForCausalLM")}
     config_class, model_class = (getattr(transformers, n) for n in classes[kind])
     settings = dict(SHAPE, vocab_size=len(tok), tie_word_embeddings=False,
                     eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
@@ -188,11 +201,13 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
         settings.update(DEEPSEEK, **DEEPSEEK_KINDS[kind])
     if kind == "gemma3n":
         settings.update(GEMMA3N, vocab_size_per_layer_input=len(tok))
+    if kind == "gpt_oss":         # 4 layers, the even ones sliding (a window of 8); 4 experts
+        settings.update(GPT_OSS)  # of 32, 2 a token; YaRN 4x over 16 positions
     settings.update(config)
     torch.manual_seed(seed)
     model = model_class(config_class(**settings)).eval()
-    if kind in GEMMA4_KINDS or kind in DEEPSEEK_KINDS or kind == "gemma3n":
-        _vary_unit_weights(model)
+    if kind in GEMMA4_KINDS or kind in DEEPSEEK_KINDS or kind in ("gemma3n", "gpt_oss"):
+        _vary_unit_weights(model, kind)
     model.save_pretrained(directory)
     tok.save_pretrained(directory)
     if kind == "gemma3n":
@@ -222,7 +237,7 @@ def _unused_shared_kv(directory: Path, settings: dict) -> None:
     save_file(tensors, weights_file, metadata={"format": "pt"})
 
 
-def _vary_unit_weights(model) -> None:
+def _vary_unit_weights(model, kind: str = "") -> None:
     """Norm weights and scales start at one; make them differ so that a model which
     ignored one would not match."""
     import torch
@@ -234,6 +249,8 @@ def _vary_unit_weights(model) -> None:
                 value.copy_(1 + 0.3 * torch.randn_like(value))
             if name.endswith("e_score_correction_bias"):        # DeepSeek V3's router bias
                 value.copy_(0.05 * torch.randn_like(value))
+            if name.endswith("sinks") or (kind == "gpt_oss" and name.endswith("bias")):
+                value.copy_(0.5 * torch.randn_like(value))      # gpt-oss's: not initialised
 
 
 def sentencepiece_checkpoint(directory: Path) -> Path:

@@ -27,7 +27,7 @@ ARCHITECTURE_OF = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2
                    "gemma4_moe": "gemma4", "qwen3_moe": "qwen3moe", "olmo2": "olmo2",
                    "ministral3": "mistral3", "olmo3": "olmo2", "deepseek_v2": "deepseek2",
                    "deepseek_v3": "deepseek2", "gemma3n": "gemma3n",
-                   "glm4_moe_lite": "deepseek2"}
+                   "glm4_moe_lite": "deepseek2", "gpt_oss": "gpt-oss"}
 KINDS = list(ARCHITECTURE_OF)
 # f32 tolerance on the logits. The reference rounds GELU as ggml's CPU backend does (see
 # parity.py), but where transformers' and ggml's inputs to it differ in the last bit and

@@ -1,0 +1,140 @@
+"""gpt-oss (20B, 120B): a llama-shaped decoder with biases on every attention projection,
+a learned sink logit per head (it joins each softmax and takes its share of the weight to
+no value), every other layer sliding (the even ones, a window of 128), YaRN rope (NEOX), and
+experts in every layer: the router (with a bias) picks the top k by its raw logits and
+weighs them by a softmax over those k; each expert is a clamped SwiGLU (ggml_swiglu_oai:
+alpha 1.702, limit 7) with biases on its gate, up and down projections, as llama.cpp's
+build_moe_ffn runs them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from . import register
+from .attention import attention
+from .base import ATTENTION, LLM, Block, Metadata, Transformer, Weights
+from .experts import Routing, route, weighted_sum
+from .llama import LlamaConfig
+
+if TYPE_CHECKING:
+    from pyggml import Tensor
+
+SLIDING_PATTERN = 2          # layers i with i % 2 == 0 slide
+SWIGLU_ALPHA, SWIGLU_LIMIT = 1.702, 7.0
+
+
+@dataclass
+class GptOssConfig(LlamaConfig):
+    window: int = 128
+    routing: Routing | None = None
+    expert_ffn: int = 0
+
+    @classmethod
+    def from_metadata(cls, meta: dict, arch: str = "gpt-oss") -> GptOssConfig:
+        m = Metadata(meta, arch)
+        base = LlamaConfig.from_metadata(meta, arch)
+        return cls(**vars(base), window=int(m.require(ATTENTION.SLIDING_WINDOW)),
+                   expert_ffn=int(m.require(LLM.EXPERT_FEED_FORWARD_LENGTH)),
+                   routing=Routing(int(m.require(LLM.EXPERT_COUNT)),
+                                   int(m.require(LLM.EXPERT_USED_COUNT)),
+                                   gating="softmax_weight", normalize=False))
+
+    def window_of(self, layer: int) -> int | None:
+        return self.window if layer % SLIDING_PATTERN == 0 else None
+
+
+@dataclass
+class GptOssBlock(Block):
+    attn_norm: Tensor | None = None
+    attn_q: Tensor | None = None
+    attn_q_bias: Tensor | None = None
+    attn_k: Tensor | None = None
+    attn_k_bias: Tensor | None = None
+    attn_v: Tensor | None = None
+    attn_v_bias: Tensor | None = None
+    attn_output: Tensor | None = None
+    attn_output_bias: Tensor | None = None
+    attn_sinks: Tensor | None = None          # (H,)
+    post_attention_norm: Tensor | None = None
+    ffn_gate_inp: Tensor | None = None        # (X, E) and its bias (X,)
+    ffn_gate_inp_bias: Tensor | None = None
+    ffn_gate_exps: Tensor | None = None       # (X, F, E), biases (X, F)
+    ffn_gate_exps_bias: Tensor | None = None
+    ffn_up_exps: Tensor | None = None
+    ffn_up_exps_bias: Tensor | None = None
+    ffn_down_exps: Tensor | None = None       # (X, E, F), bias (X, E)
+    ffn_down_exps_bias: Tensor | None = None
+
+
+@register("gpt-oss")
+class GptOss(Transformer):
+    config_class = GptOssConfig
+    rope_mode = "neox"
+
+    @classmethod
+    def config_of(cls, meta: dict):
+        return GptOssConfig.from_metadata(meta)
+
+    def windows(self) -> tuple:
+        return (None, self.config.window)
+
+    def __init__(self, config: GptOssConfig, weights: Weights):
+        c = self.config = config
+        self.bind_ends(weights)
+        self.blocks = [self._bind_block(weights, i) for i in range(c.layers)]
+
+    def _bind_block(self, weights: Weights, i: int) -> GptOssBlock:
+        c = self.config
+        e, q, kv, x, f = (c.embd, c.heads * c.head_dim, c.kv_heads * c.head_dim,
+                          c.routing.experts, c.expert_ffn)
+        block = GptOssBlock()
+        weights.bind(block, f"blk.{i}.", {
+            "attn_norm": (e,), "attn_q": (q, e), "attn_k": (kv, e), "attn_v": (kv, e),
+            "attn_output": (e, q), "attn_sinks": (c.heads,), "post_attention_norm": (e,),
+            "ffn_gate_inp": (x, e), "ffn_gate_exps": (x, f, e), "ffn_up_exps": (x, f, e),
+            "ffn_down_exps": (x, e, f)})
+        for name, shape in {"attn_q": (q,), "attn_k": (kv,), "attn_v": (kv,),
+                            "attn_output": (e,), "ffn_gate_inp": (x,),
+                            "ffn_gate_exps": (x, f), "ffn_up_exps": (x, f),
+                            "ffn_down_exps": (x, e)}.items():
+            setattr(block, f"{name}_bias", weights.take(f"blk.{i}.{name}.bias", shape))
+        return block
+
+    def forward(self, inputs, kv):
+        c = self.config
+        n, d = inputs.n_tokens, c.head_dim
+        x = inputs.splice(self.token_embd.get_rows(inputs.tokens))           # (T, E)
+        for i, block in enumerate(self.blocks):
+            h = x.rms_norm(c.norm_eps).mul(block.attn_norm)
+            q = block.attn_q.mul_mat(h).add(block.attn_q_bias).reshape(n, c.heads, d)
+            k = block.attn_k.mul_mat(h).add(block.attn_k_bias).reshape(n, c.kv_heads, d)
+            v = block.attn_v.mul_mat(h).add(block.attn_v_bias).reshape(n, c.kv_heads, d)
+            q = c.rope.apply(q, inputs.positions, self.rope_mode)
+            k = c.rope.apply(k, inputs.positions, self.rope_mode)
+            a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d), c.window_of(i),
+                          sinks=block.attn_sinks)                            # (T, H*D)
+            x = x.add(block.attn_output.mul_mat(a).add(block.attn_output_bias))
+            h = x.rms_norm(c.norm_eps).mul(block.post_attention_norm)
+            x = x.add(self._experts(block, h))
+        x = x.get_rows(inputs.outputs)                                       # (n_out, E)
+        x = x.rms_norm(c.norm_eps).mul(self.output_norm)
+        return self.project(x, inputs)                                       # (n_out, vocab)
+
+    def _experts(self, block: GptOssBlock, h):
+        """h (T, E) -> (T, E): the chosen experts' clamped SwiGLUs, weighted."""
+        n, embd = h.shape
+        logits = block.ffn_gate_inp.mul_mat(h).add(block.ffn_gate_inp_bias)  # (T, X)
+        chosen, weights = route(self.config.routing, logits)                # (T, K), (T, K, 1)
+        routed = h.reshape(n, 1, embd)
+        gate = block.ffn_gate_exps.mul_mat_id(routed, chosen).add_id(
+            block.ffn_gate_exps_bias, chosen)                                # (T, K, F)
+        up = block.ffn_up_exps.mul_mat_id(routed, chosen).add_id(block.ffn_up_exps_bias, chosen)
+        out = block.ffn_down_exps.mul_mat_id(gate.swiglu_oai(up, SWIGLU_ALPHA, SWIGLU_LIMIT),
+                                             chosen).add_id(block.ffn_down_exps_bias, chosen)
+        return weighted_sum(out, weights)                                    # (T, E)
+
+    def shift(self, k, deltas, layer: int):
+        """Re-rotate cached keys k (cells, KVH, D) by position deltas (cells,)."""
+        return self.config.rope.shift(k, deltas, self.rope_mode)
