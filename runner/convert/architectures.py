@@ -18,7 +18,7 @@ from .deepseek2 import deepseek2_hparams, deepseek2_hyper, deepseek2_shape, deep
 from .experts import fused_experts_split
 from .gemma3n import gemma3n_hparams, gemma3n_hyper, gemma3n_shape, stack_altup
 from .gemma4 import gemma4_extra, gemma4_hparams, gemma4_hyper, gemma4_shape, gemma4_split
-from .gpt_oss import gpt_oss_hparams, gpt_oss_split
+from .gpt_oss import gpt_oss_hparams, gpt_oss_split, pair_mxfp4
 from .hyper import Hyper, expected_shape, extra_tensors
 from .nomic import (NOMIC_NAMES, nomic_hparams, nomic_hyper, nomic_moe_hparams,
                     nomic_moe_hyper, nomic_moe_split)
@@ -276,7 +276,8 @@ ARCHITECTURES = {
                                    hparams=nomic_moe_hparams, split=nomic_moe_split,
                                    pooling=gguf.PoolingType.MEAN, names=NOMIC_NAMES),
     "gpt_oss": Architecture(gguf.MODEL_ARCH.GPT_OSS, hparams=gpt_oss_hparams,
-                            split=gpt_oss_split, shape=lambda name, h, config: None),
+                            split=gpt_oss_split, shape=lambda name, h, config: None,
+                            prepare=pair_mxfp4),
     "llama4_text": Architecture(gguf.MODEL_ARCH.LLAMA4, hparams=llama4_hparams,
                                 split=llama4_split),
 }

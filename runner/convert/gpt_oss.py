@@ -2,7 +2,13 @@
 transformers holds them: gate and up interleaved in one (experts, embd, 2 ffn) tensor,
 down as (experts, ffn, embd), and their biases) become ffn_gate_exps, ffn_up_exps and
 ffn_down_exps, (experts, out, in) with (experts, out) biases; the sinks become
-attn_sinks.weight."""
+attn_sinks.weight.
+
+The released checkpoints hold the experts in MXFP4: per 32 weights of a row a power-of-two
+scale byte (`_scales`, E8M0) and 16 bytes of 4-bit E2M1 values (`_blocks`, two values a
+byte, in order). They pass through without a round trip to float, as ggml's MXFP4 blocks
+(the scale byte, then value j in the low and value j + 16 in the high nibble of byte j),
+rows already (experts, out, in)."""
 
 from __future__ import annotations
 
@@ -11,11 +17,38 @@ import re
 import gguf
 import numpy as np
 
-from .checkpoint import CheckpointError
+from .checkpoint import CheckpointError, TensorEntry
 from .hyper import Hyper
 
-EXPERTS = re.compile(r"layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)(_bias|_blocks|"
-                     r"_scales)?$")
+EXPERTS = re.compile(r"layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)(_bias|_mxfp4)?$")
+MXFP4 = gguf.GGMLQuantizationType.MXFP4
+BLOCK = 32                       # weights per MXFP4 block (one scale byte, 16 value bytes)
+
+
+def mxfp4_blocks(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """OpenAI's blocks (..., n, 16) uint8, two values a byte in order, and scales (..., n)
+    -> ggml's MXFP4 rows (..., n * 17) uint8."""
+    values = np.empty((*blocks.shape[:-1], BLOCK), np.uint8)
+    values[..., 0::2], values[..., 1::2] = blocks & 0x0F, blocks >> 4
+    packed = values[..., :16] | (values[..., 16:] << 4)
+    return np.concatenate([scales[..., None], packed], axis=-1).reshape(
+        *blocks.shape[:-2], -1)
+
+
+def pair_mxfp4(checkpoint) -> None:
+    """Each expert projection's _blocks and _scales as one entry, <name>_mxfp4, whose
+    loader gives ggml's MXFP4 rows and whose shape is the weights' (experts, out, in)."""
+    for name in [n for n in checkpoint.tensors if n.endswith("_blocks")]:
+        base = name.removesuffix("_blocks")
+        blocks, scales = checkpoint.tensors.pop(name), checkpoint.tensors.pop(base + "_scales",
+                                                                              None)
+        if scales is None or blocks.shape[:-1] != scales.shape or blocks.shape[-1] != 16:
+            raise CheckpointError(f"The MXFP4 tensor {base} lacks its scales or they do not "
+                                  "match its blocks.")
+        experts, rows, groups, _ = blocks.shape
+        checkpoint.tensors[base + "_mxfp4"] = TensorEntry(
+            base + "_mxfp4", (experts, rows, groups * BLOCK),
+            lambda blocks=blocks, scales=scales: mxfp4_blocks(blocks.load(), scales.load()))
 
 
 def gpt_oss_split(entry, config: dict) -> dict | None:
@@ -23,11 +56,14 @@ def gpt_oss_split(entry, config: dict) -> dict | None:
     if found is None:
         return None
     layer, kind, suffix = found.groups()
-    if suffix in ("_blocks", "_scales"):
-        raise CheckpointError("This gpt-oss checkpoint holds its experts in MXFP4 blocks; "
-                              "the converter reads them as transformers saves them after "
-                              "dequantizing (Mxfp4Config(dequantize=True)).")
     prefix = f"blk.{layer}."
+    if suffix == "_mxfp4":                               # (X, out, in), rows of blocks
+        experts, rows, columns = entry.shape
+        if kind == "down_proj":
+            return {prefix + "ffn_down_exps.weight": (entry.shape, entry.load, MXFP4)}
+        half = (experts, rows // 2, columns)
+        return {prefix + "ffn_gate_exps.weight": (half, lambda: entry.load()[:, 0::2], MXFP4),
+                prefix + "ffn_up_exps.weight": (half, lambda: entry.load()[:, 1::2], MXFP4)}
     if kind == "down_proj":
         if suffix == "_bias":
             return {prefix + "ffn_down_exps.bias": (entry.shape, entry.load)}

@@ -25,17 +25,20 @@ def check_outtype(outtype: str) -> None:
 
 def write_tensors(writer: gguf.GGUFWriter, plan: dict, outtype: str, keep_f32=(),
                   implied=None, progress: bool = True) -> None:
-    """plan: GGUF name -> (shape, loader of float32 data), in file order. keep_f32: name
-    endings that stay F32 whatever outtype says; implied(name): the shape the config implies,
-    or None. Writes the header, the metadata already added, and the tensors; closes."""
+    """plan: GGUF name -> (shape, loader of float32 data), in file order, or (shape, loader
+    of encoded bytes, their ggml type) for data that passes through (MXFP4 experts).
+    keep_f32: name endings that stay F32 whatever outtype says; implied(name): the shape the
+    config implies, or None. Writes the header, the metadata already added, and the tensors;
+    closes."""
     encoded = {}
-    for name, (shape, _) in plan.items():         # shapes only: the data is read once
+    for name, (shape, _, *raw) in plan.items():   # shapes only: the data is read once
         expected = implied(name) if implied else None
         if expected is not None and tuple(shape) != tuple(expected):
             raise CheckpointError(f"The tensor {name} has shape {shape}, but config.json "
                                   f"implies {expected}.")
         kind = OUTTYPES[outtype] if len(shape) > 1 and not name.endswith(tuple(keep_f32)) \
             else gguf.GGMLQuantizationType.F32
+        kind = raw[0] if raw else kind
         if kind == gguf.GGMLQuantizationType.Q8_0 and shape[-1] % 32:
             kind = gguf.GGMLQuantizationType.F16       # rows no Q8_0 block divides
         nbytes = pyggml.GGMLType(int(kind)).row_size(shape[-1]) * int(np.prod(shape[:-1]))
@@ -44,9 +47,11 @@ def write_tensors(writer: gguf.GGUFWriter, plan: dict, outtype: str, keep_f32=()
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
-    for name, (_, load) in tqdm(plan.items(), desc="converting", unit="tensor",
-                                disable=not progress):
-        writer.write_tensor_data(_encode(load(), encoded[name]))
+    for name, (_, load, *raw) in tqdm(plan.items(), desc="converting", unit="tensor",
+                                      disable=not progress):
+        data = load()
+        writer.write_tensor_data(np.ascontiguousarray(data) if raw else
+                                 _encode(data, encoded[name]))
     writer.close()
 
 

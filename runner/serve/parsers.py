@@ -3,8 +3,9 @@
 A model family writes them its own way; FORMATS names each way and recognizes it in the chat
 template (as Ollama infers tags from a template): Qwen's <think> and <tool_call>{json}
 </tool_call>, Llama 3's bare JSON call, Gemma 4's <|channel>thought ... <channel|> and
-<|tool_call>call:name{key:<|"|>text<|"|>}<tool_call|>. A model whose template matches none
-still works: its text is content and it reports no tools or thinking capability.
+<|tool_call>call:name{key:<|"|>text<|"|>}<tool_call|>, gpt-oss's harmony channels (its own
+extractor, harmony.py). A model whose template matches none still works: its text is
+content and it reports no tools or thinking capability.
 
 An Extractor follows one reply: push(text) returns the content, thinking and tool calls that
 text completed; a tag split across pieces is held back until it is whole, so no tag ever
@@ -73,9 +74,12 @@ class Format:
     parse_call: Callable[[str], tuple[str, dict] | None] = _json_call
     bare_json: bool = False                   # a reply that is a JSON object is a call
     call_text: Callable[[str, str], str] | None = None   # name, JSON args -> its text
+    extractor: str = "tags"                   # a key of EXTRACTORS
 
 
 FORMATS = [
+    Format("harmony", lambda t: "<|channel|>" in t and "<|message|>" in t,
+           extractor="harmony"),
     Format("gemma4", lambda t: "<|tool_call>" in t or "<|channel>" in t,
            think=("<|channel>", "<channel|>"), think_label="thought\n",
            tool=("<|tool_call>", "<tool_call|>"), parse_call=_gemma_call),
@@ -94,7 +98,7 @@ def format_for(template: str | None) -> Format:
     return next((f for f in FORMATS if template and f.recognize(template)), PLAIN)
 
 
-def _held(text: str, tags) -> int:
+def held(text: str, tags) -> int:
     """How many characters at the end of text could start one of tags."""
     longest = 0
     for tag in tags:
@@ -159,7 +163,7 @@ class Extractor:
             else:
                 self.state = self.TOOL
             return
-        keep = 0 if done else _held(self.buffer, tags)
+        keep = 0 if done else held(self.buffer, tags)
         content.append(self.buffer[:len(self.buffer) - keep])
         self.buffer = self.buffer[len(self.buffer) - keep:]
 
@@ -179,7 +183,7 @@ class Extractor:
             self.state = self.BARE if self.tools and self.format.bare_json else self.CONTENT
             self._strip = True
             return
-        keep = 0 if done else _held(self.buffer, [close])
+        keep = 0 if done else held(self.buffer, [close])
         thinking.append(self.buffer[:len(self.buffer) - keep])
         self.buffer = self.buffer[len(self.buffer) - keep:]
 
@@ -224,6 +228,15 @@ class Extractor:
                                                "arguments": arguments}}
         self.index += 1
         return call
+
+
+# Format.extractor -> the class that follows a reply (harmony.py adds its own)
+EXTRACTORS: dict[str, type] = {"tags": Extractor}
+
+
+def make_extractor(fmt: Format, **options):
+    """An extractor for one reply in fmt (options: Extractor's)."""
+    return EXTRACTORS[fmt.extractor](fmt, **options)
 
 
 def _object_end(text: str) -> int | None:

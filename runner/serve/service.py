@@ -16,7 +16,8 @@ from ..tokenizer.template import with_image_tags
 from .bodies import ChatRequest, EmbedRequest, GenerateRequest, Generation, Loading, NamedTool
 from .library import Entry, Library, ModelNotFound
 from .options import Settings, layered, load_choice, think_level
-from .parsers import Extractor, forced_call_grammar, format_for
+from . import harmony  # noqa: F401  (registers its extractor)
+from .parsers import Extractor, forced_call_grammar, format_for, make_extractor
 from .prompts import Prompt, chat_prompt, generate_prompt
 from .scheduler import Busy, Loaded, Scheduler
 from .workers import RunnerError
@@ -72,7 +73,7 @@ class Call:
     """What the runner is asked for, and how its text turns into Ollama's chunks."""
     entry: Entry
     body: dict                           # the runner's /completion body
-    extractor: Extractor | None = None
+    extractor: Extractor | None = None   # or a HarmonyExtractor (the same interface)
     chat: bool = False
     keep_context: bool = False           # generate: the final chunk carries `context`
     prompt_text: str = ""
@@ -172,7 +173,7 @@ class Service:
         think = self._think(entry, request.think)
         template = entry.chat_template or ""
         prompt = Prompt(text, format_for(template), False)
-        extractor = Extractor(prompt.format, thinking=think != "off") if think else None
+        extractor = make_extractor(prompt.format, thinking=think != "off") if think else None
         call = Call(entry, {"Prompt": text, "Images": _protocol_images(images)}, extractor,
                     keep_context=not request.raw, prompt_text=text)
         return await self._open(call, request, arrived, context=request.context)
@@ -196,8 +197,8 @@ class Service:
             prompt = await asyncio.to_thread(chat_prompt, entry, messages, tools, think)
         except ValueError as error:
             raise ServeError(400, str(error)) from None
-        extractor = Extractor(prompt.format, tools=bool(tools), thinking=think != "off",
-                              start_thinking=prompt.start_thinking)
+        extractor = make_extractor(prompt.format, tools=bool(tools), thinking=think != "off",
+                                   start_thinking=prompt.start_thinking)
         call = Call(entry, {"Prompt": prompt.text, "Images": _protocol_images(images)},
                     extractor, chat=True,
                     extra={"tools": tools, "tool_choice": request.tool_choice,

@@ -81,12 +81,19 @@ class Vocab:
         for i, text in enumerate(tokens):
             if vocab.types[i] == TokenType.CONTROL and text in END_OF_GENERATION:
                 vocab.eog.add(i)
+        ids = {text: i for i, text in enumerate(tokens) if text in HARMONY_ENDS | {"<|end|>"}}
+        if HARMONY_ENDS <= set(ids):        # gpt-oss: a message's end is not the reply's
+            vocab.eog = (vocab.eog - {ids.get("<|end|>")}) | {ids[t] for t in HARMONY_ENDS}
         return vocab
 
     def ids_of_type(self, *kinds: TokenType) -> list[int]:
         return [i for i, t in enumerate(self.types) if t in kinds]
 
 
+# harmony's (gpt-oss's) reply ends: a final answer and a tool call. Its <|end|> closes one
+# message of several (thinking, then the answer), so where these two exist it does not end
+# generation (llama.cpp's rule for o200k_harmony)
+HARMONY_ENDS = {"<|return|>", "<|call|>"}
 # control tokens that end a turn in the chat formats we know (llama.cpp adds the same set)
 END_OF_GENERATION = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
                      "<|end_of_text|>", "<EOT>", "<|eom_id|>", "<turn|>"}

@@ -231,6 +231,25 @@ def test_converted_models_run_in_llama_cpp_as_in_ours(tmp_path, backend, name):
     assert np.abs(ours - theirs).max() <= (5e-3 if kind == "gemma4_moe" else 0.0)
 
 
+def test_gpt_oss_mxfp4_experts_run_and_quantize_in_llama_cpp_as_in_ours(tmp_path, backend):
+    """A gpt-oss file whose experts passed through as MXFP4: llama.cpp reads it and computes
+    our logits to the bit; Q4_K_M keeps the MXFP4 experts and picks llama.cpp's types for
+    the rest."""
+    from runner.convert import convert
+    from runner.loading.loader import load_model
+
+    from .convert.test_gpt_oss import mxfp4_checkpoints
+
+    mxfp4, _ = mxfp4_checkpoints(tmp_path)
+    path = convert(mxfp4, tmp_path / "mxfp4.gguf", "f32", progress=False)
+    model = load_model(path, backend)
+    llm = reference(path, n_ctx=256, logits_all=True, flash_attn=False, type_k=0, type_v=0)
+    ids = model.tokenizer.encode("The capital of France is Paris.\n\nAnd  then \u2603 more.")
+    ours, theirs = both_logits(llm, model, backend, ids, "f32", False)
+    assert np.abs(ours - theirs).max() == 0.0
+    assert_quantized_alike(path, tmp_path)
+
+
 def test_gpt_oss_sinks_with_flash_attention_equal_llama_cpps(tmp_path, backend):
     """gpt-oss's attention sinks through ggml's fused attention (flash_attn_ext_add_sinks),
     sliding layers and experts: llama.cpp's logits with flash attention on (f16 cache)."""

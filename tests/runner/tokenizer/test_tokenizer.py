@@ -117,3 +117,18 @@ def test_bos_defaults_as_llama_cpp_sets_it_per_pre_tokenizer(pre, expected):
     assert Vocab.from_metadata(meta).add_bos is expected
     said = Vocab.from_metadata({**meta, "tokenizer.ggml.add_bos_token": not expected})
     assert said.add_bos is (not expected)                   # what the file says wins
+
+
+def test_harmony_replies_end_at_return_or_call_not_at_a_messages_end():
+    """gpt-oss's <|end|> closes one message of several (its thinking, then its answer):
+    where <|return|> and <|call|> exist they end generation instead, as llama.cpp rules."""
+    from runner.tokenizer import Vocab
+
+    tokens = ["a", "<|end|>", "<|return|>", "<|call|>", "<|endoftext|>"]
+    meta = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt-4o",
+            "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.token_type": [1, 3, 3, 3, 3],
+            "tokenizer.ggml.eos_token_id": 2}
+    vocab = Vocab.from_metadata(meta)
+    assert vocab.eog == {2, 3, 4}
+    other = Vocab.from_metadata({**meta, "tokenizer.ggml.tokens": tokens[:2] + ["x", "y", "z"]})
+    assert 1 in other.eog                               # elsewhere <|end|> still ends a turn

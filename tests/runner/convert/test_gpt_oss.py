@@ -1,0 +1,118 @@
+"""gpt-oss beyond the common parity tests: checkpoints that hold their experts in MXFP4 (as
+the released ones do) convert without a round trip to float, ggml reads back exactly the
+weights the blocks encode, and the model computes transformers' logits from those weights
+(its experts' matrix products quantize activations to Q8_0: within 3e-2 here). Their
+quantization and llama.cpp's reading of the file are in test_llamacpp_parity.py."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import pyggml
+from runner.convert import CheckpointError, convert
+from runner.convert.checkpoint import Checkpoint
+from runner.engine.batch import Batch
+
+from .hf_tiny import checkpoint
+from .parity import PROMPT, executor, reference
+
+# E2M1's magnitudes, by code (the sign is the code's fourth bit)
+FP4 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], np.float32)
+
+
+def to_mxfp4(weights: np.ndarray):
+    """(..., in) float -> (blocks (..., in/32, 16), scales (..., in/32), the weights they
+    encode): per 32 values the smallest power of two that fits them under 6, each value the
+    nearest E2M1, two a byte in order (OpenAI's layout)."""
+    groups = weights.reshape(*weights.shape[:-1], -1, 32)
+    peak = np.abs(groups).max(-1, keepdims=True)
+    exponent = np.ceil(np.log2(np.maximum(peak, 1e-30) / 6.0)).astype(np.int32)
+    scaled = groups / np.exp2(exponent)
+    codes = np.abs(np.abs(scaled)[..., None] - FP4).argmin(-1).astype(np.uint8)
+    codes |= (scaled < 0).astype(np.uint8) << 3
+    encoded = np.where(codes & 8, -1.0, 1.0) * FP4[codes & 7] * np.exp2(exponent)
+    blocks = (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+    scales = (exponent[..., 0] + 127).astype(np.uint8)
+    return blocks, scales, encoded.reshape(weights.shape).astype(np.float32)
+
+
+def mxfp4_checkpoints(directory):
+    """The tiny gpt-oss twice: its experts in MXFP4 blocks (released layout: (experts, out,
+    in) rows), and in float holding exactly the weights those blocks encode."""
+    from safetensors.numpy import save_file
+
+    plain = checkpoint("gpt_oss", directory / "plain")
+    tensors = {name: entry.load() for name, entry in Checkpoint(plain).tensors.items()}
+    packed, decoded = dict(tensors), dict(tensors)
+    for name in [n for n in tensors if n.endswith(("gate_up_proj", "down_proj"))]:
+        rows = tensors[name].transpose(0, 2, 1)                       # (X, out, in)
+        blocks, scales, encoded = to_mxfp4(rows)
+        del packed[name]
+        packed[name + "_blocks"], packed[name + "_scales"] = blocks, scales
+        decoded[name] = np.ascontiguousarray(encoded.transpose(0, 2, 1))
+    for target, weights in (("mxfp4", packed), ("decoded", decoded)):
+        (directory / target).mkdir()
+        for file in plain.iterdir():
+            if file.suffix != ".safetensors":
+                (directory / target / file.name).write_bytes(file.read_bytes())
+        save_file(weights, str(directory / target / "model.safetensors"))
+    return directory / "mxfp4", directory / "decoded"
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("gpt_oss")
+    mxfp4, decoded = mxfp4_checkpoints(directory)
+    return {"mxfp4": convert(mxfp4, directory / "mxfp4.gguf", "f32", progress=False),
+            "decoded": convert(decoded, directory / "decoded.gguf", "f32", progress=False),
+            "hf": decoded}
+
+
+def test_mxfp4_experts_pass_through_and_read_back_exactly(converted):
+    with pyggml.GGUFFile(converted["mxfp4"]) as packed, \
+            pyggml.GGUFFile(converted["decoded"]) as plain:
+        experts = [name for name in packed.tensors_info if name.endswith("_exps.weight")]
+        assert len(experts) == 3 * 4                   # gate, up, down in each of 4 layers
+        for name in experts:
+            info, shape = packed.tensors_info[name], packed.tensor_shape(name)
+            assert packed.tensor_type(name) == pyggml.GGMLType.MXFP4, name
+            assert shape == plain.tensor_shape(name), name
+            raw = packed.data[info.offset:info.offset + pyggml.GGMLType.MXFP4.row_size(
+                int(np.prod(shape)))]
+            np.testing.assert_array_equal(
+                pyggml.dequantize(raw, pyggml.GGMLType.MXFP4, shape), plain.read(name),
+                err_msg=name)
+
+
+def test_mxfp4_logits_match_transformers_on_the_weights_they_encode(converted, backend):
+    model, run = executor(converted["mxfp4"], backend)
+    ids = model.tokenizer.encode(PROMPT, add_special=True)
+    ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
+    expected = reference(converted["hf"], ids)
+    assert np.abs(ours - expected).max() < 3e-2
+    assert (ours.argmax(1) == expected.argmax(1)).mean() > 0.9
+
+
+def test_mxfp4_blocks_without_their_scales_are_refused(tmp_path):
+    from safetensors.numpy import save_file
+
+    mxfp4, _ = mxfp4_checkpoints(tmp_path)
+    tensors = {name: entry.load() for name, entry in Checkpoint(mxfp4).tensors.items()}
+    del tensors["model.layers.0.mlp.experts.down_proj_scales"]
+    save_file(tensors, str(mxfp4 / "model.safetensors"))
+    with pytest.raises(CheckpointError, match="down_proj lacks its scales"):
+        convert(mxfp4, tmp_path / "bad.gguf", "f32", progress=False)
+
+
+def test_a_config_llama_cpp_cannot_run_is_refused(tmp_path):
+    hf = checkpoint("gpt_oss", tmp_path / "hf", swiglu_limit=5.0)
+    with pytest.raises(CheckpointError, match="alpha or limit"):
+        convert(hf, tmp_path / "x.gguf", "f32", progress=False)
+    config = json.loads((hf / "config.json").read_text())
+    config.update(swiglu_limit=7.0, layer_types=["full_attention"] * 4)
+    (hf / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="layer pattern"):
+        convert(hf, tmp_path / "y.gguf", "f32", progress=False)
