@@ -36,7 +36,9 @@ def to_mxfp4(weights: np.ndarray):
     encoded = np.where(codes & 8, -1.0, 1.0) * FP4[codes & 7] * np.exp2(exponent)
     blocks = (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
     scales = (exponent[..., 0] + 127).astype(np.uint8)
-    return blocks, scales, encoded.reshape(weights.shape).astype(np.float32)
+    # contiguous: safetensors' save_file writes an array's memory as it lies
+    return (np.ascontiguousarray(blocks), np.ascontiguousarray(scales),
+            encoded.reshape(weights.shape).astype(np.float32))
 
 
 def mxfp4_checkpoints(directory):
