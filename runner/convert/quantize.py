@@ -3,8 +3,9 @@
     python -m runner quantize IN.gguf OUT.gguf --type Q4_K_M
 
 Which tensors get which type follows llama.cpp's llama_tensor_get_type for the types here:
-1-D tensors (norms, biases, rope factors), expert routers and the few matrices llama.cpp
-leaves alone (KEPT) keep their type; the output matrix (or the tied embeddings, Gemma 3n's
+1-D tensors (norms, biases, rope factors), expert routers, the few matrices llama.cpp
+leaves alone (KEPT) and MXFP4 experts (gpt-oss's as released; llama.cpp refuses to
+requantize them) keep their type; the output matrix (or the tied embeddings, Gemma 3n's
 per-layer ones with them) gets Q6_K (Q8_0 stays Q8_0); with _M, attn_v (and DeepSeek's
 attn_kv_b and a fused attn_qkv, which llama.cpp ranks with it) and ffn_down get Q6_K in
 the layers use_more_bits picks (the first and last eighth, and every third between),
@@ -54,6 +55,9 @@ K_FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
 FLOATS = {"F32", "F16", "BF16"}
 # kept in their type, as llama.cpp keeps them: expert routers, Gemma 3n's small AltUp and
 # Laurel matrices and its per-layer projection, BERT's position and token-type embeddings
+# types a file may hold already that stay as they are: gpt-oss's MXFP4 experts, as released
+# (llama.cpp refuses to quantize such a file unless told to requantize them)
+PASS_THROUGH = ("MXFP4",)
 KEPT = ("ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj",
         "position_embd.weight", "token_types.weight")
 # the embeddings that stand in for the output matrix when the model ties it (Gemma 3n's
@@ -72,7 +76,7 @@ def tensor_type(name: str, shape: tuple[int, ...], mixture: Mixture, layers: int
     """The ggml type name for a tensor (shape in numpy order, its type source) of a model
     with layers layers and experts experts a layer."""
     if len(shape) < 2 or not name.endswith(".weight") or name.endswith("_norm.weight") or \
-            any(part in name for part in KEPT):
+            any(part in name for part in KEPT) or source in PASS_THROUGH:
         return source
     kind = mixture.base
     if name == "output.weight" or (not has_output and name in EMBEDDINGS):
@@ -132,6 +136,10 @@ def quantize_file(source, target, type_name: str, progress: bool = True) -> Path
     writer.write_ti_data_to_file()
     for info, shape, kind in tqdm(plan, desc=f"quantizing to {type_name}", unit="tensor",
                                   disable=not progress):
+        if kind in PASS_THROUGH:
+            writer.write_tensor_data(np.frombuffer(header.map, dtype=np.uint8,
+                                                   count=info.n_bytes, offset=info.offset))
+            continue
         values = _values(header, info, shape)
         writer.write_tensor_data(values.astype(np.float32) if kind == "F32" else
                                  pyggml.quants.quantize(values, kind))

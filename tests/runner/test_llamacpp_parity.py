@@ -233,21 +233,44 @@ def test_converted_models_run_in_llama_cpp_as_in_ours(tmp_path, backend, name):
 
 def test_gpt_oss_mxfp4_experts_run_and_quantize_in_llama_cpp_as_in_ours(tmp_path, backend):
     """A gpt-oss file whose experts passed through as MXFP4: llama.cpp reads it and computes
-    our logits to the bit; Q4_K_M keeps the MXFP4 experts and picks llama.cpp's types for
-    the rest."""
+    our logits to the bit. Q4_K_M keeps those experts' bytes (llama.cpp's quantizer refuses
+    the file: it would requantize them) and gives the other tensors the types llama.cpp
+    gives them in the same model with float experts; llama.cpp runs that file as we do."""
+    import ctypes
+
+    from pyggml.gguf_reader import Header
     from runner.convert import convert
+    from runner.convert.quantize import quantize_file
     from runner.loading.loader import load_model
 
     from .convert.test_gpt_oss import mxfp4_checkpoints
 
-    mxfp4, _ = mxfp4_checkpoints(tmp_path)
+    def run_both(path):
+        model = load_model(path, backend)
+        llm = reference(path, n_ctx=256, logits_all=True, flash_attn=False, type_k=0,
+                        type_v=0)
+        ids = model.tokenizer.encode("The capital of France is Paris.\n\nAnd  then \u2603.")
+        ours, theirs = both_logits(llm, model, backend, ids, "f32", False)
+        assert np.abs(ours - theirs).max() == 0.0
+
+    mxfp4, decoded = mxfp4_checkpoints(tmp_path)
     path = convert(mxfp4, tmp_path / "mxfp4.gguf", "f32", progress=False)
-    model = load_model(path, backend)
-    llm = reference(path, n_ctx=256, logits_all=True, flash_attn=False, type_k=0, type_v=0)
-    ids = model.tokenizer.encode("The capital of France is Paris.\n\nAnd  then \u2603 more.")
-    ours, theirs = both_logits(llm, model, backend, ids, "f32", False)
-    assert np.abs(ours - theirs).max() == 0.0
-    assert_quantized_alike(path, tmp_path)
+    run_both(path)
+    ours = quantize_file(path, tmp_path / "ours.gguf", "Q4_K_M", progress=False)
+    float_experts = convert(decoded, tmp_path / "decoded.gguf", "f16", progress=False)
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    theirs = tmp_path / "theirs.gguf"
+    assert llama_cpp.llama_model_quantize(str(float_experts).encode(), str(theirs).encode(),
+                                          ctypes.byref(params)) == 0
+    source, mine, reference_types = (
+        {t.name: t for t in Header(f).tensors} for f in (path, ours, theirs))
+    for name, info in mine.items():
+        if name.endswith("_exps.weight"):
+            assert (info.type, info.n_bytes) == (source[name].type, source[name].n_bytes)
+        else:
+            assert info.type == reference_types[name].type, name
+    run_both(ours)
 
 
 def test_gpt_oss_sinks_with_flash_attention_equal_llama_cpps(tmp_path, backend):

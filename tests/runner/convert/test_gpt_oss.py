@@ -118,3 +118,23 @@ def test_a_config_llama_cpp_cannot_run_is_refused(tmp_path):
     (hf / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match="layer pattern"):
         convert(hf, tmp_path / "y.gguf", "f32", progress=False)
+
+
+def test_quantize_keeps_the_mxfp4_experts(converted, backend, tmp_path):
+    from runner.convert.quantize import quantize_file
+
+    quantized = quantize_file(converted["mxfp4"], tmp_path / "q.gguf", "Q8_0", progress=False)
+    with pyggml.GGUFFile(converted["mxfp4"]) as source, pyggml.GGUFFile(quantized) as result:
+        for name, info in result.tensors_info.items():
+            before = source.tensors_info[name]
+            if name.endswith("_exps.weight"):
+                assert result.tensor_type(name) == pyggml.GGMLType.MXFP4, name
+                assert bytes(result.data[info.offset:info.offset + info.n_bytes]) == \
+                    bytes(source.data[before.offset:before.offset + before.n_bytes]), name
+            elif name.endswith("attn_q.weight"):
+                assert result.tensor_type(name) == pyggml.GGMLType.Q8_0
+    model, run = executor(quantized, backend)
+    ids = model.tokenizer.encode(PROMPT, add_special=True)
+    ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
+    expected = reference(converted["hf"], ids)      # the rest in Q8_0 moves a tiny model's
+    assert np.corrcoef(ours.ravel(), expected.ravel())[0, 1] > 0.99          # logits by 0.3
