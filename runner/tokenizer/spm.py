@@ -10,7 +10,6 @@ written in the text are split out first. The vocabulary has scores but no merge 
 from __future__ import annotations
 
 import heapq
-import re
 
 from .vocab import TokenType, Vocab
 
@@ -36,14 +35,9 @@ class SPMTokenizer:
         for i, kind in enumerate(vocab.types):
             if kind == TokenType.BYTE:
                 self.byte_ids[int(vocab.tokens[i][3:5], 16)] = i
-        self._special = self._splitter((TokenType.CONTROL, TokenType.USER_DEFINED))
-        self._plain = self._splitter((TokenType.USER_DEFINED,))
+        self._special = vocab.splitter(TokenType.CONTROL, TokenType.USER_DEFINED)
+        self._plain = vocab.splitter(TokenType.USER_DEFINED)
         self.token_bytes = piece_bytes(vocab)
-
-    def _splitter(self, kinds) -> re.Pattern | None:
-        texts = sorted((self.vocab.tokens[i] for i in self.vocab.ids_of_type(*kinds)
-                        if self.vocab.tokens[i]), key=len, reverse=True)
-        return re.compile("(" + "|".join(map(re.escape, texts)) + ")") if texts else None
 
     def encode(self, text: str, parse_special: bool = True) -> list[int]:
         splitter = self._special if parse_special else self._plain

@@ -15,7 +15,6 @@ where llama.cpp walks bytes; this follows llama.cpp.
 
 from __future__ import annotations
 
-import re
 import struct
 
 from .spm import SPACE, piece_bytes
@@ -91,8 +90,8 @@ class UnigramTokenizer:
         self.unknown_score = (min(normal) if normal else 0.0) - UNKNOWN_PENALTY
         # special tokens written in the text are split out when asked; otherwise the
         # normalizer keeps user-defined ones whole (llama.cpp, as sentencepiece)
-        self._special = self._splitter((TokenType.CONTROL, TokenType.UNKNOWN,
-                                        TokenType.USER_DEFINED))
+        self._special = vocab.splitter(TokenType.CONTROL, TokenType.UNKNOWN,
+                                       TokenType.USER_DEFINED)
         self.user_defined = sorted((vocab.tokens[i].encode() for i in
                                     vocab.ids_of_type(TokenType.USER_DEFINED)
                                     if vocab.tokens[i]), key=len, reverse=True)
@@ -100,11 +99,6 @@ class UnigramTokenizer:
         for i, text in enumerate(vocab.tokens):
             self.ids.setdefault(text, i)
         self.token_bytes = piece_bytes(vocab)
-
-    def _splitter(self, kinds) -> re.Pattern | None:
-        texts = sorted((self.vocab.tokens[i] for i in self.vocab.ids_of_type(*kinds)
-                        if self.vocab.tokens[i]), key=len, reverse=True)
-        return re.compile("(" + "|".join(map(re.escape, texts)) + ")") if texts else None
 
     def encode(self, text: str, parse_special: bool = True) -> list[int]:
         pieces = self._special.split(text) if parse_special and self._special else [text]

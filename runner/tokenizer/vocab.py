@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 
 
@@ -88,6 +89,13 @@ class Vocab:
 
     def ids_of_type(self, *kinds: TokenType) -> list[int]:
         return [i for i, t in enumerate(self.types) if t in kinds]
+
+    def splitter(self, *kinds: TokenType) -> re.Pattern | None:
+        """A pattern whose split() keeps the tokens of kinds written in a text as separate
+        pieces (the odd ones), longest first; None when there are none."""
+        texts = sorted((self.tokens[i] for i in self.ids_of_type(*kinds) if self.tokens[i]),
+                       key=len, reverse=True)
+        return re.compile("(" + "|".join(map(re.escape, texts)) + ")") if texts else None
 
 
 # harmony's (gpt-oss's) reply ends: a final answer and a tool call. Its <|end|> closes one

@@ -236,7 +236,6 @@ def test_gpt_oss_mxfp4_experts_run_and_quantize_in_llama_cpp_as_in_ours(tmp_path
     our logits to the bit. Q4_K_M keeps those experts' bytes (llama.cpp's quantizer refuses
     the file: it would requantize them) and gives the other tensors the types llama.cpp
     gives them in the same model with float experts; llama.cpp runs that file as we do."""
-    import ctypes
 
     from pyggml.gguf_reader import Header
     from runner.convert import convert
@@ -258,11 +257,7 @@ def test_gpt_oss_mxfp4_experts_run_and_quantize_in_llama_cpp_as_in_ours(tmp_path
     run_both(path)
     ours = quantize_file(path, tmp_path / "ours.gguf", "Q4_K_M", progress=False)
     float_experts = convert(decoded, tmp_path / "decoded.gguf", "f16", progress=False)
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
-    theirs = tmp_path / "theirs.gguf"
-    assert llama_cpp.llama_model_quantize(str(float_experts).encode(), str(theirs).encode(),
-                                          ctypes.byref(params)) == 0
+    theirs = llama_cpp_q4_k_m(float_experts, tmp_path / "theirs.gguf")
     source, mine, reference_types = (
         {t.name: t for t in Header(f).tensors} for f in (path, ours, theirs))
     for name, info in mine.items():
@@ -426,19 +421,25 @@ def test_converted_last_token_embedding_model_embeds_in_llama_cpp_as_in_ours(tmp
     embeds_alike(path, TEXTS, 1e-4, same_ids=False, type_k=0, type_v=0)
 
 
+def llama_cpp_q4_k_m(source, target):
+    """source quantized to Q4_K_M by llama.cpp's quantizer, at target."""
+    import ctypes
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    assert llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(),
+                                          ctypes.byref(params)) == 0
+    return target
+
+
 def assert_quantized_alike(source, directory) -> None:
     """Q4_K_M of source by our quantizer and by llama.cpp's: the same type for every tensor."""
-    import ctypes
 
     from pyggml.gguf_reader import Header
     from runner.convert.quantize import quantize_file
 
     ours = quantize_file(source, directory / "ours.gguf", "Q4_K_M", progress=False)
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
-    theirs = directory / "theirs.gguf"
-    assert llama_cpp.llama_model_quantize(str(source).encode(), str(theirs).encode(),
-                                          ctypes.byref(params)) == 0
+    theirs = llama_cpp_q4_k_m(source, directory / "theirs.gguf")
 
     def types(path):
         return {t.name: pyggml.dtypes.type_name(t.type).upper() for t in Header(path).tensors}
