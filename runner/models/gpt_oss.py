@@ -4,7 +4,11 @@ no value), every other layer sliding (the even ones, a window of 128), YaRN rope
 experts in every layer: the router (with a bias) picks the top k by its raw logits and
 weighs them by a softmax over those k; each expert is a clamped SwiGLU (ggml_swiglu_oai:
 alpha 1.702, limit 7) with biases on its gate, up and down projections, as llama.cpp's
-build_moe_ffn runs them."""
+build_moe_ffn runs them.
+
+Ollama's files (converted from OpenAI's own checkpoints; older ones say architecture gptoss)
+hold Q, K and V as one attn_qkv, and may name the output attn_out and the sinks attn_sinks:
+read alike."""
 
 from __future__ import annotations
 
@@ -45,9 +49,16 @@ class GptOssConfig(LlamaConfig):
         return self.window if layer % SLIDING_PATTERN == 0 else None
 
 
+# names Ollama's files (older ones) give tensors that llama.cpp's converter names otherwise
+OLLAMA_NAMES = {"attn_output.weight": "attn_out.weight", "attn_output.bias": "attn_out.bias",
+                "attn_sinks.weight": "attn_sinks"}
+
+
 @dataclass
 class GptOssBlock(Block):
     attn_norm: Tensor | None = None
+    attn_qkv: Tensor | None = None            # Ollama's: Q, K and V in one (q + 2 kv, E)
+    attn_qkv_bias: Tensor | None = None
     attn_q: Tensor | None = None
     attn_q_bias: Tensor | None = None
     attn_k: Tensor | None = None
@@ -75,7 +86,7 @@ class GptOss(Transformer):
 
     @classmethod
     def config_of(cls, meta: dict):
-        return GptOssConfig.from_metadata(meta)
+        return GptOssConfig.from_metadata(meta, meta["general.architecture"])
 
     def windows(self) -> tuple:
         return (None, self.config.window)
@@ -89,28 +100,47 @@ class GptOss(Transformer):
         c = self.config
         e, q, kv, x, f = (c.embd, c.heads * c.head_dim, c.kv_heads * c.head_dim,
                           c.routing.experts, c.expert_ffn)
-        block = GptOssBlock()
-        weights.bind(block, f"blk.{i}.", {
-            "attn_norm": (e,), "attn_q": (q, e), "attn_k": (kv, e), "attn_v": (kv, e),
-            "attn_output": (e, q), "attn_sinks": (c.heads,), "post_attention_norm": (e,),
-            "ffn_gate_inp": (x, e), "ffn_gate_exps": (x, f, e), "ffn_up_exps": (x, f, e),
-            "ffn_down_exps": (x, e, f)})
-        for name, shape in {"attn_q": (q,), "attn_k": (kv,), "attn_v": (kv,),
-                            "attn_output": (e,), "ffn_gate_inp": (x,),
-                            "ffn_gate_exps": (x, f), "ffn_up_exps": (x, f),
-                            "ffn_down_exps": (x, e)}.items():
-            setattr(block, f"{name}_bias", weights.take(f"blk.{i}.{name}.bias", shape))
+        prefix, block = f"blk.{i}.", GptOssBlock()
+
+        def take(name: str, shape):
+            alternative = prefix + OLLAMA_NAMES.get(name, name)
+            return weights.take(alternative if alternative in weights.tensors and
+                                prefix + name not in weights.tensors else prefix + name, shape)
+
+        projections = {"attn_q": (q, e), "attn_k": (kv, e), "attn_v": (kv, e)}
+        if prefix + "attn_qkv.weight" in weights.tensors:
+            projections = {"attn_qkv": (q + 2 * kv, e)}
+        for name, shape in {**projections, "attn_output": (e, q), "ffn_gate_inp": (x, e),
+                            "ffn_gate_exps": (x, f, e), "ffn_up_exps": (x, f, e),
+                            "ffn_down_exps": (x, e, f)}.items():
+            setattr(block, name, take(f"{name}.weight", shape))
+            setattr(block, f"{name}_bias", take(f"{name}.bias", shape[:-1]))
+        block.attn_norm = take("attn_norm.weight", (e,))
+        block.post_attention_norm = take("post_attention_norm.weight", (e,))
+        block.attn_sinks = take("attn_sinks.weight", (c.heads,))
         return block
+
+    def _qkv(self, block: GptOssBlock, h):
+        """h (T, E) -> queries (T, H, D), keys and values (T, KVH, D)."""
+        c, n, d = self.config, h.shape[0], self.config.head_dim
+        if block.attn_qkv is None:
+            return tuple(weight.mul_mat(h).add(bias).reshape(n, heads, d) for weight, bias, heads
+                         in ((block.attn_q, block.attn_q_bias, c.heads),
+                             (block.attn_k, block.attn_k_bias, c.kv_heads),
+                             (block.attn_v, block.attn_v_bias, c.kv_heads)))
+        qkv = block.attn_qkv.mul_mat(h).add(block.attn_qkv_bias)        # (T, (H + 2 KVH) D)
+        row, item = qkv.strides[0], qkv.strides[1]
+        starts = (0, c.heads, c.heads + c.kv_heads)
+        return tuple(qkv.view((n, heads, d), start * d * item, (row, d * item, item)).cont()
+                     for start, heads in zip(starts, (c.heads, c.kv_heads, c.kv_heads)))
 
     def forward(self, inputs, kv):
         c = self.config
-        n, d = inputs.n_tokens, c.head_dim
+        d = c.head_dim
         x = inputs.splice(self.token_embd.get_rows(inputs.tokens))           # (T, E)
         for i, block in enumerate(self.blocks):
             h = x.rms_norm(c.norm_eps).mul(block.attn_norm)
-            q = block.attn_q.mul_mat(h).add(block.attn_q_bias).reshape(n, c.heads, d)
-            k = block.attn_k.mul_mat(h).add(block.attn_k_bias).reshape(n, c.kv_heads, d)
-            v = block.attn_v.mul_mat(h).add(block.attn_v_bias).reshape(n, c.kv_heads, d)
+            q, k, v = self._qkv(block, h)                                    # (T, H|KVH, D)
             q = c.rope.apply(q, inputs.positions, self.rope_mode)
             k = c.rope.apply(k, inputs.positions, self.rope_mode)
             a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d), c.window_of(i),
@@ -138,3 +168,6 @@ class GptOss(Transformer):
     def shift(self, k, deltas, layer: int):
         """Re-rotate cached keys k (cells, KVH, D) by position deltas (cells,)."""
         return self.config.rope.shift(k, deltas, self.rope_mode)
+
+
+register("gptoss")(GptOss)           # Ollama's files' name for it

@@ -78,7 +78,9 @@ class Vocab:
                                                    False)),
             charsmap=bytes(int(b) & 0xFF for b in
                            meta.get("tokenizer.ggml.precompiled_charsmap") or ()))
-        vocab.eog = {t for t in (vocab.eos, vocab.eot) if t is not None}
+        vocab.eog = {t for t in (vocab.eos, vocab.eot) if t is not None} | {
+            int(t) for t in meta.get("tokenizer.ggml.eos_token_ids") or ()  # Ollama's key
+            if 0 <= int(t) < len(tokens)}
         for i, text in enumerate(tokens):
             if vocab.types[i] == TokenType.CONTROL and text in END_OF_GENERATION:
                 vocab.eog.add(i)

@@ -16,8 +16,11 @@ from runner.convert import CheckpointError, convert
 from runner.convert.checkpoint import Checkpoint
 from runner.engine.batch import Batch
 
+from .gguf_edit import rewrite
 from .hf_tiny import checkpoint
 from .parity import PROMPT, executor, reference
+
+OLLAMA_ARCHITECTURE = "gptoss"       # older Ollama files' name (see test_registry.py)
 
 # E2M1's magnitudes, by code (the sign is the code's fourth bit)
 FP4 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], np.float32)
@@ -138,3 +141,35 @@ def test_quantize_keeps_the_mxfp4_experts(converted, backend, tmp_path):
     ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
     expected = reference(converted["hf"], ids)      # the rest in Q8_0 moves a tiny model's
     assert np.corrcoef(ours.ravel(), expected.ravel())[0, 1] > 0.99          # logits by 0.3
+
+
+def ollama_layout():
+    """Our tensors as Ollama's converter writes OpenAI's own checkpoints: Q, K and V in one
+    attn_qkv (weight and bias), the output attn_out, the sinks attn_sinks."""
+    def rename(name, array, arrays):
+        if ".attn_q." in name:
+            part = name.split(".attn_q.")
+            stacked = np.concatenate([arrays[f"{part[0]}.attn_{x}.{part[1]}"]
+                                      for x in "qkv"], axis=0)
+            return {f"{part[0]}.attn_qkv.{part[1]}": stacked}
+        if ".attn_k." in name or ".attn_v." in name:
+            return {}
+        return {name.replace("attn_output", "attn_out").replace("attn_sinks.weight",
+                                                                "attn_sinks"): array}
+    return rename
+
+
+def test_ollamas_layout_reads_alike(converted, backend, tmp_path):
+    plain = converted["decoded"]
+    with pyggml.GGUFFile(plain) as f:
+        keys = {k: "gptoss" + k[len("gpt-oss"):] for k in f.metadata if k.startswith("gpt-oss.")}
+    ollama = rewrite(plain, tmp_path / "ollama.gguf", keys=keys, arch=OLLAMA_ARCHITECTURE,
+                     tensors=ollama_layout())
+    with pyggml.GGUFFile(ollama) as f:
+        assert "blk.0.attn_qkv.weight" in f.tensors_info and "blk.0.attn_sinks" in f.tensors_info
+    logits = []
+    for path in (plain, ollama):
+        model, run = executor(path, backend)
+        ids = model.tokenizer.encode(PROMPT, add_special=True)
+        logits.append(run.logits(Batch.of_sequence(ids, 0, all_logits=True)))
+    assert np.abs(logits[0] - logits[1]).max() < 1e-5

@@ -12,6 +12,7 @@ from runner.models.vision import PROJECTORS, projector_class
 from ..audio import test_encoder as audio_parity
 from ..convert import test_bert as bert_parity
 from ..convert import test_embedding_gemma as embedding_gemma_parity
+from ..convert import test_gpt_oss as gpt_oss_parity
 from ..convert import test_nomic as nomic_parity
 from ..convert import test_parity as text_parity
 from ..vision import test_encoders as vision_parity
@@ -20,7 +21,8 @@ from ..vision import test_encoders as vision_parity
 def test_every_architecture_has_its_parity_test():
     tested = set(text_parity.ARCHITECTURE_OF.values()) | {
         bert_parity.ARCHITECTURE, nomic_parity.ARCHITECTURE, nomic_parity.MOE_ARCHITECTURE,
-        embedding_gemma_parity.ARCHITECTURE, embedding_gemma_parity.OLLAMA_ARCHITECTURE}
+        embedding_gemma_parity.ARCHITECTURE, embedding_gemma_parity.OLLAMA_ARCHITECTURE,
+        gpt_oss_parity.OLLAMA_ARCHITECTURE}
     assert set(ARCHITECTURES) == tested, "an architecture is registered without a parity test"
 
 
