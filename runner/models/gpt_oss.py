@@ -7,8 +7,8 @@ alpha 1.702, limit 7) with biases on its gate, up and down projections, as llama
 build_moe_ffn runs them.
 
 Ollama's files (converted from OpenAI's own checkpoints; older ones say architecture gptoss)
-hold Q, K and V as one attn_qkv, and may name the output attn_out and the sinks attn_sinks:
-read alike."""
+hold Q, K and V as one attn_qkv, and may name the output attn_out, the sinks attn_sinks and
+the FFN's norm ffn_norm: read alike."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ class GptOssConfig(LlamaConfig):
 
 # names Ollama's files (older ones) give tensors that llama.cpp's converter names otherwise
 OLLAMA_NAMES = {"attn_output.weight": "attn_out.weight", "attn_output.bias": "attn_out.bias",
-                "attn_sinks.weight": "attn_sinks"}
+                "attn_sinks.weight": "attn_sinks", "post_attention_norm.weight": "ffn_norm.weight"}
 
 
 @dataclass
@@ -103,9 +103,10 @@ class GptOss(Transformer):
         prefix, block = f"blk.{i}.", GptOssBlock()
 
         def take(name: str, shape):
-            alternative = prefix + OLLAMA_NAMES.get(name, name)
-            return weights.take(alternative if alternative in weights.tensors and
-                                prefix + name not in weights.tensors else prefix + name, shape)
+            found = prefix + name
+            if found not in weights.tensors:
+                found = prefix + OLLAMA_NAMES.get(name, name)
+            return weights.take(found, shape)
 
         projections = {"attn_q": (q, e), "attn_k": (kv, e), "attn_v": (kv, e)}
         if prefix + "attn_qkv.weight" in weights.tensors:

@@ -145,7 +145,8 @@ def test_quantize_keeps_the_mxfp4_experts(converted, backend, tmp_path):
 
 def ollama_layout():
     """Our tensors as Ollama's converter writes OpenAI's own checkpoints: Q, K and V in one
-    attn_qkv (weight and bias), the output attn_out, the sinks attn_sinks."""
+    attn_qkv (weight and bias); as its older files name them, attn_out, attn_sinks and
+    ffn_norm."""
     def rename(name, array, arrays):
         if ".attn_q." in name:
             part = name.split(".attn_q.")
@@ -154,8 +155,8 @@ def ollama_layout():
             return {f"{part[0]}.attn_qkv.{part[1]}": stacked}
         if ".attn_k." in name or ".attn_v." in name:
             return {}
-        return {name.replace("attn_output", "attn_out").replace("attn_sinks.weight",
-                                                                "attn_sinks"): array}
+        return {name.replace("attn_output", "attn_out").replace("attn_sinks.weight", "attn_sinks")
+                .replace("post_attention_norm", "ffn_norm"): array}
     return rename
 
 
