@@ -9,6 +9,8 @@ llama.cpp where the real files cannot go:
   fewest llama.cpp's fixed shape allows) of width 1024
 - gemma2, olmo2, olmo3, mistral3: Gemma 2 2B's, OLMo 2 1B's, OLMo 3 7B's and Ministral 3
   3B's heads, FFN widths, windows and caps, 8 layers of width 1024 (2304 for Gemma 2)
+- gpt-oss: gpt-oss-20b's heads (64 of 64, 8 KV), sinks, window of 128, 32 experts of 1024
+  (4 a token), 8 layers of width 1024 (its experts in Q4_K_M here, not MXFP4)
 - nomic-moe, embeddinggemma: nomic-embed-text-v2-moe and EmbeddingGemma 300M at their real
   shapes (embedding models; measure them with bench/embed.py)
 
@@ -59,6 +61,10 @@ FAMILIES = {
                             sliding_window=4096)),
     "mistral3": ("ministral3", dict(COMMON, num_attention_heads=32, num_key_value_heads=8,
                                     head_dim=128, intermediate_size=9216)),
+    "gpt-oss": ("gpt_oss", dict(COMMON, num_attention_heads=64, num_key_value_heads=8,
+                                head_dim=64, intermediate_size=1024, num_local_experts=32,
+                                num_experts_per_tok=4, sliding_window=128,
+                                max_position_embeddings=4096)),
 }
 # embedding models at their real shapes: family -> checkpoint builder
 EMBEDDERS = {
