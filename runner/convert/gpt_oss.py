@@ -20,7 +20,8 @@ import numpy as np
 from .checkpoint import CheckpointError, TensorEntry
 from .hyper import Hyper
 
-EXPERTS = re.compile(r"layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)(_bias|_mxfp4)?$")
+EXPERTS = re.compile(r"layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj|gate_proj|up_proj)"
+                     r"(_bias|_mxfp4)?$")
 MXFP4 = gguf.GGMLQuantizationType.MXFP4
 BLOCK = 32                       # weights per MXFP4 block (one scale byte, 16 value bytes)
 
@@ -36,8 +37,9 @@ def mxfp4_blocks(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
 
 
 def pair_mxfp4(checkpoint) -> None:
-    """Each expert projection's _blocks and _scales as one entry, <name>_mxfp4, whose
-    loader gives ggml's MXFP4 rows and whose shape is the weights' (experts, out, in)."""
+    """Each expert projection's _blocks and _scales as entries whose loaders give ggml's
+    MXFP4 rows, shaped as the weights (experts, out, in): down_proj_mxfp4, and gate_up's
+    alternating rows apart as gate_proj_mxfp4 and up_proj_mxfp4 (each packs its own rows)."""
     for name in [n for n in checkpoint.tensors if n.endswith("_blocks")]:
         base = name.removesuffix("_blocks")
         blocks, scales = checkpoint.tensors.pop(name), checkpoint.tensors.pop(base + "_scales",
@@ -46,9 +48,16 @@ def pair_mxfp4(checkpoint) -> None:
             raise CheckpointError(f"The MXFP4 tensor {base} lacks its scales or they do not "
                                   "match its blocks.")
         experts, rows, groups, _ = blocks.shape
-        checkpoint.tensors[base + "_mxfp4"] = TensorEntry(
-            base + "_mxfp4", (experts, rows, groups * BLOCK),
-            lambda blocks=blocks, scales=scales: mxfp4_blocks(blocks.load(), scales.load()))
+        parts = {base: slice(None)}
+        if base.endswith("gate_up_proj"):
+            rows //= 2
+            parts = {base.replace("gate_up_proj", "gate_proj"): slice(0, None, 2),
+                     base.replace("gate_up_proj", "up_proj"): slice(1, None, 2)}
+        for part, chosen in parts.items():
+            checkpoint.tensors[part + "_mxfp4"] = TensorEntry(
+                part + "_mxfp4", (experts, rows, groups * BLOCK),
+                lambda blocks=blocks, scales=scales, chosen=chosen: mxfp4_blocks(
+                    blocks.load()[:, chosen], scales.load()[:, chosen]))
 
 
 def gpt_oss_split(entry, config: dict) -> dict | None:
@@ -58,12 +67,8 @@ def gpt_oss_split(entry, config: dict) -> dict | None:
     layer, kind, suffix = found.groups()
     prefix = f"blk.{layer}."
     if suffix == "_mxfp4":                               # (X, out, in), rows of blocks
-        experts, rows, columns = entry.shape
-        if kind == "down_proj":
-            return {prefix + "ffn_down_exps.weight": (entry.shape, entry.load, MXFP4)}
-        half = (experts, rows // 2, columns)
-        return {prefix + "ffn_gate_exps.weight": (half, lambda: entry.load()[:, 0::2], MXFP4),
-                prefix + "ffn_up_exps.weight": (half, lambda: entry.load()[:, 1::2], MXFP4)}
+        gguf_name = f"ffn_{kind.removesuffix('_proj')}_exps.weight"
+        return {prefix + gguf_name: (entry.shape, entry.load, MXFP4)}
     if kind == "down_proj":
         if suffix == "_bias":
             return {prefix + "ffn_down_exps.bias": (entry.shape, entry.load)}

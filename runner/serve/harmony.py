@@ -26,7 +26,7 @@ from .parsers import EXTRACTORS, Format, call_id, held
 START, CHANNEL, MESSAGE = "<|start|>", "<|channel|>", "<|message|>"
 END, CALL, RETURN, CONSTRAIN = "<|end|>", "<|call|>", "<|return|>", "<|constrain|>"
 ENDS = (END, CALL, RETURN)
-HEADER_STARTS = (START, CHANNEL, "assistant", " to=", "to=", CONSTRAIN)
+HEADER_STARTS = (START, CHANNEL, "assistant", "to=", CONSTRAIN)   # after leading spaces
 RECIPIENT = re.compile(r"to=([^\s<]+)")
 CHANNEL_NAME = re.compile(re.escape(CHANNEL) + r"\s*(\w+)")
 
