@@ -36,7 +36,7 @@ def timed_step(engine: Ours, batch: Batch, step=None) -> tuple[dict[str, float],
     marks = [time.perf_counter()]
     kv.start(batch)
     if step is None:
-        step = executor._build(batch, Shape(len(batch), len(batch.outputs), kv.n_kv, False,
+        step = executor._build(batch, Shape(len(batch), len(batch.outputs), kv.current.shape, False,
                                             0, False, False))
     step.batch = batch
     marks.append(time.perf_counter())

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import queue
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import pyggml
 
@@ -22,7 +22,6 @@ from .engine.executor import Executor
 from .engine.loop import Engine
 from .engine.options import GenerateOptions
 from .engine.request import Request
-from .kvcache import CausalCache
 from .kvcache.causal import check_cache_type
 from .loading.devices import Backends, DeviceOptions
 from .loading.fit import Footprint, Workload, choose_layers
@@ -48,6 +47,7 @@ class LoadOptions:
     kv_cache_type: str = "f16"
     repack: bool = True          # repacked CPU weight layouts, as llama.cpp by default
     multiuser_cache: bool = False   # fork the best cached prefix into the LRU slot
+    swa_full: bool = False       # sliding-window layers keep the whole context, not their window
     overlap: bool = True         # build the next batch's graph while one computes
     use_mmap: bool = True        # CPU weights point into the file
     devices: DeviceOptions = field(default_factory=DeviceOptions)   # GPUs and RPC servers
@@ -103,10 +103,13 @@ class Model:
         log.info("placement", extra={"layers": [d.name for d in layers]})
         try:
             self.loaded.load(self.placement, progress, options.use_mmap)
+            self.multimodal = self._see(layers[-1]) if loaded.projectors else None
+            # an image's rows go in one batch: the largest batch is at least one image
+            batch = max(options.batch_size,
+                        self.multimodal.max_rows if self.multimodal else 0)
+            self.workload = replace(self.workload, batch=batch)
             shapes = model.cache_layers()
-            self.kv = CausalCache(shapes, self.workload.cells,
-                                  [self.backends[d] for d in layers[:len(shapes)]],
-                                  self.workload.cache_type, options.flash_attn)
+            self.kv = self.workload.cache(shapes, [self.backends[d] for d in layers[:len(shapes)]])
             # GPUs and RPC servers queue a graph and return: started from the batch loop's
             # own thread, a step spares two thread hand-offs; CPU layers would block it
             self.scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices),
@@ -116,9 +119,6 @@ class Model:
                                      chain_on=self.backends[layers[-1]]
                                      if self.scheduler.inline else None,
                                      chain_rows=options.parallel)
-            self.multimodal = self._see(layers[-1]) if loaded.projectors else None
-            batch = max(options.batch_size,
-                        self.multimodal.max_rows if self.multimodal else 0)
             self.engine = Engine(self.executor, self.tokenizer, options.parallel, batch,
                                  options.multiuser_cache, options.overlap, self.loaded.pooling)
             self.engine.reserve()
@@ -301,7 +301,8 @@ def workload_of(model, options: LoadOptions, pooling: str | None) -> Workload:
         # exact, as in llama.cpp's encoders, which keep no cache (f16 moved them by ~3e-4)
         cache_type = "f32"
     return Workload(context, options.parallel, cache_type, options.flash_attn,
-                    options.batch_size, embeddings=pooling is not None)
+                    options.batch_size, embeddings=pooling is not None,
+                    swa_full=options.swa_full)
 
 
 DEVICE_OPTIONS = {f.name for f in fields(DeviceOptions)}

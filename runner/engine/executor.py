@@ -40,7 +40,7 @@ class Shape(NamedTuple):
     """What a graph's structure depends on: a graph is reused while its shape holds."""
     tokens: int
     outputs: int
-    n_kv: int                 # cache cells it sees
+    n_kv: tuple               # cache cells it sees, per pool
     embeddings: bool          # final hidden states instead of logits
     media: int                # image rows
     candidates: bool          # also picks each row's largest logits on the device
@@ -101,8 +101,8 @@ class Executor:
         if chained and self._chain is None:
             raise ValueError("This executor does not chain steps: its output layer is not on "
                              "a device that queues graphs.")
-        key = Shape(len(batch), len(batch.outputs), self.kv.n_kv, embeddings, batch.n_media,
-                    candidates, chained)
+        key = Shape(len(batch), len(batch.outputs), self.kv.current.shape, embeddings,
+                    batch.n_media, candidates, chained)
         kept = self._kept
         if kept is not None and kept.key == key:
             kept.batch = batch
@@ -121,7 +121,7 @@ class Executor:
         cells it took (sequence 0), when done."""
         batch = Batch(np.zeros(n), np.arange(n), np.zeros(n))
         self.kv.start(batch, all_cells=True)
-        return self._build(batch, Shape(n, 1, self.kv.size, embeddings, 0, not embeddings,
+        return self._build(batch, Shape(n, 1, self.kv.current.shape, embeddings, 0, not embeddings,
                                         self.chains and not embeddings))
 
     def _retire(self, step: Step) -> None:
@@ -289,32 +289,34 @@ class Executor:
     def shift(self, seq: int, p0: int, p1: int, delta: int) -> None:
         """Move positions [p0, p1) of seq by delta, re-rotating their cached keys."""
         kv = self.kv
-        hit = kv.cells(seq, p0, p1)
-        if not hit.any():
+        hits = kv.shift_cells(seq, p0, p1)
+        if not any(hit.any() for hit in hits.values()):
             return
         self.forget()           # a graph split over devices is not allocated again after another
-        deltas = np.where(hit, delta, 0).astype(np.int32)
         with pyggml.Context(max_tensors=16 * len(kv.layers) + 8,
                             graph_size=16 * len(kv.layers) + 8) as ctx:
-            shifts = ctx.new_tensor("I32", (kv.size,), name="k_shift").set_input()
+            shifts = {w: ctx.new_tensor("I32", (len(hit),), name=f"k_shift_{w}").set_input()
+                      for w, hit in hits.items() if w in kv.pool_of}
             hadamard = Rotations(ctx, kv.key_rotation)    # quantized keys were rotated
-            nodes = []
+            nodes, rotating = [], set()           # the pools whose keys rotate
             for layer, shape in enumerate(kv.layers):
-                cache = ctx.bind(kv.k[layer])
-                keys = cache.reshape(kv.size, shape.kv_heads, shape.head_dim)   # (cells, KVH, D)
-                source = keys if cache.dtype == pyggml.F16 else keys.cast("F32")
+                cache, window = ctx.bind(kv.k[layer]), kv.pool_of[layer]
+                keys = cache.reshape(len(hits[window]), shape.kv_heads, shape.head_dim)
+                source = keys if cache.dtype == pyggml.F16 else keys.cast("F32")  # (cells, KVH, D)
                 side = kv.key_rotation[layer]
-                rotated = self.model.shift(hadamard.rotate(source, side), shifts, layer)
+                rotated = self.model.shift(hadamard.rotate(source, side), shifts[window], layer)
                 if rotated is not None:                   # None: this layer has no rope
                     nodes.append(hadamard.rotate(rotated, side).cpy(keys))
+                    rotating.add(window)
             if nodes:
                 graph = ctx.graph(*nodes)
                 self.scheduler.alloc(graph)
-                shifts.set(deltas)
+                for window in rotating:
+                    shifts[window].set(np.where(hits[window], delta, 0).astype(np.int32))
                 for tensor, matrix in hadamard.inputs():
                     tensor.set(matrix)
                 self.scheduler.compute_async(graph).wait()
-        kv.move(hit, delta)
+        kv.move(seq, p0, p1, delta)
 
 
 def _chain(backend: pyggml.Backend, rows: int) -> pyggml.Tensor | None:

@@ -4,9 +4,14 @@ A slot remembers the tokens its sequence holds in the KV cache, so a new prompt 
 the same way only evaluates what differs (the longest common prefix is reused).
 
 Single-user policy: the free slot with the longest common prefix (the least recently used
-one when none matches). Multi-user policy: the least recently used free slot, into which
-the best prefix of any slot (busy ones too) is forked first: the KV cells are shared, not
-copied, so many users of one system prompt cost its cells once.
+one when none matches). A prefix resumes only where the cache still holds what its next
+token sees (kv.holds): a sliding-window layer's pool keeps its window and some batches of
+each sequence's recent past, so a prefix that ends further back than that is evaluated
+again from the start, as llama.cpp and Ollama do.
+
+Multi-user policy: the least recently used free slot, into which the best prefix of any
+slot (busy ones too) is forked first: the KV cells are shared, not copied, so many users of
+one system prompt cost its cells once.
 """
 
 from __future__ import annotations
@@ -63,13 +68,16 @@ class InputCache:
             slot = min(free, key=lambda s: s.last_used)
             best = max(self.slots, key=lambda s: common_prefix(s.tokens, prompt))
             shared = run_start(prompt, min(common_prefix(best.tokens, prompt), len(prompt) - 1))
-            if best is not slot and shared > common_prefix(slot.tokens, prompt):
+            if best is not slot and shared > common_prefix(slot.tokens, prompt) and \
+                    self.kv.holds(best.id, shared):
                 self.kv.copy_prefix(best.id, slot.id, shared)
                 slot.tokens = best.tokens[:shared]
         else:
             slot = max(free, key=lambda s: (common_prefix(s.tokens, prompt), -s.last_used))
         # an image is reused whole or evaluated again whole
         keep = run_start(prompt, max(0, min(common_prefix(slot.tokens, prompt), len(prompt) - 1)))
+        if not self.kv.holds(slot.id, keep):
+            keep = 0
         self.truncate(slot, keep)
         slot.busy, slot.last_used = True, time.monotonic()
         return slot, keep

@@ -30,10 +30,19 @@ class Workload:
     flash: bool = False
     batch: int = 512
     embeddings: bool = False
+    swa_full: bool = False      # sliding layers keep the whole context (llama.cpp's --swa-full)
 
     @property
     def cells(self) -> int:
         return self.context * self.parallel
+
+    def cache(self, shapes, backends, allocate: bool = True) -> CausalCache:
+        """The KV cache of layers of shapes: a sliding layer's holds its window for every
+        sequence and a batch (an encoder's batch is its whole input: no window pools)."""
+        windowed = not (self.swa_full or self.embeddings)
+        return CausalCache(shapes, self.cells, backends, self.cache_type, self.flash,
+                           allocate, window_cells=(self.parallel, self.batch) if windowed
+                           else None)
 
 
 @dataclass
@@ -84,8 +93,7 @@ def measure(model, tensors: dict, placement: Placement, workload: Workload,
     allocating (zero-size buffers stand in for weights and cache); with projectors (a
     Loaded with projectors), theirs too."""
     shapes = model.cache_layers()
-    kv = CausalCache(shapes, workload.cells, None, workload.cache_type, workload.flash,
-                     allocate=False)
+    kv = workload.cache(shapes, None, allocate=False)
     with ExitStack() as stack:
         weights, cache = defaultdict(list), defaultdict(list)
         for name, tensor in tensors.items():

@@ -31,7 +31,8 @@ def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None =
     keys = kv.keys(layer, k_node)                                 # (KVH, n_kv, D)
     values = kv.values(layer, v_node)
     queries = kv.queries(layer, q).permute(1, 0, 2)               # (H, T, D)
-    mask = kv.mask(window) if mask is None else mask
+    own = kv.mask(window, layer)                                  # checks layer's window
+    mask = own if mask is None else mask
     # scores summed in float32 on every device, as llama.cpp asks (a GPU's float16 sums
     # overflow or lose the scores of models with large activations)
     if kv.cache.flash:

@@ -126,7 +126,8 @@ class Transformer:
     @classmethod
     def layer_shapes(cls, config) -> list[LayerShape]:
         """The KV cache's shape per layer for config."""
-        return [LayerShape(config.kv_heads, config.head_dim, config.head_dim)] * config.layers
+        return [LayerShape(config.kv_heads, config.head_dim, config.head_dim,
+                           window=config.window_of(i)) for i in range(config.layers)]
 
     def cache_layers(self) -> list[LayerShape]:
         return self.layer_shapes(self.config)
@@ -152,6 +153,11 @@ class TransformerConfig:
     vocab: int
     context: int
     norm_eps: float
+
+    def window_of(self, layer: int):
+        """The layer's attention window (None: the whole context; kvcache.cells.first_seen
+        says how each kind counts)."""
+        return None
 
 
 @dataclass

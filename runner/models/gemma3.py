@@ -73,6 +73,9 @@ class Gemma3Config(TransformerConfig):
     def is_sliding(self, layer: int) -> bool:
         return layer % self.sliding_pattern != self.sliding_pattern - 1
 
+    def window_of(self, layer: int) -> int | None:
+        return self.window if self.is_sliding(layer) else None
+
 
 @dataclass
 class Gemma3Block(Block):
@@ -121,9 +124,6 @@ class Gemma3(Transformer):
     def media_windows(self) -> tuple:
         return self.windows()       # an image's rows see each other on every layer
 
-    def _window(self, layer: int):
-        return self.config.window if self.config.is_sliding(layer) else None
-
     def _rope(self, x, positions, layer: int):
         c = self.config
         return (c.local_rope if c.is_sliding(layer) else c.rope).apply(x, positions,
@@ -144,7 +144,7 @@ class Gemma3(Transformer):
                 k = k.rms_norm(eps).mul(block.attn_k_norm)
             q = self._rope(q, inputs.positions, i).scale(c.query_scale)
             k = self._rope(k, inputs.positions, i)
-            a = attention(kv, i, q, k, v, 1.0, self._window(i),       # q carries the scale
+            a = attention(kv, i, q, k, v, 1.0, c.window_of(i),       # q carries the scale
                           c.attn_softcap)
             a = block.attn_output.mul_mat(a).rms_norm(eps).mul(block.post_attention_norm)
             x = x.add(a)

@@ -96,6 +96,9 @@ class Gemma3nConfig(TransformerConfig):
     def cached_layers(self) -> int:
         return self.layers - self.shared_kv_layers
 
+    def window_of(self, layer: int) -> int | None:
+        return self.window if self.sliding[layer] else None
+
 
 @dataclass
 class Gemma3nBlock(Gemma3Block):
@@ -156,8 +159,8 @@ class Gemma3n(Transformer):
     @classmethod
     def layer_shapes(cls, config: Gemma3nConfig) -> list[LayerShape]:
         """Only the layers that keep a cache."""
-        return [LayerShape(config.kv_heads, config.head_dim, config.head_dim)] * \
-            config.cached_layers
+        return [LayerShape(config.kv_heads, config.head_dim, config.head_dim,
+                           window=config.window_of(i)) for i in range(config.cached_layers)]
 
     def windows(self) -> tuple:
         return (None, self.config.window)
@@ -246,8 +249,8 @@ class Gemma3n(Transformer):
             v = block.attn_v.mul_mat(h).reshape(n, c.kv_heads, c.head_dim)
             k = self._rope(k.rms_norm(eps).mul(block.attn_k_norm), inputs.positions, i)
             caches[i] = kv.put(i, k, v.rms_norm(eps))
-        window = c.window if c.sliding[i] else None
-        return block.attn_output.mul_mat(attend(kv, cache, q, *caches[cache], 1.0, window))
+        return block.attn_output.mul_mat(attend(kv, cache, q, *caches[cache], 1.0,
+                                                c.window_of(i)))
 
     def _rope(self, x, positions, layer: int):
         c = self.config

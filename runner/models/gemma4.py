@@ -108,6 +108,9 @@ class Gemma4Config(TransformerConfig):
         """Layers 0 .. cached_layers - 1 keep a cache; the rest share one of them."""
         return self.layers - self.shared_kv_layers
 
+    def window_of(self, layer: int) -> int | None:
+        return self.window if self.sliding[layer] else None
+
     def cache_of(self, layer: int) -> int:
         """The layer whose cache `layer` reads: itself, or for a sharing layer the last
         cached layer of its kind."""
@@ -220,7 +223,8 @@ class Gemma4(Transformer):
     def layer_shapes(cls, config: Gemma4Config) -> list[LayerShape]:
         """Only the layers that keep a cache."""
         return [LayerShape(config.layer_kv_heads[i], config.head_dim_of(i),
-                           config.head_dim_of(i)) for i in range(config.cached_layers)]
+                           config.head_dim_of(i), window=config.window_of(i))
+                for i in range(config.cached_layers)]
 
     def windows(self) -> tuple:
         return (None, self.config.window)
@@ -289,7 +293,7 @@ class Gemma4(Transformer):
             v = k if block.attn_v is None else block.attn_v.mul_mat(h).reshape(n, kv_heads, d)
             k = self._rope(k.rms_norm(eps).mul(block.attn_k_norm), rows.positions, i)
             caches[i] = kv.put(i, k, v.rms_norm(eps))
-        window = c.window if c.sliding[i] else None
+        window = c.window_of(i)
         a = attend(kv, cache, q, *caches[cache], 1.0, window,
                    mask=rows.mask(kv, window))                               # (n, H*D)
         return block.attn_output.mul_mat(a)

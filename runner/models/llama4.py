@@ -63,6 +63,10 @@ class Llama4Config(LlamaConfig):
     def uses_rope(self, layer: int) -> bool:
         return (layer + 1) % self.nope_interval != 0
 
+    def window_of(self, layer: int):
+        """Layers with rope attend within their chunk; the others see everything."""
+        return ("chunk", self.chunk) if self.uses_rope(layer) else None
+
     def is_moe(self, layer: int) -> bool:
         return (layer + 1) % self.moe_step == 0
 
@@ -92,7 +96,7 @@ class Llama4(Llama):
         return block
 
     def windows(self) -> tuple:
-        return (None, ("chunk", self.config.chunk))
+        return (None, self.config.window_of(0))
 
     def forward(self, inputs, kv):
         c = self.config
@@ -109,12 +113,11 @@ class Llama4(Llama):
                 k = c.rope.apply(k, inputs.positions, self.rope_mode, self.rope_freqs)
                 if c.qk_norm:
                     q, k = q.rms_norm(c.norm_eps), k.rms_norm(c.norm_eps)
-                window = ("chunk", c.chunk)
             else:
                 temperature = temperature or attention_temperature(
                     inputs.positions, n, c.temperature_floor, c.temperature_scale, offset=1.0)
-                q, window = q.mul(temperature), None
-            a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d), window)          # (T, H*D)
+                q = q.mul(temperature)
+            a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d), c.window_of(i))  # (T, H*D)
             x = x.add(block.attn_output.mul_mat(a))
             h = x.rms_norm(c.norm_eps).mul(block.ffn_norm)
             x = x.add(self._experts(block, h, n) if c.is_moe(i) else self._ffn(

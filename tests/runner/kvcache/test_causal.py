@@ -59,7 +59,7 @@ def test_copy_prefix_shares_cells_and_a_shift_moves_positions(backend):
     assert shared.sum() == 6 and kv.used(2) == 6
     kv.remove(0)
     assert kv.used(2) == 6 and kv.used(0) == 0         # dropping one owner keeps the other
-    kv.move(kv.cells(2, 3), -1)
+    kv.move(2, 3, None, -1)
     assert kv.positions_of(2).tolist() == [0, 1, 2, 2, 3, 4]
 
 

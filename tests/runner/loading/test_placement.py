@@ -183,3 +183,24 @@ def test_an_f16_berts_tables_stay_in_plain_memory(tmp_path):
         assert "token_types.weight" in placer.viewed
         assert "output.weight" not in loaded.tensors          # the tie BERT never reads
     loaded.file.close()
+
+
+def test_window_caches_of_different_sizes_on_two_devices(model_paths, server):
+    """Gemma 3 with half its layers remote: each device keeps its sliding layers' window
+    pools (512 + a batch of 64, padded: 768 cells) beside its global layers' 2048, and a
+    prompt that wraps the pools twice gives the CPU's tokens."""
+    prompt = " ".join(f"{word} {i}," for i, word in enumerate(["apple", "river", "stone"] * 100))
+    options = dict(num_ctx=2048, batch_size=64, repack=False, threads=2)
+    texts = {}
+    for where, devices in (("cpu", dict(num_gpu=0)),
+                           ("split", dict(rpc=[server.endpoint], num_gpu=9))):
+        model = runner.load(model_paths["gemma3"], **options, **devices)
+        try:
+            assert len(model.tokenize(prompt, add_special=True)) > 1536
+            sizes = {(d.name[:3], t.shape[0]) for d, t in zip(model.placement.layers, model.kv.k)}
+            assert sizes == ({("CPU", 768), ("CPU", 2048)} if where == "cpu" else
+                             {("CPU", 768), ("CPU", 2048), ("RPC", 768), ("RPC", 2048)})
+            texts[where] = greedy(model, prompt, 16)
+        finally:
+            model.close()
+    assert texts["split"] == texts["cpu"]
