@@ -32,7 +32,7 @@ from .multimodal.projector_memory import add_allocated
 from .multimodal.prompts import Multimodal
 from .sample import SamplingOptions
 from .sample.grammar import Constraint, compile_grammar
-from .tokenizer.template import render, template_for, with_image_tags
+from .tokenizer.template import render, renderer_for, template_for, with_image_tags
 
 log = logging.getLogger("runner")
 
@@ -157,6 +157,9 @@ class Model:
         return self.tokenizer.decode(tokens)
 
     def apply_template(self, messages: list[dict]) -> str:
+        built_in = renderer_for(self.loaded.metadata)
+        if built_in is not None:
+            return built_in[1](messages)
         if self.template is None:
             raise ValueError("This model has no chat template; generate with raw prompts.")
         vocab = self.tokenizer.vocab

@@ -16,7 +16,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainValida
 
 from ..engine.options import GenerateOptions
 from ..sample import SamplingOptions
-from ..tokenizer.template import ROLES
+from ..tokenizer.messages import ROLES
 from .options import keep_alive_seconds, think_level
 
 

@@ -28,7 +28,7 @@ from gguf import GGMLQuantizationType
 from pyggml.gguf_reader import Header
 
 from ..loading import store
-from ..tokenizer.template import template_for
+from ..tokenizer.template import renderer_for, template_for
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?(:[A-Za-z0-9._-]+)?$")
 DIGEST = re.compile(r"^sha256[:-]([0-9a-f]{64})$")
@@ -114,9 +114,10 @@ class Entry:
     def capabilities(self) -> list[str]:
         meta, arch, template = self.metadata, self.architecture, self.chat_template or ""
         found = ["embedding" if meta.get(f"{arch}.pooling_type") else "completion"]
-        if "tools" in template:
+        built_in = renderer_for(meta) is not None        # harmony: tools and reasoning
+        if "tools" in template or built_in:
             found.append("tools")
-        if any(marker in template for marker in THINK_MARKERS):
+        if any(marker in template for marker in THINK_MARKERS) or built_in:
             found.append("thinking")
         if "suffix" in template:
             found.append("insert")

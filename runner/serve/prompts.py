@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..tokenizer.template import render
+from ..tokenizer.template import render, renderer_for
 from .library import Entry
-from .parsers import Format, format_for
+from .parsers import FORMATS, Format, format_for
+
+# harmony's reasoning is low, medium or high: it cannot be turned off (the least there is:
+# low), and Ollama takes "max" as high
+HARMONY_EFFORT = {"off": "low", "max": "high"}
 
 
 @dataclass
@@ -41,15 +45,20 @@ def without_bos(entry: Entry, text: str) -> str:
 def chat_prompt(entry: Entry, messages: list[dict], tools: list | None,
                 think: str | None) -> Prompt:
     """think: None (not said), "off" or a level."""
-    template = entry.chat_template
-    if template is None:
+    template, built_in = entry.chat_template, renderer_for(entry.metadata)
+    if template is None and built_in is None:
         raise ValueError(f'"{entry.name}" has no chat template; use /api/generate with raw')
+    fmt = format_for(template) if built_in is None else \
+        next(f for f in FORMATS if f.name == built_in[0])
+    effort = HARMONY_EFFORT.get(think, think) if fmt.name == "harmony" else think
+    if built_in is not None:
+        text = built_in[1](messages, tools, effort or "medium")
+        return Prompt(text, fmt)
     extra = {}
     if think is not None:
-        extra = {"enable_thinking": think != "off", "reasoning_effort": think,
+        extra = {"enable_thinking": think != "off", "reasoning_effort": effort,
                  "thinking": think != "off"}
     text = render(template, messages, bos_text(entry), eos_text(entry), tools=tools, **extra)
-    fmt = format_for(template)
     opened = fmt.think is not None and text.rstrip().endswith(fmt.think[0])
     return Prompt(without_bos(entry, text), fmt, opened)
 
@@ -60,8 +69,11 @@ def generate_prompt(entry: Entry, prompt: str, system: str | None, template: str
         return prompt
     template = template or entry.chat_template
     system = system if system is not None else entry.system
-    if template is None:
-        return prompt if not system else f"{system}\n\n{prompt}"
+    built_in = renderer_for(entry.metadata) if template is None else None
     messages = ([{"role": "system", "content": system}] if system else []) + \
         [{"role": "user", "content": prompt}]
+    if built_in is not None:
+        return built_in[1](messages)
+    if template is None:
+        return prompt if not system else f"{system}\n\n{prompt}"
     return without_bos(entry, render(template, messages, bos_text(entry), eos_text(entry)))

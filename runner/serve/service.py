@@ -254,16 +254,24 @@ class Service:
 
     async def _fit_messages(self, call: Call, loaded: Loaded) -> None:
         """As Ollama truncates a chat: drop the oldest messages (never a system message nor
-        the last one) until the prompt fits the context."""
+        the last one; a call's results with it) until the prompt fits the context."""
         messages = list(call.extra["messages"])
         limit = loaded.choice.num_ctx
         while len(await loaded.runner.tokenize(call.body["Prompt"])) > limit:
             droppable = [i for i, m in enumerate(messages[:-1]) if m["role"] != "system"]
             if not droppable:
                 return                     # the runner truncates what is left, or refuses
-            del messages[droppable[0]]
-            call.body["Prompt"] = (await asyncio.to_thread(
-                chat_prompt, call.entry, messages, call.extra["tools"], call.extra["think"])).text
+            first = end = droppable[0]
+            while end + 1 < len(messages) - 1 and messages[end + 1]["role"] == "tool":
+                end += 1                   # a tool's result goes with the call it answers
+            del messages[first:end + 1]
+            try:
+                call.body["Prompt"] = (await asyncio.to_thread(
+                    chat_prompt, call.entry, messages, call.extra["tools"],
+                    call.extra["think"])).text
+            except ValueError as error:
+                raise ServeError(400, f"The conversation does not fit the context, and "
+                                      f"shortened it cannot be rendered: {error}") from None
             call.body["Images"] = [image for image in call.body.get("Images") or []
                                    if f"[img-{image['id']}]" in call.body["Prompt"]] or None
 

@@ -1,5 +1,6 @@
 """Chat templates: the model's own (jinja2, from tokenizer.chat_template), else Gemma's
-well-known turn format for gemma models whose file carries none."""
+well-known turn format for gemma models whose file carries none, or a renderer in code for
+a family whose format is not a template (gpt-oss's harmony, as Ollama renders it)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 
 from jinja2 import TemplateError
 
+from . import harmony
+from .messages import check_messages
 from .sandbox import BoundedSandbox, render_bounded
 
 # Gemma has no system role: its own template puts the system text before the first turn's
@@ -33,12 +36,21 @@ def _tojson(value, indent=None, ensure_ascii=False, sort_keys=False, separators=
                       separators=separators)
 
 
+# architecture -> (the reply format's name, render(messages, tools, reasoning_effort))
+RENDERERS = {"gpt-oss": ("harmony", harmony.render), "gptoss": ("harmony", harmony.render)}
+
+
 def template_for(metadata: dict) -> str | None:
     return metadata.get("tokenizer.chat_template") or \
         FALLBACKS.get(metadata.get("general.architecture"))
 
 
-ROLES = ("system", "user", "assistant", "tool", "developer")
+def renderer_for(metadata: dict):
+    """(format name, render) for a file of a family rendered in code that carries no
+    template of its own; None otherwise."""
+    if template_for(metadata) is not None:
+        return None
+    return RENDERERS.get(metadata.get("general.architecture"))
 
 
 def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
@@ -48,12 +60,7 @@ def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
     controls, tojson without ASCII escapes, raise_exception and strftime_now; tools and
     extra keyword arguments (enable_thinking, ...) passed through. Tool call arguments stay
     objects."""
-    for message in messages:
-        if not isinstance(message, dict) or message.get("role") not in ROLES or not (
-                isinstance(message.get("content"), str) or
-                (message.get("content") is None and message.get("tool_calls"))):
-            raise ValueError("Each message needs a role (system, user, assistant, tool) and a "
-                             f"string content, not {message!r}.")
+    check_messages(messages)
     env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True,
                          extensions=["jinja2.ext.loopcontrols"])
     env.globals["raise_exception"] = _raise

@@ -1,0 +1,26 @@
+"""Chat templates as their models publish them, read from llama.cpp's copies
+(`models/templates/`) inside the pinned source archive that the build already fetches through
+pip (vendor/ggml/pin.json): references, never committed here."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def official_template(name: str) -> str:
+    """The template file `name` (e.g. openai-gpt-oss-120b.jinja)."""
+    spec = importlib.util.spec_from_file_location("ggml_source", ROOT / "cmake" / "ggml_source.py")
+    source = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(source)
+    pin = json.loads((ROOT / "vendor" / "ggml" / "pin.json").read_text())
+    archive = source.fetch_archive(pin, source.default_cache_dir())
+    llama_cpp = pin["tree"].rsplit("/", 1)[0]              # .../vendor/llama.cpp
+    with tarfile.open(archive) as tar:
+        return tar.extractfile(f"{llama_cpp}/models/templates/{name}").read().decode()
