@@ -174,3 +174,29 @@ def test_ollamas_layout_reads_alike(converted, backend, tmp_path):
         ids = model.tokenizer.encode(PROMPT, add_special=True)
         logits.append(run.logits(Batch.of_sequence(ids, 0, all_logits=True)))
     assert np.abs(logits[0] - logits[1]).max() < 1e-5
+
+
+def test_mxfp4_experts_compute_on_an_rpc_server_as_on_the_cpu(converted):
+    """Every layer on a ggml RPC server (the placement path a GPU takes): the MXFP4 experts
+    reach its device as blocks and give the CPU's logits, bit for bit."""
+    import runner
+
+    from ...rpc_servers import rpc_server
+
+    logits = {}
+    with rpc_server(threads=2) as server:
+        for where, devices in (("cpu", dict(num_gpu=0)),
+                               ("rpc", dict(rpc=[server.endpoint], num_gpu=-1))):
+            model = runner.load(converted["mxfp4"], num_ctx=64, repack=False, threads=2,
+                                **devices)
+            try:
+                names = {d.name[:3] for d in model.placement.layers}
+                assert names == ({"CPU"} if where == "cpu" else {"RPC"})
+                assert model.placement.memory["blk.0.ffn_down_exps.weight"].device_name[:3] \
+                    == names.pop()
+                ids = model.tokenize(PROMPT, add_special=True)
+                logits[where] = model.executor.logits(Batch.of_sequence(ids, 0,
+                                                                        all_logits=True))
+            finally:
+                model.close()
+    np.testing.assert_array_equal(logits["rpc"], logits["cpu"])
