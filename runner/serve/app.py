@@ -1,8 +1,8 @@
 """The server's HTTP application: Ollama's native routes and OpenAI's, one error path.
 
 Errors are {"error": "<message>"} with Ollama's statuses (400 bad request, 404 unknown model,
-499 client gone, 503 queue full, 500 otherwise), or OpenAI's {"error": {...}} shape under
-/v1. The OpenAPI schema is at /openapi.json."""
+499 client gone, 503 queue full, 500 otherwise), Anthropic's shape under /v1/messages, or
+OpenAI's {"error": {...}} shape elsewhere under /v1. The OpenAPI schema is at /openapi.json."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import manage, native, openai_api, transcriptions
+from . import anthropic_api, manage, native, openai_api, transcriptions
 from .guard import Guard, allowed_origins
 from .library import Library
 from .options import Settings
@@ -28,7 +28,9 @@ log = logging.getLogger("runner.serve")
 
 
 def error(request: Request, status: int, message: str) -> JSONResponse:
-    body = openai_api.error_body(status, message) if request.url.path.startswith("/v1/") \
+    path = request.url.path
+    body = anthropic_api.error_body(status, message) if path.startswith(anthropic_api.PREFIX) \
+        else openai_api.error_body(status, message) if path.startswith("/v1/") \
         else {"error": message}
     return JSONResponse(body, status_code=status)
 
@@ -70,7 +72,7 @@ def create_app(settings: Settings | None = None, library: Library | None = None,
     async def stop_runners():
         await scheduler.stop()
 
-    for module in (manage, native, openai_api, transcriptions):
+    for module in (manage, native, openai_api, anthropic_api, transcriptions):
         app.include_router(module.api)
     app.openapi = lambda: app.openapi_schema or published(app)
     app.add_middleware(Guard, origins=allowed_origins(), check_host=loopback)

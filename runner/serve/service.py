@@ -180,6 +180,20 @@ class Service:
 
     async def chat(self, request: ChatRequest) -> Stream:
         arrived = time.perf_counter_ns()
+        return await self._open(await self._chat_call(request), request, arrived)
+
+    async def prompt_tokens(self, request: ChatRequest) -> int:
+        """How many tokens the chat's prompt takes (its text; the model loads to count)."""
+        call = await self._chat_call(request)
+        loaded = await self._lease(call.entry, self._options(call.entry,
+                                                             request.given_options())[1],
+                                   request.keep_alive)
+        try:
+            return len(await loaded.runner.tokenize(call.body["Prompt"]))
+        finally:
+            self.scheduler.release(loaded)
+
+    async def _chat_call(self, request: ChatRequest) -> Call:
         entry = await self.entry(request.model)
         if "completion" not in entry.capabilities():
             raise ServeError(400, f'"{request.model}" does not support chat')
@@ -199,11 +213,10 @@ class Service:
             raise ServeError(400, str(error)) from None
         extractor = make_extractor(prompt.format, tools=bool(tools), thinking=think != "off",
                                    start_thinking=prompt.start_thinking)
-        call = Call(entry, {"Prompt": prompt.text, "Images": _protocol_images(images)},
+        return Call(entry, {"Prompt": prompt.text, "Images": _protocol_images(images)},
                     extractor, chat=True,
                     extra={"tools": tools, "tool_choice": request.tool_choice,
                            "messages": messages, "think": think})
-        return await self._open(call, request, arrived)
 
     def _think(self, entry: Entry, think) -> str | None:
         try:

@@ -1,0 +1,229 @@
+"""The request bodies of Anthropic's Messages API (/v1/messages and its count_tokens), one
+pydantic model each, refused at the door as the others are (bodies.py), and their
+translation into a native chat request: system text, messages of text, image, tool_use,
+tool_result and thinking blocks, tools with input schemas, tool_choice, thinking."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from .bodies import Body, ChatRequest, Message, NamedFunction, NamedTool, Options, Tool
+
+
+class TextBlock(Body):
+    model_config = ConfigDict(extra="allow")       # cache_control, citations: not used
+    type: Literal["text"]
+    text: str
+
+
+class ImageSource(Body):
+    type: Literal["base64", "url"]
+    media_type: str | None = None
+    data: str | None = None
+    url: str | None = None
+
+
+class ImageBlock(Body):
+    model_config = ConfigDict(extra="allow")
+    type: Literal["image"]
+    source: ImageSource
+
+
+class ToolUseBlock(Body):
+    model_config = ConfigDict(extra="allow")
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultBlock(Body):
+    model_config = ConfigDict(extra="allow")
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: str | list[TextBlock | ImageBlock] = ""
+    is_error: bool = False
+
+
+class ThinkingBlock(Body):
+    model_config = ConfigDict(extra="allow")
+    type: Literal["thinking", "redacted_thinking"]
+    thinking: str = ""
+    signature: str | None = None
+
+
+Block = Annotated[TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock,
+                  Field(discriminator="type")]
+
+
+class AnthropicMessage(Body):
+    role: Literal["user", "assistant"]
+    content: str | list[Block]
+
+
+class AnthropicTool(Body):
+    model_config = ConfigDict(extra="allow")
+    name: str = Field(min_length=1, max_length=256)
+    description: str | None = None
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+
+
+class AnthropicToolChoice(Body):
+    model_config = ConfigDict(extra="allow")       # disable_parallel_tool_use: not used
+    type: Literal["auto", "any", "tool", "none"]
+    name: str | None = None
+
+
+class Thinking(Body):
+    model_config = ConfigDict(extra="allow")       # display: not used
+    type: Literal["enabled", "disabled", "adaptive", "between_tools"]
+    budget_tokens: int | None = Field(None, ge=0)
+
+
+class OutputFormat(Body):
+    type: Literal["json_schema"]
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "max", "max": "max"}
+
+
+class OutputConfig(Body):
+    effort: Literal[tuple(EFFORTS)] | None = None
+    format: OutputFormat | None = None
+
+
+class CountTokensRequest(Body):
+    model_config = ConfigDict(extra="allow")       # metadata, service_tier...: not used
+    model: str
+    messages: list[AnthropicMessage] = Field(min_length=1)
+    system: str | list[TextBlock] | None = None
+    tools: list[AnthropicTool] | None = None
+    tool_choice: AnthropicToolChoice | None = None
+    thinking: Thinking | None = None
+    output_config: OutputConfig | None = None
+
+    @model_validator(mode="after")
+    def _choice_names_a_tool(self):
+        choice = self.tool_choice
+        if choice is not None and choice.type == "tool":
+            names = {tool.name for tool in self.tools or []}
+            if choice.name not in names:
+                raise ValueError(f"tool_choice names {choice.name!r}, which is not among the "
+                                 "tools")
+        return self
+
+    def native(self, options: Options | None = None, stream: bool = False) -> ChatRequest:
+        """The same request as Ollama's chat."""
+        tools = [Tool(function={"name": t.name, "description": t.description,
+                                "parameters": t.input_schema}) for t in self.tools or []]
+        output = self.output_config or OutputConfig()
+        return ChatRequest(model=self.model, messages=self._messages(), options=options,
+                           stream=stream, tools=tools or None, tool_choice=self._choice(),
+                           think=self._think(), format=output.format.schema_
+                           if output.format else None)
+
+    def _think(self):
+        """Thinking off, on, or at the effort output_config asks (Ollama's levels)."""
+        effort = self.output_config.effort if self.output_config else None
+        if self.thinking is not None and self.thinking.type == "disabled":
+            return False
+        if effort is not None:
+            return EFFORTS[effort]
+        return None if self.thinking is None else True
+
+    def _choice(self):
+        choice = self.tool_choice
+        if choice is None or not self.tools:
+            return None
+        if choice.type == "tool":
+            return NamedTool(function=NamedFunction(name=choice.name))
+        return {"auto": "auto", "any": "required", "none": "none"}[choice.type]
+
+    def _messages(self) -> list[Message]:
+        system = self.system if isinstance(self.system, str) or self.system is None else \
+            "\n\n".join(block.text for block in self.system)
+        found = [Message(role="system", content=system)] if system else []
+        names = {}                                 # tool_use id -> tool name
+        for message in self.messages:
+            blocks = [TextBlock(type="text", text=message.content)] \
+                if isinstance(message.content, str) else message.content
+            if message.role == "assistant":
+                found.append(_assistant(blocks, names))
+            else:
+                found += _user(blocks, names)
+        return found
+
+
+class MessagesRequest(CountTokensRequest):
+    max_tokens: int = Field(ge=1)
+    stop_sequences: list[str] | None = None
+    stream: bool = False
+    temperature: float | None = Field(None, ge=0, le=1)
+    top_p: float | None = Field(None, ge=0, le=1)
+    top_k: int | None = Field(None, ge=0)
+
+    def options(self) -> Options:
+        given = {"num_predict": self.max_tokens, "temperature": self.temperature,
+                 "top_p": self.top_p, "top_k": self.top_k, "stop": self.stop_sequences}
+        return Options(**{k: v for k, v in given.items() if v is not None})
+
+
+def _assistant(blocks: list, names: dict) -> Message:
+    """One native assistant message: its text, thinking and tool calls."""
+    texts, thoughts, calls = [], [], []
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            texts.append(block.text)
+        elif isinstance(block, ThinkingBlock):
+            thoughts.append(block.thinking)
+        elif isinstance(block, ToolUseBlock):
+            names[block.id] = block.name
+            calls.append({"id": block.id, "function": {"name": block.name,
+                                                       "arguments": block.input}})
+        else:
+            raise ValueError(f"An assistant message cannot hold a {block.type} block.")
+    return Message(role="assistant", content="".join(texts),
+                   thinking="".join(thoughts) or None, tool_calls=calls or None)
+
+
+def _user(blocks: list, names: dict) -> list[Message]:
+    """Native messages for a user turn: tool results become tool messages (in order), the
+    text and images one user message."""
+    found, texts, images = [], [], []
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            texts.append(block.text)
+        elif isinstance(block, ImageBlock):
+            images.append(_image(block))
+        elif isinstance(block, ToolResultBlock):
+            content = block.content if isinstance(block.content, str) else "".join(
+                part.text for part in block.content if isinstance(part, TextBlock))
+            found.append(Message(role="tool", content=("Error: " if block.is_error else "") +
+                                 content, tool_name=names.get(block.tool_use_id, ""),
+                                 tool_call_id=block.tool_use_id))
+        else:
+            raise ValueError(f"A user message cannot hold a {block.type} block.")
+    if texts or images:
+        found.append(Message(role="user", content="".join(texts), images=images or None))
+    return found
+
+
+def _image(block: ImageBlock) -> str:
+    if block.source.type != "base64" or not block.source.data:
+        raise ValueError("Images must be sent as base64 data (source type base64); this "
+                         "server fetches no URLs.")
+    return block.source.data
+
+
+def tool_input(arguments) -> dict:
+    """A call's arguments as a tool_use block's input (an object)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return {}
+    return arguments if isinstance(arguments, dict) else {}
