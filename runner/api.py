@@ -79,10 +79,11 @@ def split_options(options: dict, ignored=frozenset()) -> tuple[SamplingOptions,
 class Result:
     """How the last finished generation ended (the text itself was streamed)."""
     done_reason: str               # "stop" | "length" | "closed"
-    prompt_eval_count: int         # tokens evaluated (a reused prefix is not)
+    prompt_eval_count: int         # the prompt's tokens (Ollama's count: all of them)
     eval_count: int                # tokens generated
     prompt_eval_duration: int      # nanoseconds, from the request (tokenizing included)
     eval_duration: int
+    prompt_cached_count: int = 0   # of the prompt's tokens, those the cache held already
 
 
 class Model:

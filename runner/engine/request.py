@@ -2,7 +2,8 @@
 
 The engine calls the request's emit() from its own thread with one event per call:
     {"content": str, "logprobs": [...]}                  text (and the logprobs of its tokens)
-    {"done": True, "done_reason": "stop"|"length"|"closed", counts and nanosecond durations}
+    {"done": True, "done_reason": "stop"|"length"|"closed", counts (prompt_eval_count: the
+     whole prompt; prompt_cached_count: what the cache held of it) and nanosecond durations}
     {"embedding": [float], "prompt_eval_count": int}     an embedding request's only event
     {"error": str}                                        the sequence failed; nothing follows
 """
@@ -51,7 +52,9 @@ class Active:
     def __init__(self, request: Request, slot: Slot, reused: int, tokenizer: Tokenizer):
         self.request, self.slot, self.tokenizer = request, slot, tokenizer
         self.pending: list[int] = request.tokens[reused:]    # to evaluate next
-        self.prompt_eval_count = len(self.pending)
+        # the whole prompt counts, as Ollama's runner counts it (numPromptInputs) and OpenAI
+        # does; what the cache held already is said apart
+        self.prompt_eval_count, self.prompt_cached_count = len(request.tokens), reused
         self.sampler = Sampler(request.sampling)
         self.history = [t for t in request.tokens if isinstance(t, int)]    # for penalties
         self.stream, self.stops = TextStream(), StopScanner(request.options.stop)
@@ -173,6 +176,7 @@ class Active:
         self.request.emit({
             "done": True, "done_reason": reason,
             "prompt_eval_count": self.prompt_eval_count,
+            "prompt_cached_count": self.prompt_cached_count,
             "prompt_eval_duration": first - self.request.arrived,
             "eval_count": self.generated,
             "eval_duration": now - first})

@@ -41,8 +41,10 @@ def _stop_reason(done: dict, calls: bool) -> str:
 
 
 def _usage(done: dict) -> dict:
-    return {"input_tokens": done.get("prompt_eval_count", 0),
-            "output_tokens": done.get("eval_count", 0)}
+    """Anthropic counts input apart from what was read from its cache."""
+    cached = done.get("prompt_cached_count", 0)
+    return {"input_tokens": done.get("prompt_eval_count", 0) - cached,
+            "cache_read_input_tokens": cached, "output_tokens": done.get("eval_count", 0)}
 
 
 def _message(ident: str, model: str, content: list, done: dict | None) -> dict:

@@ -115,7 +115,8 @@ def _logprobs(entries: list[dict]) -> dict:
 def _usage(done: dict) -> dict:
     prompt, completion = done.get("prompt_eval_count", 0), done.get("eval_count", 0)
     return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": done.get("prompt_cached_count", 0)}}
 
 
 def _sse(stream, convert, include_usage: bool, model: str, kind: str, ident: str):

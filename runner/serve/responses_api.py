@@ -27,7 +27,8 @@ def _id(prefix: str) -> str:
 
 def _usage(done: dict) -> dict:
     prompt, output = done.get("prompt_eval_count", 0), done.get("eval_count", 0)
-    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0},
+    cached = done.get("prompt_cached_count", 0)
+    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
             "output_tokens": output, "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": prompt + output}
 

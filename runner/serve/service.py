@@ -324,6 +324,7 @@ class Service:
                                 total_duration=time.perf_counter_ns() - arrived,
                                 load_duration=load_duration,
                                 prompt_eval_count=event["prompt_eval_count"],
+                                prompt_cached_count=event.get("prompt_cached_count", 0),
                                 prompt_eval_duration=event["prompt_eval_duration"],
                                 eval_count=event["eval_count"],
                                 eval_duration=event["eval_duration"])

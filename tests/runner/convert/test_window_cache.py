@@ -147,7 +147,7 @@ def evaluated(model, ids) -> int:
     """How many of ids' tokens a greedy request evaluated (the rest came from the cache)."""
     list(model._pieces(list(ids), *runner.api.split_options(dict(temperature=0,
                                                                  num_predict=2)), None))
-    return model.last.prompt_eval_count
+    return model.last.prompt_eval_count - model.last.prompt_cached_count
 
 
 @pytest.mark.parametrize("swa_full", [False, True])

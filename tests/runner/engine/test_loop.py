@@ -79,9 +79,10 @@ def test_prefix_reuse_counts_only_new_tokens(harness):
     second = harness.model.tokenize(base + "Question two, longer?", True)
     _, done, _ = harness.run(engine, second, temperature=0, num_predict=4)
     shared = next(i for i, (a, b) in enumerate(zip(tokens, second)) if a != b)
-    assert done["prompt_eval_count"] == len(second) - shared
+    assert done["prompt_eval_count"] == len(second)          # Ollama's count: the whole prompt
+    assert done["prompt_cached_count"] == shared
     _, done, _ = harness.run(engine, second, temperature=0, num_predict=4)
-    assert done["prompt_eval_count"] == 1           # the last token is evaluated for logits
+    assert done["prompt_cached_count"] == len(second) - 1   # the last is evaluated for logits
 
 
 def test_multiuser_cache_forks_the_best_prefix(harness):
@@ -94,7 +95,7 @@ def test_multiuser_cache_forks_the_best_prefix(harness):
     request, events = harness.submit(engine, second, temperature=0, num_predict=2)
     _, done, _ = harness.collect(events)
     shared = next(i for i, (a, b) in enumerate(zip(first, second)) if a != b)
-    assert done["prompt_eval_count"] == len(second) - shared
+    assert done["prompt_cached_count"] == shared
     wait_free(engine, 2)
     kv, (a, b) = engine.kv, engine.cache.slots
     both = kv.cells(a.id, 0, shared) & kv.cells(b.id, 0, shared)
@@ -217,7 +218,7 @@ def test_a_forked_sequence_that_fills_its_context_is_evaluated_again(harness):
     assert done["eval_count"] == 200
     wait_free(engine, 4)
     _, done, _ = harness.run(engine, first, temperature=0, num_predict=2)
-    assert done["prompt_eval_count"] == 1
+    assert done["prompt_cached_count"] == len(first) - 1
 
 
 def test_a_model_never_closed_stops_cleanly_when_python_exits(model_paths, tmp_path):

@@ -111,3 +111,18 @@ def test_models_and_errors_in_openais_shape(openai_client):
         openai_client.chat.completions.create(
             model="smollm2:135m", messages=[{"role": "user", "content": [
                 {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}])
+
+
+def test_usage_counts_the_whole_prompt_and_says_what_was_cached(openai_client, server):
+    """An identical request twice: the same prompt_tokens (Ollama and OpenAI count the whole
+    prompt), the second with all but the last token cached."""
+    messages = [{"role": "user", "content": "Count the cached tokens of this prompt, please."}]
+    usages = [openai_client.chat.completions.create(
+        model="smollm2:135m", messages=messages, max_tokens=1, temperature=0).usage
+        for _ in range(2)]
+    assert usages[0].prompt_tokens == usages[1].prompt_tokens > 10
+    assert usages[1].prompt_tokens_details.cached_tokens == usages[1].prompt_tokens - 1
+    native = server.client.post("/api/chat", json={
+        "model": "smollm2:135m", "messages": messages, "stream": False,
+        "options": {"num_predict": 1, "temperature": 0}}).json()
+    assert native["prompt_eval_count"] == usages[0].prompt_tokens
