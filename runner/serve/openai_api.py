@@ -239,8 +239,9 @@ async def completions(request: CompletionBody, service: Served, http: Request):
 
 @api.post("/v1/embeddings", openapi_extra=documented(OpenAIEmbeddingsRequest))
 async def embeddings(request: EmbeddingsBody, service: Served):
-    vectors, count, _ = await service.embed(EmbedRequest(model=request.model, input=request.input,
-                                                         dimensions=request.dimensions))
+    vectors, count, _ = await service.embed(EmbedRequest(model=request.model,
+                                                         dimensions=request.dimensions),
+                                            inputs=request.inputs())
     base64_encoded = request.encoding_format == "base64"
     data = [{"object": "embedding", "index": i,
              "embedding": base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()

@@ -119,14 +119,24 @@ class CompletionRequest(Sampling):
     logprobs: int | None = Field(None, ge=0, le=20)
 
 
-def _no_tokens(value):
-    if isinstance(value, list) and value and not isinstance(value[0], str):
-        raise ValueError("invalid input type: token arrays are not supported, send text")
+def _some_input(value):
+    """OpenAI's rule: no empty string, no empty list, no empty token array."""
+    items = value if isinstance(value, list) else [value]
+    if not items or any(item == "" or item == [] for item in items):
+        raise ValueError("input cannot be empty: send a non-empty string, array of strings "
+                         "or array of token ids")
     return value
 
 
 class OpenAIEmbeddingsRequest(Body):
     model: str
-    input: Annotated[str | list[str], BeforeValidator(_no_tokens)]
+    input: Annotated[str | list[str] | list[int] | list[list[int]],
+                     BeforeValidator(_some_input)]
     dimensions: int | None = Field(None, ge=1)
     encoding_format: Literal["float", "base64"] = "float"
+
+    def inputs(self) -> list:
+        """Each input: a text or a list of token ids."""
+        if isinstance(self.input, str) or (self.input and isinstance(self.input[0], int)):
+            return [self.input]
+        return list(self.input)

@@ -362,9 +362,10 @@ class Service:
 
     # -- embeddings ---------------------------------------------------------------------
 
-    async def embed(self, request: EmbedRequest, normalize: bool = True
+    async def embed(self, request: EmbedRequest, normalize: bool = True, inputs=None
                     ) -> tuple[list, int, int]:
-        """(vectors, prompt tokens, load duration) of the request's input."""
+        """(vectors, prompt tokens, load duration) of the request's input (or of inputs:
+        texts and lists of token ids)."""
         entry = await self.entry(request.model)
         dimensions = request.dimensions
         _, choice = self._options(entry, request.given_options())
@@ -373,7 +374,7 @@ class Service:
         load_duration = time.perf_counter_ns() - loading
         try:
             vectors, count = [], 0
-            for text in request.texts():
+            for text in request.texts() if inputs is None else inputs:
                 text = await self._fit_context(loaded, text, request.truncate)
                 try:
                     result = await loaded.runner.embedding(text)
@@ -390,8 +391,13 @@ class Service:
         finally:
             self.scheduler.release(loaded)
 
-    async def _fit_context(self, loaded: Loaded, text: str, truncate: bool) -> str:
+    async def _fit_context(self, loaded: Loaded, text, truncate: bool):
         limit = loaded.choice.num_ctx
+        if isinstance(text, list):                  # token ids: as given, or refused
+            if len(text) > limit:
+                raise ServeError(400, f"The input has {len(text)} tokens; the context holds "
+                                      f"{limit}.")
+            return text
         tokens = await loaded.runner.tokenize(text, parse_special=False)
         if len(tokens) + 2 <= limit:
             return text

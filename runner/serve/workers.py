@@ -180,8 +180,10 @@ class Runner:
         except httpx.HTTPError as error:
             raise self._gone(error) from None
 
-    async def embedding(self, text: str) -> dict:
-        return await self._post("/embedding", {"content": text})
+    async def embedding(self, text: str | list[int]) -> dict:
+        """text, or token ids to embed as they are."""
+        return await self._post("/embedding", {"tokens": text} if isinstance(text, list)
+                                else {"content": text})
 
     async def tokenize(self, text: str, parse_special: bool = True) -> list[int]:
         return (await self._post("/tokenize", {"content": text,

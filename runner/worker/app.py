@@ -203,7 +203,12 @@ def create_app(state: RunnerState, secret: str | None = None) -> FastAPI:
         if engine.pooling is None:
             raise Refused(501, f"This model ({model.architecture}) is generative: its file "
                           "declares no pooling, so it makes no embeddings.")
-        tokens = await asyncio.to_thread(model.tokenize, body.content, True)
+        tokens = body.tokens
+        if tokens is None:
+            tokens = await asyncio.to_thread(model.tokenize, body.content, True)
+        elif not tokens or not all(0 <= t < model.tokenizer.size for t in tokens):
+            raise Refused(400, f"Token ids must be a non-empty list of ids in [0, "
+                          f"{model.tokenizer.size}).")
         events = submit(engine, EngineRequest(tokens, None, arrived=arrived))
         event = await events.get()
         if "error" in event:

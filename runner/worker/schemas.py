@@ -45,7 +45,8 @@ class CompletionRequest(Body):
 
 
 class EmbeddingRequest(Body):
-    content: str = Field(alias="content")
+    content: str = Field("", alias="content")
+    tokens: list[int] | None = Field(None, alias="tokens")     # ids to embed as they are
 
 
 class TokenizeRequest(Body):

@@ -126,3 +126,30 @@ def test_usage_counts_the_whole_prompt_and_says_what_was_cached(openai_client, s
         "model": "smollm2:135m", "messages": messages, "stream": False,
         "options": {"num_predict": 1, "temperature": 0}}).json()
     assert native["prompt_eval_count"] == usages[0].prompt_tokens
+
+
+def test_embeddings_of_token_ids_equal_those_of_their_text(openai_client, tiny_models):
+    from runner.loading.loader import open_model
+
+    opened = open_model(tiny_models["bert"])
+    try:
+        ids = [opened.tokenizer.encode(text, add_special=True) for text in ("one two", "three")]
+    finally:
+        opened.close()
+    texts = openai_client.embeddings.create(model="tiny-bert", input=["one two", "three"],
+                                            encoding_format="float")
+    tokens = openai_client.embeddings.create(model="tiny-bert", input=ids,
+                                             encoding_format="float")
+    single = openai_client.embeddings.create(model="tiny-bert", input=ids[0],
+                                             encoding_format="float")
+    for theirs, ours in zip(texts.data, tokens.data):
+        np.testing.assert_array_equal(theirs.embedding, ours.embedding)
+    np.testing.assert_array_equal(single.data[0].embedding, texts.data[0].embedding)
+    assert tokens.usage.prompt_tokens == sum(map(len, ids))
+
+
+@pytest.mark.parametrize("given", ["", [], [""], ["a", ""], [[]], [[1, 2], []], [10 ** 9],
+                                   [1, "a"]])
+def test_empty_or_bad_embedding_input_is_refused(openai_client, given):
+    with pytest.raises(openai.BadRequestError):
+        openai_client.embeddings.create(model="tiny-bert", input=given)
