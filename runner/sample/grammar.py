@@ -78,7 +78,34 @@ def schema_of(format) -> dict | None:
                 from None
     if not isinstance(format, dict):
         raise GrammarError(f'A format is "json" or a JSON Schema object, not {format!r}.')
-    return format
+    return closed(format)
+
+
+SUBSCHEMAS = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
+SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+
+
+def closed(schema):
+    """schema with every object that lists its properties closed to others unless it says
+    otherwise (additionalProperties), as llama.cpp's schema grammars (and so Ollama's) read
+    them: a JSON Schema would allow any other key, which clients that parse the reply into
+    a type (LangChain, LiteLLM) do not expect."""
+    if not isinstance(schema, dict):
+        return schema
+    found = dict(schema)
+    if "properties" in found and "additionalProperties" not in found:
+        found["additionalProperties"] = False
+    for key in SUBSCHEMAS:
+        if key in found:
+            found[key] = closed(found[key])
+    for key in SCHEMA_LISTS:
+        if isinstance(found.get(key), list):
+            found[key] = [closed(item) for item in found[key]]
+    for key in SCHEMA_MAPS:
+        if isinstance(found.get(key), dict):
+            found[key] = {name: closed(item) for name, item in found[key].items()}
+    return found
 
 
 def vocabulary(tokenizer: Tokenizer, vocab_size: int):

@@ -77,3 +77,24 @@ def test_no_format_means_no_constraint(model):
         assert schema_of(nothing) is None and model.constraint(nothing) is None
     assert schema_of('{"type": "string"}') == {"type": "string"}
     assert isinstance(model.constraint("json"), Constraint)
+
+
+def test_a_schema_that_lists_properties_allows_no_others(model):
+    """As llama.cpp's schema grammars (and Ollama's) read a schema: an object that lists its
+    properties takes no other key unless additionalProperties says so; sampled freely, the
+    replies hold the declared keys only (nested objects too), while an open schema may
+    hold others."""
+    schema = {"type": "object", "required": ["name"],
+              "properties": {"name": {"type": "string", "maxLength": 12},
+                             "home": {"type": "object", "properties": {
+                                 "city": {"type": "string", "maxLength": 12}}}}}
+    assert schema_of(schema)["additionalProperties"] is False
+    assert schema_of(schema)["properties"]["home"]["additionalProperties"] is False
+    assert schema_of(dict(schema, additionalProperties=True))["additionalProperties"] is True
+    assert "additionalProperties" not in schema_of("json")
+    prompt = model.apply_template([{"role": "user", "content": "A person with many details, "
+                                                               "as JSON."}])
+    for seed in range(4):
+        reply = json.loads(model.generate(prompt, stream=False, format=schema, seed=seed,
+                                          temperature=1.0, num_predict=120))
+        assert set(reply) <= {"name", "home"} and set(reply.get("home", {})) <= {"city"}
