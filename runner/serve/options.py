@@ -53,6 +53,7 @@ class Settings:
     context_length: int = 4096
     flash_attention: str = "auto"
     kv_cache_type: str = "f16"
+    multiuser_cache: bool = False          # runners fork the best cached prefix into a slot
     max_body: int = 64 << 20                                 # bytes of a JSON request body
     stall_timeout: float = 60.0          # a runner with work that answers nothing this long
     runner_flags: tuple[str, ...] = field(default=())      # e.g. ("--rpc", "host:port")
@@ -75,6 +76,8 @@ class Settings:
                    flash_attention={"1": "on", "true": "on", "0": "off", "false": "off"}.get(
                        flash.lower(), "auto"),
                    kv_cache_type=os.environ.get("RUNNER_KV_CACHE_TYPE") or "f16",
+                   multiuser_cache=os.environ.get("RUNNER_MULTIUSER_CACHE", "").lower() in
+                   ("1", "true", "yes", "on"),
                    max_body=max(1024, number("RUNNER_MAX_BODY", 64 << 20)),
                    stall_timeout=max(1.0, env_duration("RUNNER_STALL_TIMEOUT", 60.0)))
 

@@ -131,6 +131,7 @@ class Runner:
                   "KvSize": self.choice.num_ctx * self.parallel,
                   "FlashAttention": self.settings.flash_attention,
                   "KvCacheType": self.settings.kv_cache_type,
+                  "MultiUserCache": self.settings.multiuser_cache,
                   "NumThreads": self.choice.num_thread}
         fit = await self._post("/load", {"Operation": 0, **layout})
         alloc = await self._post("/load", {"Operation": 1, **layout})

@@ -130,3 +130,36 @@ def test_a_long_chat_drops_its_oldest_messages_to_fit(server):
                                                                "word " * 600}],
         "stream": False, "truncate": False, "options": {"num_ctx": 256, "num_predict": 2}})
     assert refused.status_code == 400 and "context" in refused.json()["error"]
+
+
+def test_the_multiuser_cache_reaches_the_runners(models_dir, tmp_path):
+    """RUNNER_MULTIUSER_CACHE=1: a request that shares a prefix with one still generating
+    in the other slot forks its cells (cached) instead of evaluating them again."""
+    import json
+
+    from .conftest import ServerProcess
+
+    system = "You are a helpful assistant who answers briefly and kindly. " * 4
+    cached = {}
+    for flag in ("0", "1"):
+        running = ServerProcess(models_dir, tmp_path, RUNNER_NUM_PARALLEL=2,
+                                RUNNER_MULTIUSER_CACHE=flag)
+        try:
+            def body(question, predict, stream):
+                return {"model": "smollm2:135m", "prompt": system + question, "raw": True,
+                        "stream": stream, "options": {"num_predict": predict,
+                                                      "temperature": 0}}
+
+            with running.client.stream("POST", "/api/generate",
+                                       json=body("Count on: 1, 2, 3, 4, 5, 6, 7,", 600,
+                                                 True)) as first:
+                lines = first.iter_lines()
+                assert not json.loads(next(lines))["done"]     # it is generating now
+                second = running.client.post("/api/generate",
+                                             json=body("Hi!", 2, False)).json()
+                rest = [json.loads(line) for line in lines if line]
+            assert rest[-1]["done"] and rest[-1]["created_at"] > second["created_at"]
+            cached[flag] = second["prompt_cached_count"]
+        finally:
+            assert running.stop() == 0
+    assert cached["0"] == 0 and cached["1"] > 40
