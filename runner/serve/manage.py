@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from ..loading import store
+from ..tokenizer.template import check_template
 from .library import DIGEST, Entry, ModelNotFound, header_of, rfc3339
 from .bodies import CopyRequest, CreateRequest, ModelRequest
 from .reading import Served, body, documented
@@ -175,17 +176,26 @@ async def upload_blob(digest: str, request: Request, service: Served):
 async def create(request: CreateBody, service: Served):
     library = service.library
     model, projector = await _model_files(library, request.files)
+    template, system = request.template, request.system
+    parameters = request.parameters.given() if request.parameters else {}
     if model is None:
         if not request.source:
             raise ServeError(400, "the files hold no model, only a projector")
-        entry = await service.entry(request.source)
+        entry = await service.entry(request.source)          # inherited, as Ollama does
         model, projector = str(entry.path), projector or entry.projector
-    parameters = request.parameters.given() if request.parameters else {}
+        template = entry.template if template is None else template
+        system = entry.system if system is None else system
+        parameters = {**entry.parameters, **parameters}
+    if template:
+        try:
+            check_template(template)
+        except ValueError as error:
+            raise ServeError(400, str(error)) from None
 
     async def steps():
         yield {"status": "parsing GGUF"}
-        await _library_call(library.create, request.model, model, request.template,
-                            request.system, parameters, projector,
+        await _library_call(library.create, request.model, model, template, system,
+                            parameters, projector,
                             invalid="the file is not a model this server reads: {}")
         yield {"status": "writing manifest"}
         yield {"status": "success"}

@@ -45,6 +45,19 @@ def template_for(metadata: dict) -> str | None:
         FALLBACKS.get(metadata.get("general.architecture"))
 
 
+def check_template(template: str) -> None:
+    """A ValueError naming the problem unless template compiles as a Jinja chat template
+    (an Ollama Go template, "{{ .Prompt }}", does not)."""
+    try:
+        BoundedSandbox(extensions=["jinja2.ext.loopcontrols"]).from_string(template)
+    except TemplateError as error:
+        go = "{{ ." in template or "{{- ." in template or "{{ end" in template
+        raise ValueError(("This looks like an Ollama Go template, which this server cannot "
+                          "render yet; give the model's Jinja chat template" if go else
+                          "The template is not a valid Jinja chat template") +
+                         f" ({error}).") from None
+
+
 def renderer_for(metadata: dict):
     """(format name, render) for a file of a family rendered in code that carries no
     template of its own; None otherwise."""

@@ -185,3 +185,37 @@ def test_a_keep_alive_beyond_any_date_is_for_ever(server):
     (model,) = [m for m in listed.json()["models"] if m["model"] == "smollm2:135m"]
     assert model["expires_at"] == "2318-01-01T00:00:00Z"
     server.client.post("/api/generate", json={"model": "smollm2:135m", "keep_alive": "5m"})
+
+
+def test_a_model_made_from_another_inherits_its_template_system_and_parameters(
+        server, ollama_client):
+    template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    ollama_client.create("base-made", from_="tiny-qwen", template=template, system="Be brief.",
+                         parameters={"temperature": 0.25, "num_predict": 3})
+    try:
+        ollama_client.create("child-made", from_="base-made", parameters={"top_k": 7})
+        shown = server.client.post("/api/show", json={"model": "child-made"}).json()
+        assert shown["template"] == template and shown["system"] == "Be brief."
+        assert "temperature 0.25" in shown["parameters"] and "top_k 7" in shown["parameters"]
+        assert "num_predict 3" in shown["parameters"]
+        reply = ollama_client.chat("child-made", messages=[{"role": "user", "content": "Hi"}])
+        assert reply.done and reply.eval_count == 3
+    finally:
+        for name in ("child-made", "base-made"):
+            try:
+                ollama_client.delete(name)
+            except ollama.ResponseError:
+                pass
+
+
+@pytest.mark.parametrize("template,words", [
+    ("{{ .Prompt }}", "Go template"),
+    ("{{- range .Messages }}{{ .Content }}{{ end }}", "Go template"),
+    ("{% for m in messages %}", "not a valid Jinja"),
+])
+def test_a_template_that_cannot_render_is_refused_at_create(server, template, words):
+    created = server.client.post("/api/create", json={
+        "model": "never-made", "from": "tiny-qwen", "template": template, "stream": False})
+    assert created.status_code == 400 and words in created.json()["error"]
+    names = [m["name"] for m in server.client.get("/api/tags").json()["models"]]
+    assert not any(name.startswith("never-made") for name in names)
