@@ -124,7 +124,7 @@ class CountTokensRequest(Body):
         return ChatRequest(model=self.model, messages=self._messages(), options=options,
                            stream=stream, tools=tools or None, tool_choice=self._choice(),
                            think=self._think(), format=output.format.schema_
-                           if output.format else None)
+                           if output.format else None, truncate=False)
 
     def _think(self):
         """Thinking off, on, or at the effort output_config asks (Ollama's levels)."""

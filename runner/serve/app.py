@@ -27,10 +27,11 @@ from .service import ServeError, Service
 log = logging.getLogger("runner.serve")
 
 
-def error(request: Request, status: int, message: str) -> JSONResponse:
+def error(request: Request, status: int, message: str, code: str | None = None
+          ) -> JSONResponse:
     path = request.url.path
     body = anthropic_api.error_body(status, message) if path.startswith(anthropic_api.PREFIX) \
-        else openai_api.error_body(status, message) if path.startswith("/v1/") \
+        else openai_api.error_body(status, message, code) if path.startswith("/v1/") \
         else {"error": message}
     return JSONResponse(body, status_code=status)
 
@@ -48,7 +49,7 @@ def create_app(settings: Settings | None = None, library: Library | None = None,
 
     @app.exception_handler(ServeError)
     async def refused(request: Request, failure: ServeError):
-        return error(request, failure.status, str(failure))
+        return error(request, failure.status, str(failure), failure.code)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, failure: RequestValidationError):

@@ -19,15 +19,16 @@ from .openai_bodies import (EFFORT, AudioPart, ChatCompletionRequest, Completion
                             ImagePart, OpenAIEmbeddingsRequest, OpenAIMessage, ResponseFormat,
                             Sampling, TextPart)
 from .reading import Served, body, documented
-from .replies import StreamReply, folded
+from .openai_choices import Choices, completion_logprobs
+from .replies import StreamReply, folded_each
 from .service import ServeError
 
 FINGERPRINT = "fp_ollama"
 
 
-def error_body(status: int, message: str) -> dict:
+def error_body(status: int, message: str, code: str | None = None) -> dict:
     kind = {400: "invalid_request_error", 404: "not_found_error"}.get(status, "api_error")
-    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
 def _options(body: Sampling, limit: int | None) -> Options:
@@ -123,62 +124,78 @@ def _sse(stream, convert, include_usage: bool, model: str, kind: str, ident: str
     created = int(time.time())
 
     async def events():
-        first, finish = True, None
+        usage = None
         async for chunk in stream:
             if "error" in chunk:
                 yield f"data: {json.dumps(error_body(500, chunk['error']))}\n\n"
                 break
-            for choice in convert(chunk, first):
-                first = False
+            for choice in convert(chunk):
                 yield "data: " + json.dumps({"id": ident, "object": kind, "created": created,
                                              "model": model, "system_fingerprint": FINGERPRINT,
                                              "choices": [choice]}) + "\n\n"
             if chunk.get("done"):
-                finish = chunk
-        if finish is not None and include_usage:
+                usage = _added(usage, _usage(chunk))
+        if usage is not None and include_usage:
             yield "data: " + json.dumps({"id": ident, "object": kind, "created": created,
                                          "model": model, "system_fingerprint": FINGERPRINT,
-                                         "choices": [], "usage": _usage(finish)}) + "\n\n"
+                                         "choices": [], "usage": usage}) + "\n\n"
         yield "data: [DONE]\n\n"
 
     return StreamReply(stream, events(), "text/event-stream")
 
 
 class ChatChunks:
-    """Native chunks as chat.completion.chunk choices: the role on the first delta, then
-    reasoning, tool calls and content, and the finish reason on the last."""
+    """Native chunks as chat.completion.chunk choices: the role on each choice's first
+    delta, then reasoning, tool calls and content, and the finish reason on its last."""
 
     def __init__(self):
-        self.calls_seen = []
+        self.calls_seen, self.started = set(), set()      # choice indexes
 
-    def __call__(self, chunk: dict, first: bool) -> list[dict]:
-        message, choices = chunk.get("message", {}), []
-        pending = {"role": "assistant"} if first else {}
+    def __call__(self, chunk: dict) -> list[dict]:
+        message, choices, index = chunk.get("message", {}), [], chunk.get("index", 0)
+        pending = {} if index in self.started else {"role": "assistant"}
+        self.started.add(index)
 
         def add(delta, **extra):
             nonlocal pending
-            choices.append({"index": 0, "delta": {**pending, **delta}, "finish_reason": None,
-                            **extra})
+            choices.append({"index": index, "delta": {**pending, **delta},
+                            "finish_reason": None, **extra})
             pending = {}
 
         if message.get("thinking"):
             add({"reasoning": message["thinking"]})
         if message.get("tool_calls"):
-            self.calls_seen.extend(message["tool_calls"])
+            self.calls_seen.add(index)
             add({"tool_calls": _tool_calls(message["tool_calls"])})
         if message.get("content") or pending:
             extra = {"logprobs": _logprobs(chunk["logprobs"])} if chunk.get("logprobs") else {}
             add({"content": message.get("content", "")}, **extra)
         if chunk.get("done"):
-            reason = "tool_calls" if self.calls_seen else chunk.get("done_reason", "stop")
-            choices.append({"index": 0, "delta": {}, "finish_reason": reason})
+            reason = "tool_calls" if index in self.calls_seen else \
+                chunk.get("done_reason", "stop")
+            choices.append({"index": index, "delta": {}, "finish_reason": reason})
         return choices
 
 
-def _completion_choices(chunk: dict, first: bool) -> list[dict]:
-    choice = {"text": chunk.get("response", ""), "index": 0,
-              "finish_reason": chunk.get("done_reason") if chunk.get("done") else None}
-    return [choice] if choice["text"] or chunk.get("done") else []
+class Completions:
+    """Native chunks as text_completion choices: each choice's echoed prompt first, its
+    tokens' logprobs (the legacy shape) with their text."""
+
+    def __init__(self, echoes: list[str], top: int | None):
+        self.echoes, self.top, self.offsets = echoes, top, {}
+
+    def __call__(self, chunk: dict) -> list[dict]:
+        index = chunk.get("index", 0)
+        text = chunk.get("response", "")
+        if index not in self.offsets:
+            text = self.echoes[index] + text
+            self.offsets[index] = len(self.echoes[index])
+        choice = {"text": text, "index": index, "logprobs": None,
+                  "finish_reason": chunk.get("done_reason") if chunk.get("done") else None}
+        if self.top is not None and chunk.get("logprobs"):
+            choice["logprobs"] = completion_logprobs(chunk["logprobs"], self.offsets[index])
+            self.offsets[index] += sum(len(e["token"]) for e in chunk["logprobs"])
+        return [choice] if choice["text"] or chunk.get("done") else []
 
 
 api = APIRouter()
@@ -195,51 +212,80 @@ async def chat_completions(request: ChatCompletionBody, service: Served, http: R
                          options=_options(request, limit), format=_format(request.response_format),
                          stream=False, tools=request.tools, tool_choice=request.tool_choice,
                          think=_think(request), logprobs=request.logprobs,
-                         top_logprobs=request.top_logprobs or 0)
+                         top_logprobs=request.top_logprobs or 0, truncate=False)
     ident = f"chatcmpl-{secrets.randbelow(1000)}"
-    stream = await service.chat(native)
+    stream = Choices(await service.chat(native),
+                     [lambda: service.chat(native)] * (request.n - 1))
     if request.stream:
         return _sse(stream, ChatChunks(), request.include_usage(), request.model,
                     "chat.completion.chunk", ident)
-    done = await folded(stream, http)
-    message = done["message"]
-    reply = {"role": "assistant", "content": message.get("content", "")}
-    if message.get("thinking"):
-        reply["reasoning"] = message["thinking"]
-    if message.get("tool_calls"):
-        reply["tool_calls"] = _tool_calls(message["tool_calls"])
-    choice = {"index": 0, "message": reply, "finish_reason":
-              "tool_calls" if message.get("tool_calls") else done.get("done_reason")}
-    if done.get("logprobs"):
-        choice["logprobs"] = _logprobs(done["logprobs"])
+    choices, usage = [], None
+    for done in await folded_each(stream, http):
+        message = done["message"]
+        reply = {"role": "assistant", "content": message.get("content", "")}
+        if message.get("thinking"):
+            reply["reasoning"] = message["thinking"]
+        if message.get("tool_calls"):
+            reply["tool_calls"] = _tool_calls(message["tool_calls"])
+        choice = {"index": done["index"], "message": reply, "finish_reason":
+                  "tool_calls" if message.get("tool_calls") else done.get("done_reason")}
+        if done.get("logprobs"):
+            choice["logprobs"] = _logprobs(done["logprobs"])
+        choices.append(choice)
+        usage = _added(usage, _usage(done))
     return {"id": ident, "object": "chat.completion", "created": int(time.time()),
-            "model": request.model, "system_fingerprint": FINGERPRINT, "choices": [choice],
-            "usage": _usage(done)}
+            "model": request.model, "system_fingerprint": FINGERPRINT, "choices": choices,
+            "usage": usage}
 
 
 @api.post("/v1/completions", openapi_extra=documented(CompletionRequest))
 async def completions(request: CompletionBody, service: Served, http: Request):
+    """A raw continuation of each prompt (text or token ids), n times each."""
     top = request.logprobs
-    native = GenerateRequest(model=request.model, prompt=request.prompt,
-                             suffix=request.suffix or "", logprobs=bool(top),
-                             options=_options(request, request.max_tokens),
-                             top_logprobs=top or 0)
+    if request.echo and (top is not None or not all(isinstance(p, str)
+                                                      for p in request.prompts())):
+        raise ServeError(400, "echo is supported for text prompts without logprobs (the "
+                              "prompt's own logprobs are not computed)")
+
+    def opener(prompt):
+        text, tokens = (prompt, None) if isinstance(prompt, str) else ("", prompt)
+        native = GenerateRequest(model=request.model, prompt=text, raw=not request.suffix,
+                                 suffix=request.suffix or "", logprobs=top is not None,
+                                 options=_options(request, request.max_tokens),
+                                 top_logprobs=top or 0, truncate=False)
+        return lambda: service.generate(native, tokens)
+
+    opens = [opener(prompt) for prompt in request.prompts() for _ in range(request.n)]
+    echoes = [prompt if request.echo else "" for prompt in request.prompts()
+              for _ in range(request.n)]
     ident = f"cmpl-{secrets.randbelow(1000)}"
-    stream = await service.generate(native)
+    stream = Choices(await opens[0](), opens[1:])
     if request.stream:
-        return _sse(stream, _completion_choices, request.include_usage(), request.model,
-                    "text_completion", ident)
-    done = await folded(stream, http)
+        return _sse(stream, Completions(echoes, top), request.include_usage(),
+                    request.model, "text_completion", ident)
+    choices, usage = [], None
+    for done in await folded_each(stream, http):
+        echo = echoes[done["index"]]
+        choices.append({"text": echo + done.get("response", ""), "index": done["index"],
+                        "logprobs": completion_logprobs(done.get("logprobs", []), len(echo))
+                        if top is not None else None,
+                        "finish_reason": done.get("done_reason")})
+        usage = _added(usage, _usage(done))
     return {"id": ident, "object": "text_completion", "created": int(time.time()),
-            "model": request.model, "system_fingerprint": FINGERPRINT,
-            "choices": [{"text": done.get("response", ""), "index": 0, "logprobs": None,
-                         "finish_reason": done.get("done_reason")}],
-            "usage": _usage(done)}
+            "model": request.model, "system_fingerprint": FINGERPRINT, "choices": choices,
+            "usage": usage}
+
+
+def _added(total: dict | None, usage: dict) -> dict:
+    if total is None:
+        return usage
+    return {k: _added(total[k], v) if isinstance(v, dict) else total[k] + v
+            for k, v in usage.items()}
 
 
 @api.post("/v1/embeddings", openapi_extra=documented(OpenAIEmbeddingsRequest))
 async def embeddings(request: EmbeddingsBody, service: Served):
-    vectors, count, _ = await service.embed(EmbedRequest(model=request.model,
+    vectors, count, _ = await service.embed(EmbedRequest(model=request.model, truncate=False,
                                                          dimensions=request.dimensions),
                                             inputs=request.inputs())
     base64_encoded = request.encoding_format == "base64"

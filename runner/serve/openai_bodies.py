@@ -16,6 +16,12 @@ Effort = Literal[tuple(EFFORT)]
 Stop = str | list[str] | None
 
 
+def _some_prompt(value):
+    if value == [] or (isinstance(value, list) and any(item == [] for item in value)):
+        raise ValueError("prompt cannot be an empty array")
+    return value
+
+
 class StreamOptions(Body):
     include_usage: bool = False
 
@@ -103,6 +109,7 @@ class Sampling(Body):
 
 class ChatCompletionRequest(Sampling):
     messages: list[OpenAIMessage] = Field(min_length=1)
+    n: int = Field(1, ge=1, le=16)
     max_completion_tokens: int | None = Field(None, ge=0)
     response_format: ResponseFormat | None = None
     tools: list[Tool] | None = None
@@ -114,9 +121,18 @@ class ChatCompletionRequest(Sampling):
 
 
 class CompletionRequest(Sampling):
-    prompt: str
+    prompt: Annotated[str | list[str] | list[int] | list[list[int]],
+                      BeforeValidator(_some_prompt)]
     suffix: str | None = None
     logprobs: int | None = Field(None, ge=0, le=20)
+    echo: bool = False
+    n: int = Field(1, ge=1, le=16)
+
+    def prompts(self) -> list:
+        """Each prompt: a text or a list of token ids."""
+        if isinstance(self.prompt, str) or (self.prompt and isinstance(self.prompt[0], int)):
+            return [self.prompt]
+        return list(self.prompt)
 
 
 def _some_input(value):

@@ -98,6 +98,50 @@ def format_for(template: str | None) -> Format:
     return next((f for f in FORMATS if template and f.recognize(template)), PLAIN)
 
 
+def closed_json(text: str) -> str:
+    """JSON cut off somewhere, closed where it stopped: an open string ended, a key without
+    its value or a dangling separator dropped, open arrays and objects closed (a call cut by
+    max_tokens is still a call, with the arguments it got to)."""
+    closers, in_string, escaped = [], False, False
+    key_at = None                  # where an object's key began, until its value does
+    last = ""                      # the last character outside strings, spaces aside
+    for at, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+            continue
+        if last == ":" and not char.isspace():
+            key_at = None                        # its value begins
+        if char == '"':
+            in_string = True
+            if closers and closers[-1] == "}" and last in "{,":
+                key_at = at
+        elif char in "{[":
+            closers.append("}" if char == "{" else "]")
+        elif char in "}]" and closers:
+            closers.pop()
+        if not char.isspace():
+            last = char
+    if key_at is not None:                       # a key cut off, or not yet given a value
+        text = text[:key_at]
+    elif in_string:
+        text = text[:-1] if escaped else text
+        text += '"'
+    text = text.rstrip()
+    while text and text[-1] in ",:":
+        text = text[:-1].rstrip()
+    for word in ("true", "false", "null"):              # a literal cut off
+        cut = next((n for n in range(len(word) - 1, 0, -1) if text.endswith(word[:n])), 0)
+        if cut and text[:-cut].rstrip()[-1:] in (":", ",", "["):
+            text += word[cut:]
+            break
+    return text + "".join(reversed(closers))
+
+
 def held(text: str, tags) -> int:
     """How many characters at the end of text could start one of tags."""
     longest = 0
@@ -192,7 +236,13 @@ class Extractor:
         if close not in self.buffer and not done:
             return
         body, _, rest = self.buffer.partition(close)
+        if not _:                                # ended before the close tag, or inside it
+            body = body[:len(body) - held(body, [close])]
         parsed = self.format.parse_call(body.strip())
+        if parsed is None and not _:             # cut off (the length ran out) mid-call
+            parsed = self.format.parse_call(closed_json(body.strip()))
+            if parsed is not None and f'"{parsed[0]}"' not in body:
+                parsed = None                    # its name itself was cut
         if parsed is None:
             content.append(self.format.tool[0] + body + (close if _ else ""))
         else:

@@ -71,6 +71,28 @@ async def folded(stream: Stream, request: Request) -> dict:
         await stream.aclose()
 
 
+async def folded_each(stream, request: Request) -> list[dict]:
+    """One object per choice of a stream of several (openai_choices.Choices: each chunk
+    tagged with its index), in index order, each with its index."""
+    async def collect():
+        return [chunk async for chunk in stream]
+
+    try:
+        chunks = await unless_gone(request, collect())
+    finally:
+        await stream.aclose()
+    groups: dict[int, list] = {}
+    for chunk in chunks:
+        groups.setdefault(chunk.get("index", 0), []).append(chunk)
+    return [dict(await _fold(_replay(group)), index=index)
+            for index, group in sorted(groups.items())]
+
+
+async def _replay(chunks: list[dict]):
+    for chunk in chunks:
+        yield chunk
+
+
 async def _fold(stream: Stream) -> dict:
     result, texts, thoughts, calls, logprobs = {}, [], [], [], []
     async for chunk in stream:

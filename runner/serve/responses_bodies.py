@@ -136,7 +136,7 @@ class ResponsesRequest(Body):
                            options=Options(**{k: v for k, v in given.items() if v is not None}),
                            tools=tools or None, tool_choice=choice if tools else None,
                            think=None if effort is None else EFFORT[effort],
-                           format=self._format())
+                           format=self._format(), truncate=False)
 
     def _format(self):
         form = self.text.format if self.text else None

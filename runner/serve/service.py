@@ -26,10 +26,13 @@ DONE_REASONS = {0: "stop", 1: "length", 2: "stop"}
 SHUTTING_DOWN = "The server is shutting down; this reply was not finished."
 
 
+CONTEXT_EXCEEDED = "context_length_exceeded"     # OpenAI's code for a prompt that does not fit
+
+
 class ServeError(Exception):
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, code: str | None = None):
         super().__init__(message)
-        self.status = status
+        self.status, self.code = status, code
 
 
 def now() -> str:
@@ -98,7 +101,8 @@ class Service:
         the server shuts down."""
         status = 503 if self.stopping else \
             error.status if 400 <= error.status < 600 else 500
-        return ServeError(status, self._failed(error))
+        code = CONTEXT_EXCEEDED if "truncation is off" in str(error) else None
+        return ServeError(status, self._failed(error), code)
 
     async def entry(self, name: str) -> Entry:
         """The named model, its file's header read off the event loop (once per file)."""
@@ -154,7 +158,10 @@ class Service:
 
     # -- generate and chat ----------------------------------------------------------------
 
-    async def generate(self, request: GenerateRequest) -> Stream:
+    async def generate(self, request: GenerateRequest, tokens: list[int] | None = None
+                       ) -> Stream:
+        """tokens: token ids the prompt starts with (also in raw mode: OpenAI's token-id
+        prompts)."""
         arrived = time.perf_counter_ns()
         entry = await self.entry(request.model)
         if "completion" not in entry.capabilities():
@@ -176,7 +183,8 @@ class Service:
         extractor = make_extractor(prompt.format, thinking=think != "off") if think else None
         call = Call(entry, {"Prompt": text, "Images": _protocol_images(images)}, extractor,
                     keep_context=not request.raw, prompt_text=text)
-        return await self._open(call, request, arrived, context=request.context)
+        return await self._open(call, request, arrived,
+                                context=request.context if tokens is None else tokens)
 
     async def chat(self, request: ChatRequest) -> Stream:
         arrived = time.perf_counter_ns()
@@ -402,7 +410,8 @@ class Service:
         if len(tokens) + 2 <= limit:
             return text
         if not truncate:
-            raise ServeError(400, "the input length exceeds the context length")
+            raise ServeError(400, f"the input length ({len(tokens)} tokens) exceeds the "
+                                  f"context length ({limit})", CONTEXT_EXCEEDED)
         return await loaded.runner.detokenize(tokens[:max(1, limit - 2)])
 
 

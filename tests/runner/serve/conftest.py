@@ -138,7 +138,7 @@ def tiny_models(tmp_path_factory):
     work = tmp_path_factory.mktemp("tiny-serve")
     bert = convert(bert_checkpoint(work / "bert", "mean"), work / "bert.gguf", "f32",
                    progress=False)
-    qwen_dir = checkpoint("qwen3", work / "qwen3")
+    qwen_dir = checkpoint("qwen3", work / "qwen3", max_position_embeddings=2048)
     config = qwen_dir / "tokenizer_config.json"
     import json
 

@@ -82,7 +82,7 @@ def test_older_clients_name_the_model_with_name():
         {"type": "video"}]}]}, "messages.0.content"),
     (ChatCompletionRequest, {"model": "m", "messages": [{"role": "user", "content": "x"}],
                              "reasoning_effort": "extreme"}, "reasoning_effort"),
-    (OpenAIEmbeddingsRequest, {"model": "m", "input": [[1, 2]]}, "token arrays"),
+    (OpenAIEmbeddingsRequest, {"model": "m", "input": [[1, 2], []]}, "cannot be empty"),
 ])
 def test_a_malformed_body_is_refused_with_a_sentence_naming_the_field(kind, raw, words):
     message = refused(kind, raw)

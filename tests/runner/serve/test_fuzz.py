@@ -31,6 +31,8 @@ def aimed(case, real: bool, model: str):
         if case.path.startswith("/v1/") and "embeddings" not in case.path:
             body["max_tokens"] = 4
             body.pop("max_completion_tokens", None)          # it would win over max_tokens
+            if case.path == "/v1/responses":
+                body["max_output_tokens"] = 4
         if isinstance(body.get("dimensions"), int):
             body["dimensions"] = max(1, min(body["dimensions"], 4))
         body.pop("keep_alive", None)

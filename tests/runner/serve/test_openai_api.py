@@ -153,3 +153,126 @@ def test_embeddings_of_token_ids_equal_those_of_their_text(openai_client, tiny_m
 def test_empty_or_bad_embedding_input_is_refused(openai_client, given):
     with pytest.raises(openai.BadRequestError):
         openai_client.embeddings.create(model="tiny-bert", input=given)
+
+
+def test_a_prompt_longer_than_the_context_is_refused_as_openai_refuses_it(openai_client,
+                                                                          server):
+    long = [{"role": "user", "content": "word " * 5000}]        # the context holds 4096
+    with pytest.raises(openai.BadRequestError) as raised:
+        openai_client.chat.completions.create(model="smollm2:135m", messages=long,
+                                              max_tokens=1)
+    assert raised.value.code == "context_length_exceeded"
+    assert "truncation is off" in raised.value.message
+    with pytest.raises(openai.BadRequestError) as raised:
+        openai_client.completions.create(model="smollm2:135m", prompt="word " * 5000,
+                                         max_tokens=1)
+    assert raised.value.code == "context_length_exceeded"
+    with pytest.raises(openai.BadRequestError) as raised:
+        openai_client.embeddings.create(model="tiny-bert", input="word " * 600)
+    assert raised.value.code == "context_length_exceeded"
+    # Ollama's own chat keeps its meaning: the prompt is cut to fit
+    reply = server.client.post("/api/chat", json={
+        "model": "smollm2:135m", "messages": [{"role": "user", "content": "word " * 600}],
+        "stream": False, "options": {"num_ctx": 256, "num_predict": 1}})
+    assert reply.status_code == 200 and reply.json()["prompt_eval_count"] <= 256
+
+
+PROMPT = "The capital of France is"
+
+
+def test_completions_continue_the_prompt_as_raw_text(openai_client, server):
+    """OpenAI's completions continue the text itself (no chat template): as Ollama's raw
+    generate does; prompt arrays, n and echo as OpenAI gives them."""
+    raw = server.client.post("/api/generate", json={
+        "model": "smollm2:135m", "prompt": PROMPT, "raw": True, "stream": False,
+        "options": {"num_predict": 6, "temperature": 0}}).json()["response"]
+    reply = openai_client.completions.create(model="smollm2:135m", prompt=PROMPT,
+                                             max_tokens=6, temperature=0)
+    assert reply.choices[0].text == raw and "Paris" in raw
+    several = openai_client.completions.create(model="smollm2:135m", prompt=[PROMPT, "1, 2,"],
+                                               max_tokens=6, temperature=0, n=2)
+    assert [c.index for c in several.choices] == [0, 1, 2, 3]
+    assert several.choices[0].text == several.choices[1].text == raw
+    assert several.choices[2].text.strip().startswith("3")
+    assert several.usage.completion_tokens <= 24
+    echoed = openai_client.completions.create(model="smollm2:135m", prompt=PROMPT,
+                                              max_tokens=6, temperature=0, echo=True)
+    assert echoed.choices[0].text == PROMPT + raw
+    with pytest.raises(openai.BadRequestError):
+        openai_client.completions.create(model="smollm2:135m", prompt=PROMPT, max_tokens=2,
+                                         echo=True, logprobs=1)
+
+
+def test_token_id_prompts_continue_as_their_text(openai_client, model_paths):
+    from runner.loading.loader import open_model
+
+    opened = open_model(model_paths["smollm2"])
+    try:
+        ids = opened.tokenizer.encode(PROMPT, add_special=False)
+    finally:
+        opened.close()
+    text = openai_client.completions.create(model="smollm2:135m", prompt=PROMPT, max_tokens=6,
+                                            temperature=0).choices[0].text
+    tokens = openai_client.completions.create(model="smollm2:135m", prompt=ids, max_tokens=6,
+                                              temperature=0)
+    assert tokens.choices[0].text == text
+    both = openai_client.completions.create(model="smollm2:135m", prompt=[ids, ids],
+                                            max_tokens=6, temperature=0)
+    assert [c.text for c in both.choices] == [text, text]
+
+
+def test_legacy_logprobs_have_tokens_offsets_and_tops(openai_client):
+    reply = openai_client.completions.create(model="smollm2:135m", prompt=PROMPT,
+                                             max_tokens=6, temperature=0, logprobs=3)
+    choice = reply.choices[0]
+    logprobs = choice.logprobs
+    assert "".join(logprobs.tokens) == choice.text
+    assert len(logprobs.tokens) == len(logprobs.token_logprobs) == len(logprobs.top_logprobs)
+    assert all(p <= 0 for p in logprobs.token_logprobs)
+    assert all(len(top) <= 3 and max(top.values()) >= chosen - 1e-6
+               for top, chosen in zip(logprobs.top_logprobs, logprobs.token_logprobs))
+    assert logprobs.text_offset == [sum(map(len, logprobs.tokens[:i]))
+                                    for i in range(len(logprobs.tokens))]
+    streamed = list(openai_client.completions.create(
+        model="smollm2:135m", prompt=PROMPT, max_tokens=6, temperature=0, logprobs=3,
+        stream=True))
+    tokens = [t for c in streamed if c.choices and c.choices[0].logprobs
+              for t in c.choices[0].logprobs.tokens]
+    assert tokens == logprobs.tokens
+
+
+def test_n_choices_whole_and_streamed(openai_client):
+    messages = [{"role": "user", "content": "Say hi."}]
+    reply = openai_client.chat.completions.create(model="smollm2:135m", messages=messages,
+                                                  max_tokens=4, temperature=0, n=3)
+    assert [c.index for c in reply.choices] == [0, 1, 2]
+    assert len({c.message.content for c in reply.choices}) == 1          # greedy: the same
+    chunks = list(openai_client.chat.completions.create(
+        model="smollm2:135m", messages=messages, max_tokens=4, temperature=0, n=2,
+        stream=True, stream_options={"include_usage": True}))
+    finishes = {c.choices[0].index: c.choices[0].finish_reason for c in chunks
+                if c.choices and c.choices[0].finish_reason}
+    assert finishes == {0: "length", 1: "length"}
+    texts = {i: "".join(c.choices[0].delta.content or "" for c in chunks
+                        if c.choices and c.choices[0].index == i) for i in (0, 1)}
+    assert texts[0] == texts[1] == reply.choices[0].message.content
+    assert chunks[-1].usage.completion_tokens == 8
+
+
+def test_a_forced_call_cut_by_max_tokens_is_still_a_call(openai_client):
+    """The reply runs out of tokens inside the arguments: it comes back as a call with what
+    it got to, never as the model's call markup in content."""
+    messages = [{"role": "user", "content": "Weather in Boston?"}]
+    full = openai_client.chat.completions.create(
+        model="tiny-qwen", messages=messages, tools=[WEATHER], tool_choice="required",
+        reasoning_effort="none", temperature=0)
+    used = full.usage.completion_tokens
+    for limit in (used - 2, used - 6):
+        reply = openai_client.chat.completions.create(
+            model="tiny-qwen", messages=messages, tools=[WEATHER], tool_choice="required",
+            reasoning_effort="none", temperature=0, max_tokens=limit)
+        choice = reply.choices[0]
+        assert "<tool_call>" not in (choice.message.content or "")
+        (call,) = choice.message.tool_calls
+        assert call.function.name == "get_weather" and choice.finish_reason == "tool_calls"
+        assert isinstance(json.loads(call.function.arguments), dict)
