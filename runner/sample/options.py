@@ -17,6 +17,7 @@ class SamplingOptions:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repeat_last_n: int = 64
+    logit_bias: dict | None = None      # token id -> added to its logit (OpenAI's, -100..100)
 
     def __post_init__(self):
         for name, (low, high, kind) in LIMITS.items():
@@ -38,6 +39,8 @@ class SamplingOptions:
             raise ValueError(f"seed must be an integer, not {self.seed!r}.")
         if self.seed is not None and self.seed < 0:
             self.seed = None                  # Ollama's -1: a random seed
+        if self.logit_bias is not None:
+            self.logit_bias = _biases(self.logit_bias)
 
     @property
     def penalized(self) -> bool:
@@ -46,14 +49,37 @@ class SamplingOptions:
             bool(self.frequency_penalty)
 
     @property
+    def reshaped(self) -> bool:
+        """Whether the logits are changed before sampling (penalties, biases)."""
+        return self.penalized or bool(self.logit_bias)
+
+    @property
     def greedy(self) -> bool:
         """The token is always the largest logit (no temperature, no penalties)."""
-        return self.temperature == 0 and not self.penalized
+        return self.temperature == 0 and not self.reshaped
 
     @classmethod
     def from_dict(cls, options: dict) -> "SamplingOptions":
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in options.items() if k in known})
+
+
+def _biases(given) -> dict[int, float]:
+    """OpenAI's logit_bias ({"token id": bias}) as ints to floats in [-100, 100]."""
+    if not isinstance(given, dict):
+        raise ValueError(f"logit_bias must map token ids to biases, not {given!r}.")
+    found = {}
+    for token, bias in given.items():
+        try:
+            token = int(token)
+        except (TypeError, ValueError):
+            raise ValueError(f"logit_bias keys are token ids, not {token!r}.") from None
+        if isinstance(bias, bool) or not isinstance(bias, (int, float)) or \
+                not -100 <= bias <= 100 or token < 0:
+            raise ValueError(f"logit_bias maps token ids to numbers in [-100, 100], not "
+                             f"{token}: {bias!r}.")
+        found[token] = float(bias)
+    return found
 
 
 ABOVE_LOW = {"repeat_penalty"}      # 0 would divide logits by zero

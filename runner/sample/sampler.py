@@ -26,6 +26,15 @@ def apply_penalties(logits: np.ndarray, history, options: SamplingOptions) -> np
     return logits
 
 
+def apply_bias(logits: np.ndarray, bias: dict[int, float]) -> np.ndarray:
+    """OpenAI's logit_bias: each listed token's logit moved by its bias (ids beyond the
+    vocabulary were refused with the request)."""
+    logits = logits.copy()
+    ids = np.fromiter(bias, dtype=np.int64, count=len(bias))
+    logits[ids] += np.fromiter(bias.values(), dtype=np.float32, count=len(bias))
+    return logits
+
+
 SUBSAMPLE = 16
 
 
@@ -74,6 +83,8 @@ class Sampler:
     def sample(self, logits: np.ndarray, history=()) -> int:
         o = self.options
         logits = apply_penalties(np.asarray(logits, dtype=np.float32), history, o)
+        if o.logit_bias:
+            logits = apply_bias(logits, o.logit_bias)
         if o.temperature == 0:
             return int(np.argmax(logits))
         candidates = top_k(logits, o.top_k)
@@ -125,8 +136,8 @@ def _canonical(logits: np.ndarray, candidates: np.ndarray) -> np.ndarray:
 
 def takes_candidates(options: SamplingOptions, most: int) -> bool:
     """Whether a sampler with options needs no more of the logits than the `most` largest
-    (and their ids): greedy, or a top-k of at most that many, without penalties."""
-    return not options.penalized and (options.temperature == 0 or 0 < options.top_k <= most)
+    (and their ids): greedy, or a top-k of at most that many, without penalties or biases."""
+    return not options.reshaped and (options.temperature == 0 or 0 < options.top_k <= most)
 
 
 @dataclass

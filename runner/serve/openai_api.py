@@ -37,7 +37,8 @@ def _options(body: Sampling, limit: int | None) -> Options:
     given = {"temperature": 1.0 if body.temperature is None else body.temperature,
              "top_p": 1.0 if body.top_p is None else body.top_p, "seed": body.seed,
              "frequency_penalty": body.frequency_penalty,
-             "presence_penalty": body.presence_penalty, "num_predict": limit, "stop": stop}
+             "presence_penalty": body.presence_penalty, "num_predict": limit, "stop": stop,
+             "logit_bias": body.logit_bias}
     return Options(**{k: v for k, v in given.items() if v is not None})
 
 

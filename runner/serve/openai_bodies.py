@@ -1,6 +1,6 @@
 """The request bodies of OpenAI's API (chat completions, completions, embeddings), one pydantic
 model each, refused at the door like Ollama's (bodies.py). Fields OpenAI defines that this
-server does not use (n, user, logit_bias, ...) are ignored."""
+server does not use (user, service_tier, ...) are ignored."""
 
 from __future__ import annotations
 
@@ -102,6 +102,7 @@ class Sampling(Body):
     frequency_penalty: float | None = Field(None, ge=-2, le=2)
     presence_penalty: float | None = Field(None, ge=-2, le=2)
     stop: Stop = None
+    logit_bias: dict[str, float] | None = None
 
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)

@@ -234,6 +234,9 @@ def create_app(state: RunnerState, secret: str | None = None) -> FastAPI:
                           "cannot generate text.")
         try:
             sampling, options = split_options(body.options or {}, IGNORED_OPTIONS)
+            if sampling.logit_bias and max(sampling.logit_bias) >= model.tokenizer.size:
+                raise ValueError(f"logit_bias names token {max(sampling.logit_bias)}, beyond "
+                                 f"the vocabulary of {model.tokenizer.size}.")
             constraint = await asyncio.to_thread(model.constraint, body.format, body.grammar)
         except (TypeError, ValueError) as error:
             raise Refused(400, str(error)) from error

@@ -128,3 +128,18 @@ def test_penalties_or_a_wide_top_k_need_the_logits():
     assert not takes_candidates(SamplingOptions(top_k=0), 64)          # no top-k at all
     assert not takes_candidates(SamplingOptions(top_k=100), 64)
     assert takes_candidates(SamplingOptions(top_k=40), 64)
+
+
+def test_logit_bias_reshapes_the_logits_and_is_checked():
+    from runner.sample import Sampler, SamplingOptions
+    from runner.sample.sampler import takes_candidates
+
+    logits = np.array([3.0, 1.0, 2.0], dtype=np.float32)
+    biased = SamplingOptions(temperature=0, logit_bias={"1": 5, 0: -100.0})
+    assert biased.logit_bias == {1: 5.0, 0: -100.0}
+    assert not biased.greedy and not takes_candidates(biased, 64)   # the device cannot pick
+    assert Sampler(biased).sample(logits) == 1
+    assert Sampler(SamplingOptions(temperature=0)).sample(logits) == 0
+    for bad in ({"x": 1}, {"1": 101}, {"-1": 1}, {"1": True}, [1, 2]):
+        with pytest.raises(ValueError, match="logit_bias"):
+            SamplingOptions(logit_bias=bad)

@@ -276,3 +276,32 @@ def test_a_forced_call_cut_by_max_tokens_is_still_a_call(openai_client):
         (call,) = choice.message.tool_calls
         assert call.function.name == "get_weather" and choice.finish_reason == "tool_calls"
         assert isinstance(json.loads(call.function.arguments), dict)
+
+
+def test_logit_bias_moves_the_choice(openai_client, model_paths):
+    from runner.loading.loader import open_model
+
+    opened = open_model(model_paths["smollm2"])
+    try:
+        paris = opened.tokenizer.encode(" Paris", add_special=False)
+        word = opened.tokenizer.encode(" banana", add_special=False)
+    finally:
+        opened.close()
+    assert len(paris) == 1 and len(word) == 1
+    plain = openai_client.completions.create(model="smollm2:135m", prompt=PROMPT, max_tokens=1,
+                                             temperature=0).choices[0].text
+    assert plain == " Paris"
+    banned = openai_client.completions.create(model="smollm2:135m", prompt=PROMPT,
+                                              max_tokens=1, temperature=0,
+                                              logit_bias={str(paris[0]): -100})
+    assert banned.choices[0].text != " Paris"
+    forced = openai_client.chat.completions.create(
+        model="smollm2:135m", messages=[{"role": "user", "content": "Hi"}], max_tokens=3,
+        temperature=0, logit_bias={str(word[0]): 100})
+    assert forced.choices[0].message.content == " banana" * 3
+    with pytest.raises(openai.BadRequestError):
+        openai_client.completions.create(model="smollm2:135m", prompt=PROMPT, max_tokens=1,
+                                         logit_bias={"99999999": 5})
+    with pytest.raises(openai.BadRequestError):
+        openai_client.completions.create(model="smollm2:135m", prompt=PROMPT, max_tokens=1,
+                                         logit_bias={"5": 500})
