@@ -29,6 +29,7 @@ from pyggml.gguf_reader import Header
 
 from ..loading import store
 from ..tokenizer.template import renderer_for, template_for
+from .fim import fim_tokens
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?(:[A-Za-z0-9._-]+)?$")
 DIGEST = re.compile(r"^sha256[:-]([0-9a-f]{64})$")
@@ -119,7 +120,7 @@ class Entry:
             found.append("tools")
         if any(marker in template for marker in THINK_MARKERS) or built_in:
             found.append("thinking")
-        if "suffix" in template:
+        if "suffix" in template or fim_tokens(meta):
             found.append("insert")
         towers = self.projector_metadata() or meta
         if towers.get("clip.has_vision_encoder") or \

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..tokenizer.template import render, renderer_for
+from .fim import fim_prompt, fim_tokens
 from .library import Entry
 from .parsers import FORMATS, Format, format_for
 
@@ -64,7 +65,13 @@ def chat_prompt(entry: Entry, messages: list[dict], tools: list | None,
 
 
 def generate_prompt(entry: Entry, prompt: str, system: str | None, template: str | None,
-                    raw: bool) -> str:
+                    raw: bool, suffix: str = "") -> str:
+    """suffix: fill in the middle, with the vocabulary's FIM tokens (fim.py), else through
+    a template that reads `suffix` (the prompt as `prompt` and the last message)."""
+    if suffix:
+        tokens = fim_tokens(entry.metadata)
+        if tokens is not None:
+            return fim_prompt(tokens, prompt, suffix)
     if raw:
         return prompt
     template = template or entry.chat_template
@@ -76,4 +83,6 @@ def generate_prompt(entry: Entry, prompt: str, system: str | None, template: str
         return built_in[1](messages)
     if template is None:
         return prompt if not system else f"{system}\n\n{prompt}"
-    return without_bos(entry, render(template, messages, bos_text(entry), eos_text(entry)))
+    extra = {"suffix": suffix, "prompt": prompt} if suffix else {}
+    return without_bos(entry, render(template, messages, bos_text(entry), eos_text(entry),
+                                     **extra))

@@ -174,7 +174,8 @@ class Service:
             prompt_text = "".join(f"[img-{i}]" for i in range(len(images))) + prompt_text
         try:
             text = await asyncio.to_thread(generate_prompt, entry, prompt_text,
-                                           request.system, request.template, request.raw)
+                                           request.system, request.template, request.raw,
+                                           request.suffix)
         except ValueError as error:
             raise ServeError(400, str(error)) from None
         think = self._think(entry, request.think)

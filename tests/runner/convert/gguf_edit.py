@@ -11,7 +11,8 @@ from pyggml.gguf_reader import Header
 
 
 def rewrite(source, target, keys=None, values=None, tensors=None, arch=None):
-    """keys: old key -> new key (None drops it); values: key -> new value; tensors:
+    """keys: old key -> new key (None drops it); values: key -> new value (a key the file
+    lacks is added: ints as uint32, floats as float32, strings, bools); tensors:
     function (name, float32 array) -> {new name: array} (an empty dict drops it); arch: a
     new general.architecture (its keys renamed by the caller). Returns target."""
     keys, values = keys or {}, values or {}
@@ -26,6 +27,11 @@ def rewrite(source, target, keys=None, values=None, tensors=None, arch=None):
         kind, sub = header.value_types[name]
         writer.add_key_value(new, values.get(name, value), gguf.GGUFValueType(kind),
                              sub_type=None if sub is None else gguf.GGUFValueType(sub))
+    added = {bool: gguf.GGUFValueType.BOOL, int: gguf.GGUFValueType.UINT32,
+             float: gguf.GGUFValueType.FLOAT32, str: gguf.GGUFValueType.STRING}
+    for name, value in values.items():
+        if name not in header.metadata:
+            writer.add_key_value(name, value, added[type(value)])
     arrays = {t.name: np.array(t.data, dtype=np.float32).reshape(
         tuple(reversed([int(n) for n in t.shape]))) for t in gguf.GGUFReader(str(source)).tensors}
     for name, array in arrays.items():
