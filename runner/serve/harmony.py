@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import re
 
-from .parsers import EXTRACTORS, Format, call_id, held
+from .calls import call_id
+from .parsers import EXTRACTORS, Format, held
 
 START, CHANNEL, MESSAGE = "<|start|>", "<|channel|>", "<|message|>"
 END, CALL, RETURN, CONSTRAIN = "<|end|>", "<|call|>", "<|return|>", "<|constrain|>"

@@ -2,10 +2,13 @@
 
 A model family writes them its own way; FORMATS names each way and recognizes it in the chat
 template (as Ollama infers tags from a template): Qwen's <think> and <tool_call>{json}
-</tool_call>, Llama 3's bare JSON call, Gemma 4's <|channel>thought ... <channel|> and
-<|tool_call>call:name{key:<|"|>text<|"|>}<tool_call|>, gpt-oss's harmony channels (its own
-extractor, harmony.py). A model whose template matches none still works: its text is
-content and it reports no tools or thinking capability.
+</tool_call>, Qwen3-Coder's and Qwen 3.5's XML parameters in <tool_call>, Mistral's
+[TOOL_CALLS] (v11's NAME[ARGS]{json}, with or without [CALL_ID], or the older JSON array)
+and [THINK], DeepSeek V3.1's tool-call tokens, Llama 3's bare JSON call, Gemma 4's
+<|channel>thought ... <channel|> and <|tool_call>call:name{key:<|"|>text<|"|>}<tool_call|>,
+gpt-oss's harmony channels (its own extractor, harmony.py); calls.py reads each family's
+call. A model whose template matches none still works: its text is content and it reports
+no tools or thinking capability.
 
 An Extractor follows one reply: push(text) returns the content, thinking and tool calls that
 text completed; a tag split across pieces is held back until it is whole, so no tag ever
@@ -15,53 +18,11 @@ reaches content or thinking. A tool call that does not parse is released as cont
 from __future__ import annotations
 
 import json
-import re
-import secrets
-import string
 from dataclasses import dataclass
 from typing import Callable
 
-ALPHANUMERIC = string.ascii_letters + string.digits
-
-
-def call_id() -> str:
-    return "call_" + "".join(secrets.choice(ALPHANUMERIC) for _ in range(8))
-
-
-def _json_call(body: str) -> tuple[str, dict] | None:
-    """{"name": ..., "arguments" (or "parameters"): {...}} -> (name, arguments)."""
-    try:
-        value = json.loads(body)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
-        return None
-    arguments = value.get("arguments", value.get("parameters", {}))
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError:
-            return None
-    return (value["name"], arguments) if isinstance(arguments, dict) else None
-
-
-GEMMA_STRING = '<|"|>'
-GEMMA_KEY = re.compile(r'([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)(\s*:)')
-
-
-def _gemma_call(body: str) -> tuple[str, dict] | None:
-    """call:name{key:<|"|>text<|"|>,count:3} -> (name, arguments)."""
-    found = re.match(r"\s*call:([A-Za-z0-9_.\-]+)\s*(\{.*\})\s*$", body, re.S)
-    if found is None:
-        return None
-    pieces = found.group(2).split(GEMMA_STRING)
-    if len(pieces) % 2 == 0:
-        return None
-    # outside strings: quote the bare keys; inside: JSON strings
-    text = "".join(GEMMA_KEY.sub(r'\1"\2"\3', piece) if i % 2 == 0 else json.dumps(piece)
-                   for i, piece in enumerate(pieces))
-    return _json_call(json.dumps({"name": found.group(1), "arguments": "__ARGS__"})
-                      .replace('"__ARGS__"', text))
+from .calls import (DEEPSEEK_SEPARATOR, call_id, closed_after, closed_json, deepseek_call,
+                    gemma_call, json_call, mistral_calls, typed, xml_call)
 
 
 @dataclass(frozen=True)
@@ -70,11 +31,15 @@ class Format:
     recognize: Callable[[str], bool]          # from the chat template
     think: tuple[str, str] | None = None      # open and close tags
     think_label: str = ""                     # text after the open tag that is not thinking
-    tool: tuple[str, str] | None = None
-    parse_call: Callable[[str], tuple[str, dict] | None] = _json_call
+    tool: tuple[str, str | None] | None = None     # no close: a call runs to the next or end
+    # body -> (name, arguments[, id]), a list of them, or None (calls.py)
+    parse_call: Callable[[str], tuple | list | None] = json_call
     bare_json: bool = False                   # a reply that is a JSON object is a call
     call_text: Callable[[str, str], str] | None = None   # name, JSON args -> its text
     extractor: str = "tags"                   # a key of EXTRACTORS
+    typed_arguments: bool = False             # arguments come as text: typed by the schema
+    drop: tuple[str, ...] = ()                # wrappers around calls, no one's text
+    repair: Callable[[str], str] = closed_json    # a call's body cut off, closed
 
 
 FORMATS = [
@@ -82,7 +47,22 @@ FORMATS = [
            extractor="harmony"),
     Format("gemma4", lambda t: "<|tool_call>" in t or "<|channel>" in t,
            think=("<|channel>", "<channel|>"), think_label="thought\n",
-           tool=("<|tool_call>", "<tool_call|>"), parse_call=_gemma_call),
+           tool=("<|tool_call>", "<tool_call|>"), parse_call=gemma_call),
+    # Qwen3-Coder and Qwen 3.5: XML parameters inside <tool_call>
+    Format("qwen3coder", lambda t: "<function=" in t and "<parameter=" in t,
+           think=("<think>", "</think>"), tool=("<tool_call>", "</tool_call>"),
+           parse_call=xml_call, typed_arguments=True),
+    Format("mistral", lambda t: "[TOOL_CALLS]" in t or "[THINK]" in t,
+           think=("[THINK]", "[/THINK]"), tool=("[TOOL_CALLS]", None),
+           parse_call=mistral_calls, repair=closed_after("[ARGS]"),
+           call_text=lambda name, args: f"[TOOL_CALLS]{name}[ARGS]{args}"),
+    Format("deepseek3", lambda t: "<｜tool▁call▁begin｜>" in t,
+           think=("<think>", "</think>"), tool=("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"),
+           parse_call=deepseek_call, drop=("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),
+           repair=closed_after(DEEPSEEK_SEPARATOR),
+           call_text=lambda name, args: f"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{name}"
+                                        f"<｜tool▁sep｜>{args}<｜tool▁call▁end｜>"
+                                        "<｜tool▁calls▁end｜>"),
     Format("qwen", lambda t: "<tool_call>" in t or "<think>" in t,
            think=("<think>", "</think>"), tool=("<tool_call>", "</tool_call>"),
            call_text=lambda name, args: f'<tool_call>\n{{"name": "{name}", "arguments": '
@@ -98,48 +78,8 @@ def format_for(template: str | None) -> Format:
     return next((f for f in FORMATS if template and f.recognize(template)), PLAIN)
 
 
-def closed_json(text: str) -> str:
-    """JSON cut off somewhere, closed where it stopped: an open string ended, a key without
-    its value or a dangling separator dropped, open arrays and objects closed (a call cut by
-    max_tokens is still a call, with the arguments it got to)."""
-    closers, in_string, escaped = [], False, False
-    key_at = None                  # where an object's key began, until its value does
-    last = ""                      # the last character outside strings, spaces aside
-    for at, char in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-            continue
-        if last == ":" and not char.isspace():
-            key_at = None                        # its value begins
-        if char == '"':
-            in_string = True
-            if closers and closers[-1] == "}" and last in "{,":
-                key_at = at
-        elif char in "{[":
-            closers.append("}" if char == "{" else "]")
-        elif char in "}]" and closers:
-            closers.pop()
-        if not char.isspace():
-            last = char
-    if key_at is not None:                       # a key cut off, or not yet given a value
-        text = text[:key_at]
-    elif in_string:
-        text = text[:-1] if escaped else text
-        text += '"'
-    text = text.rstrip()
-    while text and text[-1] in ",:":
-        text = text[:-1].rstrip()
-    for word in ("true", "false", "null"):              # a literal cut off
-        cut = next((n for n in range(len(word) - 1, 0, -1) if text.endswith(word[:n])), 0)
-        if cut and text[:-cut].rstrip()[-1:] in (":", ",", "["):
-            text += word[cut:]
-            break
-    return text + "".join(reversed(closers))
+def _first(parsed):
+    return parsed[0] if isinstance(parsed, list) else parsed
 
 
 def held(text: str, tags) -> int:
@@ -156,11 +96,14 @@ def held(text: str, tags) -> int:
 class Extractor:
     CONTENT, THINKING, TOOL, BARE = range(4)
 
-    def __init__(self, fmt: Format, tools: bool = False, thinking: bool = True,
+    def __init__(self, fmt: Format, tools: bool | list = False, thinking: bool = True,
                  start_thinking: bool = False):
-        """tools: calls are expected; thinking: thinking is wanted (else it is dropped);
-        start_thinking: the prompt ended with the opening think tag."""
-        self.format, self.tools, self.thinking = fmt, tools, thinking
+        """tools: calls are expected (the tools themselves, or True); thinking: thinking is
+        wanted (else it is dropped); start_thinking: the prompt ended with the opening think
+        tag."""
+        self.format, self.tools, self.thinking = fmt, bool(tools), thinking
+        self.schemas = {t.get("function", t).get("name"): t.get("function", t).get("parameters")
+                        for t in tools} if isinstance(tools, list) else {}
         self.state = self.THINKING if start_thinking and fmt.think else \
             self.BARE if tools and fmt.bare_json else self.CONTENT
         self.buffer, self.index = "", 0
@@ -191,6 +134,8 @@ class Extractor:
         return tags
 
     def _content(self, done, content, thinking, calls) -> None:
+        for wrapper in self.format.drop:
+            self.buffer = self.buffer.replace(wrapper, "")
         if self._strip:
             self.buffer = self.buffer.lstrip()
             if not self.buffer:
@@ -207,7 +152,7 @@ class Extractor:
             else:
                 self.state = self.TOOL
             return
-        keep = 0 if done else held(self.buffer, tags)
+        keep = 0 if done else held(self.buffer, tags + list(self.format.drop))
         content.append(self.buffer[:len(self.buffer) - keep])
         self.buffer = self.buffer[len(self.buffer) - keep:]
 
@@ -232,21 +177,31 @@ class Extractor:
         self.buffer = self.buffer[len(self.buffer) - keep:]
 
     def _tool(self, done, content, thinking, calls) -> None:
-        close = self.format.tool[1]
-        if close not in self.buffer and not done:
-            return
-        body, _, rest = self.buffer.partition(close)
-        if not _:                                # ended before the close tag, or inside it
-            body = body[:len(body) - held(body, [close])]
+        opening, close = self.format.tool
+        if close is None:                        # the call runs to the next one or the end
+            after = self.buffer.find(opening)
+            if after < 0 and not done:
+                return
+            body, rest = (self.buffer, "") if after < 0 else \
+                (self.buffer[:after], self.buffer[after:])
+            closed, close = after >= 0, ""
+        else:
+            if close not in self.buffer and not done:
+                return
+            body, closed, rest = self.buffer.partition(close)
+            if not closed:                       # ended before the close tag, or inside it
+                body = body[:len(body) - held(body, [close])]
         parsed = self.format.parse_call(body.strip())
-        if parsed is None and not _:             # cut off (the length ran out) mid-call
-            parsed = self.format.parse_call(closed_json(body.strip()))
-            if parsed is not None and f'"{parsed[0]}"' not in body:
+        if parsed is None and not closed:        # cut off (the length ran out) mid-call
+            parsed = self.format.parse_call(self.format.repair(body.strip()))
+            if parsed is not None and '"name"' in body and \
+                    f'"{_first(parsed)[0]}"' not in body:
                 parsed = None                    # its name itself was cut
         if parsed is None:
-            content.append(self.format.tool[0] + body + (close if _ else ""))
+            content.append(opening + body + (close if closed else ""))
         else:
-            calls.append(self._call(*parsed))
+            for item in parsed if isinstance(parsed, list) else [parsed]:
+                calls.append(self._call(*item))
         self.buffer, self.state, self._strip = rest, self.CONTENT, True
 
     def _bare(self, done, content, thinking, calls) -> None:
@@ -273,9 +228,11 @@ class Extractor:
         calls.append(self._call(*parsed))
         self.buffer = text[end:].lstrip().lstrip(";").lstrip()
 
-    def _call(self, name: str, arguments: dict) -> dict:
-        call = {"id": call_id(), "function": {"index": self.index, "name": name,
-                                               "arguments": arguments}}
+    def _call(self, name: str, arguments: dict, ident: str | None = None) -> dict:
+        if self.format.typed_arguments:
+            arguments = typed(arguments, self.schemas.get(name))
+        call = {"id": ident or call_id(), "function": {"index": self.index, "name": name,
+                                                        "arguments": arguments}}
         self.index += 1
         return call
 
@@ -317,12 +274,15 @@ def forced_call_grammar(fmt: Format, tools: list[dict], token_of: Callable[[str]
     """A grammar (llguidance's Lark) that makes the reply one call of one of tools, its
     arguments valid for the tool's parameter schema, written as fmt writes calls (None when
     fmt has no way to write one). token_of(tag) is the id of a tag that is a single token."""
-    if fmt.call_text is None or not tools:
+    if (fmt.call_text is None and fmt.name not in XML_FORMATS) or not tools:
         return None
     alternatives = []
     for tool in tools:
         function = tool.get("function", tool)
         schema = function.get("parameters") or {"type": "object"}
+        if fmt.name in XML_FORMATS:
+            alternatives.append(_xml_lark(function["name"], schema, fmt, token_of))
+            continue
         before, _, after = fmt.call_text(function["name"], "\x00").partition("\x00")
         alternatives.append(" ".join(filter(None, (
             _lark_text(before, fmt, token_of), "%json " + json.dumps(schema),
@@ -330,9 +290,34 @@ def forced_call_grammar(fmt: Format, tools: list[dict], token_of: Callable[[str]
     return "%llguidance {}\nstart: " + " | ".join(f"({a})" for a in alternatives) + "\n"
 
 
+XML_FORMATS = ("qwen3coder",)
+TEXT_VALUE = "/[^<\\n][^<]*/"          # a string parameter's text (up to the next tag)
+
+
+def _xml_lark(name: str, schema: dict, fmt: Format, token_of) -> str:
+    """A Qwen3-Coder call of name as Lark: its required parameters in the schema's order,
+    each value text (strings, an enum's words) or JSON of its schema."""
+    parts = [_lark_text(f"<tool_call>\n<function={name}>\n", fmt, token_of)]
+    required = set(schema.get("required") or [])
+    for parameter, spec in (schema.get("properties") or {}).items():
+        if parameter not in required:
+            continue
+        spec = spec if isinstance(spec, dict) else {}
+        if spec.get("type") == "string" and spec.get("enum"):
+            value = "(" + " | ".join(json.dumps(str(v)) for v in spec["enum"]) + ")"
+        elif spec.get("type") == "string":
+            value = TEXT_VALUE
+        else:
+            value = "%json " + json.dumps(spec or {})
+        parts += [json.dumps(f"<parameter={parameter}>\n"), value,
+                  json.dumps("\n</parameter>\n")]
+    parts.append(_lark_text("</function>\n</tool_call>", fmt, token_of))
+    return " ".join(parts)
+
+
 def _lark_text(text: str, fmt: Format, token_of) -> str:
     """text as Lark: its tags as token references where they are single tokens."""
-    tags = [t for pair in (fmt.think, fmt.tool) if pair for t in pair]
+    tags = [t for pair in (fmt.think, fmt.tool) if pair for t in pair if t]
     parts, rest = [], text
     while rest:
         hits = [(rest.find(tag), tag) for tag in tags if tag in rest]

@@ -307,7 +307,7 @@ class Service:
             tools = [t for t in tools if t["function"]["name"] == choice.function.name]
         tags = {}
         fmt = call.extractor.format
-        for tag in [t for pair in (fmt.think, fmt.tool) if pair for t in pair]:
+        for tag in [t for pair in (fmt.think, fmt.tool) if pair for t in pair if t]:
             ids = await runner.tokenize(tag)
             tags[tag] = ids[0] if len(ids) == 1 else None
         grammar = forced_call_grammar(fmt, tools, tags.get)

@@ -76,7 +76,8 @@ def test_gemma4_channel_and_call_syntax(pieces):
 
 def test_formats_are_recognised_from_templates():
     assert format_for(None) is PLAIN and format_for("{{ messages }}") is PLAIN
-    assert [f.name for f in FORMATS] == ["harmony", "gemma4", "qwen", "llama3"]
+    assert [f.name for f in FORMATS] == ["harmony", "gemma4", "qwen3coder", "mistral",
+                                        "deepseek3", "qwen", "llama3"]
     harmony = format_for("<|start|>assistant<|channel|>final<|message|>{{ content }}<|end|>")
     assert harmony.name == "harmony" and harmony.extractor == "harmony"
     assert run(Extractor(PLAIN, tools=True), ["<think>x</think>"])[0] == "<think>x</think>"

@@ -1,0 +1,221 @@
+"""Tool calls and thinking per model family, against the families' own chat templates
+(llama.cpp's copies in the pinned archive): the format is recognized from the template; a
+conversation with tools, a call and its result renders through our template path as
+transformers renders it; the call an assistant turn renders parses back; and replies as
+each family writes them parse to the same calls, content and thinking however they are cut
+into pieces."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+
+from runner.serve.parsers import Extractor, format_for
+from runner.tokenizer.template import render
+
+from ...official_templates import official_template
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather of a city.",
+    "parameters": {"type": "object", "required": ["location"],
+                   "properties": {"location": {"type": "string", "description": "A city."},
+                                  "days": {"type": "integer"}}}}}
+CLOCK = {"type": "function", "function": {"name": "now", "description": "The time.",
+                                          "parameters": {"type": "object", "properties": {}}}}
+TOOLS = [WEATHER, CLOCK]
+ID = "abcdefghi"                       # Mistral's templates take ids of 9 characters
+CONVERSATION = [
+    {"role": "system", "content": "You are helpful."},
+    {"role": "user", "content": "What is the weather in Paris for 2 days?"},
+    {"role": "assistant", "content": "", "tool_calls": [
+        {"id": ID, "type": "function",
+         "function": {"name": "get_weather", "arguments": {"location": "Paris", "days": 2}}}]},
+    {"role": "tool", "tool_call_id": ID, "name": "get_weather", "content": "Sunny, 20C"},
+]
+FAMILIES = {      # template file -> the format it is recognized as
+    "Qwen3-Coder.jinja": "qwen3coder",
+    "Qwen3.5-4B.jinja": "qwen3coder",
+    "Qwen-Qwen3-0.6B.jinja": "qwen",
+    "Mistral-Small-3.2-24B-Instruct-2506.jinja": "mistral",
+    "mistralai-Ministral-3-14B-Reasoning-2512.jinja": "mistral",
+    "mistralai-Mistral-Nemo-Instruct-2407.jinja": "mistral",
+    "unsloth-mistral-Devstral-Small-2507.jinja": "mistral",
+    "deepseek-ai-DeepSeek-V3.1.jinja": "deepseek3",
+    "openai-gpt-oss-120b.jinja": "harmony",
+    "google-gemma-4-31B-it.jinja": "gemma4",
+    "meta-llama-Llama-3.1-8B-Instruct.jinja": "llama3",
+}
+BOS, EOS = "<s>", "</s>"
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_the_format_is_recognized_from_the_template(name):
+    assert format_for(official_template(name)).name == FAMILIES[name]
+
+
+def transformers_render(template: str, messages, tools, generation: bool = True) -> str:
+    """The template rendered by transformers' own chat-template code (an independent
+    implementation of the same Jinja conventions)."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    rendered, _ = render_jinja_template(conversations=[messages], tools=tools,
+                                        chat_template=template,
+                                        add_generation_prompt=generation,
+                                        bos_token=BOS, eos_token=EOS)
+    return rendered[0]
+
+
+RENDERED = ["Qwen3-Coder.jinja", "Qwen3.5-4B.jinja", "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+            "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
+            "unsloth-mistral-Devstral-Small-2507.jinja", "deepseek-ai-DeepSeek-V3.1.jinja"]
+
+
+@pytest.mark.parametrize("name", RENDERED)
+def test_a_conversation_with_tools_renders_as_transformers_renders_it(name):
+    template = official_template(name)
+    today = datetime.date.today()
+    ours = render(template, CONVERSATION, BOS, EOS, tools=TOOLS)
+    theirs = transformers_render(template, CONVERSATION, TOOLS)
+    if today != datetime.date.today():                 # midnight passed: both again
+        ours = render(template, CONVERSATION, BOS, EOS, tools=TOOLS)
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("name", RENDERED)
+def test_the_rendered_call_parses_back(name):
+    """The assistant turn as its template writes it, read by the family's parser."""
+    template = official_template(name)
+    before = render(template, CONVERSATION[:2], BOS, EOS, tools=TOOLS)
+    after = render(template, CONVERSATION[:3], BOS, EOS, tools=TOOLS,
+                   add_generation_prompt=False)
+    assert after.startswith(before)
+    turn = after[len(before):].removesuffix(EOS)
+    for marker in ("<think></think>", "</think>"):          # DeepSeek's empty thinking
+        turn = turn.split(marker, 1)[-1]
+    for end in ("<|im_end|>\n", "<｜end▁of▁sentence｜>"):
+        turn = turn.removesuffix(end)
+    content, _, calls = run(Extractor(format_for(template), tools=TOOLS), [turn])
+    assert content.strip() == ""
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == \
+        [("get_weather", {"location": "Paris", "days": 2})]
+
+
+def run(extractor, pieces):
+    content, thinking, calls = "", "", []
+    for piece in pieces:
+        c, t, k = extractor.push(piece)
+        content, thinking, calls = content + c, thinking + t, calls + k
+    c, t, k = extractor.finish()
+    return content + c, thinking + t, calls + k
+
+
+def cuts(text):
+    yield [text]
+    yield list(text)
+    for cut in range(1, len(text)):
+        yield [text[:cut], text[cut:]]
+
+
+PARIS = ("get_weather", {"location": "Paris", "days": 2})
+REPLIES = {   # (template, reply) -> (content, thinking, [(name, arguments)], ids or None)
+    "qwen3-coder": ("Qwen3-Coder.jinja",
+                    "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=location>\n"
+                    "Paris\n</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n"
+                    "</tool_call>", ("Let me check.\n", "", [PARIS], None)),
+    "qwen3-coder, two calls, the last cut short of its closes": (
+        "Qwen3-Coder.jinja",
+        "<tool_call>\n<function=now>\n</function>\n</tool_call>\n<tool_call>\n"
+        "<function=get_weather>\n<parameter=location>\nParis\n</parameter>\n"
+        "<parameter=days>\n2", ("", "", [("now", {}), PARIS], None)),
+    "qwen 3.5 thinking then a call": (
+        "Qwen3.5-4B.jinja",
+        "<think>\nThe user wants weather.\n</think>\n\n<tool_call>\n<function=get_weather>\n"
+        "<parameter=location>\nParis\n</parameter>\n<parameter=days>\n2\n</parameter>\n"
+        "</function>\n</tool_call>", ("", "\nThe user wants weather.\n", [PARIS], None)),
+    "mistral v11, two calls": (
+        "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+        '[TOOL_CALLS]get_weather[ARGS]{"location": "Paris", "days": 2}[TOOL_CALLS]now'
+        "[ARGS]{}", ("", "", [PARIS, ("now", {})], None)),
+    "mistral with call ids": (
+        "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+        'Sure.[TOOL_CALLS]get_weather[CALL_ID]abcdefghi[ARGS]{"location": "Paris", "days": 2}',
+        ("Sure.", "", [PARIS], ["abcdefghi"])),
+    "mistral nemo's array": (
+        "mistralai-Mistral-Nemo-Instruct-2407.jinja",
+        '[TOOL_CALLS][{"name": "get_weather", "arguments": {"location": "Paris", "days": 2},'
+        ' "id": "123456789"}, {"name": "now", "arguments": {}}]',
+        ("", "", [PARIS, ("now", {})], ["123456789", None])),
+    "magistral thinking then an answer": (
+        "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
+        "[THINK]Two days of Paris.[/THINK]It is sunny.",
+        ("It is sunny.", "Two days of Paris.", [], None)),
+    "deepseek v3.1, two calls": (
+        "deepseek-ai-DeepSeek-V3.1.jinja",
+        "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
+        '{"location": "Paris", "days": 2}<｜tool▁call▁end｜><｜tool▁call▁begin｜>now'
+        "<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        ("Checking.", "", [PARIS, ("now", {})], None)),
+    "deepseek without the calls' wrapper": (
+        "deepseek-ai-DeepSeek-V3.1.jinja",
+        '<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"location": "Paris", "days": 2}'
+        "<｜tool▁call▁end｜>", ("", "", [PARIS], None)),
+}
+
+
+@pytest.mark.parametrize("case", REPLIES)
+def test_replies_parse_the_same_however_they_are_cut(case):
+    name, reply, (content, thinking, expected, ids) = REPLIES[case]
+    fmt = format_for(official_template(name))
+    for pieces in cuts(reply):
+        got_content, got_thinking, calls = run(Extractor(fmt, tools=TOOLS), pieces)
+        assert (got_content, got_thinking) == (content, thinking), pieces
+        assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == \
+            expected, pieces
+        assert [c["function"]["index"] for c in calls] == list(range(len(calls)))
+        for call, ident in zip(calls, ids or [None] * len(calls)):
+            if fmt.name == "mistral":                    # the templates' 9 characters
+                assert len(call["id"]) == 9 and call["id"].isalnum()
+            if ident is not None:
+                assert call["id"] == ident
+
+
+def test_a_call_cut_by_the_length_limit_is_still_a_call_in_every_family():
+    cut = {"Qwen3-Coder.jinja": "<tool_call>\n<function=get_weather>\n<parameter=location>\nPar",
+           "Mistral-Small-3.2-24B-Instruct-2506.jinja":
+               '[TOOL_CALLS]get_weather[ARGS]{"location": "Par',
+           "deepseek-ai-DeepSeek-V3.1.jinja":
+               '<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"location": "Par'}
+    for name, reply in cut.items():
+        _, _, calls = run(Extractor(format_for(official_template(name)), tools=TOOLS), [reply])
+        assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == \
+            [("get_weather", {"location": "Par"})], name
+    assert json.dumps(calls)
+
+
+@pytest.mark.parametrize("name", ["Qwen3-Coder.jinja", "Mistral-Small-3.2-24B-Instruct-2506.jinja"])
+def test_a_forced_call_is_written_in_the_familys_syntax(server, openai_client, name):
+    """tool_choice "required" on a tiny model given the family's template: a grammar in the
+    family's own call syntax makes the reply a call (XML parameters for Qwen3-Coder), which
+    comes back as a call with arguments of the schema's types. (DeepSeek V3.1's template
+    writes no tool definitions, so its models report no tools capability.)"""
+    model = "tiny-" + name.split(".jinja")[0].lower()
+    created = server.client.post("/api/create", json={
+        "model": model, "from": "tiny-qwen", "template": official_template(name),
+        "stream": False})
+    assert created.status_code == 200, created.text
+    try:
+        messages = [{"role": "user", "content": "Weather in Paris for 2 days?"}]
+        if "Mistral" in name:
+            messages.insert(0, {"role": "system", "content": "Use the tools."})
+        reply = openai_client.chat.completions.create(
+            model=model, messages=messages, tools=[WEATHER], tool_choice="required",
+            temperature=0, max_tokens=300)
+        (call,) = reply.choices[0].message.tool_calls
+        arguments = json.loads(call.function.arguments)
+        assert call.function.name == "get_weather" and isinstance(arguments["location"], str)
+        assert isinstance(arguments.get("days", 0), int)
+        assert reply.choices[0].finish_reason == "tool_calls"
+    finally:
+        server.client.request("DELETE", "/api/delete", json={"model": model})
