@@ -31,7 +31,7 @@ from .multimodal.encoder import Encoder
 from .multimodal.projector_memory import add_allocated
 from .multimodal.prompts import Multimodal
 from .sample import SamplingOptions
-from .sample.grammar import Constraint, compile_grammar
+from .sample.grammar import AfterThinking, Constraint, compile_grammar
 from .tokenizer.template import render, renderer_for, template_for, with_image_tags
 
 log = logging.getLogger("runner")
@@ -194,11 +194,19 @@ class Model:
         return self.multimodal.prompt(prompt,
                                       images if isinstance(images, dict) else list(images))
 
-    def constraint(self, format=None, grammar: str = "") -> Constraint | None:
-        """The grammar a request's format or GBNF grammar imposes (GrammarError if bad)."""
+    def constraint(self, format=None, grammar: str = "", think_tags=None,
+                   think_opened: bool = False) -> Constraint | AfterThinking | None:
+        """The grammar a request's format or GBNF grammar imposes (GrammarError if bad);
+        think_tags (open, close): the grammar holds the answer, not the thinking between
+        them (think_opened: the prompt opened it)."""
         vocab_size = self.loaded.model.config.vocab
         text = compile_grammar(self.tokenizer, vocab_size, format, grammar)
-        return None if text is None else Constraint(self.tokenizer, vocab_size, text)
+        if text is None:
+            return None
+        constraint = Constraint(self.tokenizer, vocab_size, text)
+        if think_tags:
+            return AfterThinking(constraint, self.tokenizer, tuple(think_tags), think_opened)
+        return constraint
 
     def generate_batch(self, prompts: list[str], **options) -> list[str]:
         """Continue several prompts together: they start in the same batch and advance side

@@ -182,3 +182,42 @@ class Constraint:
             return False
         self._prepare()
         return True
+
+
+class AfterThinking:
+    """A constraint that leaves the reply's thinking free and holds its answer to the
+    grammar (Ollama's format with think): unconstrained from the think tag's opening to its
+    close, constrained after. When the prompt has not opened thinking, the first token may
+    open it (when the open tag is one token) or start the answer, which the grammar then
+    holds from the start. Used like Constraint."""
+
+    def __init__(self, inner: Constraint, tokenizer: Tokenizer, tags: tuple[str, str],
+                 opened: bool = False):
+        self.inner, self.tokenizer, (self.open, self.close) = inner, tokenizer, tags
+        ids = tokenizer.encode(self.open, add_special=False, parse_special=True)
+        self.open_id = ids[0] if len(ids) == 1 else None
+        self.thinking, self.text = opened, ""
+        self.first = not opened and self.open_id is not None   # the open tag may come next
+
+    def apply(self, logits: np.ndarray) -> np.ndarray:
+        if self.thinking:
+            return logits
+        masked = self.inner.apply(logits)
+        if self.first:                                  # the answer, or the open tag
+            masked[self.open_id] = logits[self.open_id]
+        return masked
+
+    def accept(self, token: int) -> bool:
+        if self.first:
+            self.first = False
+            if token == self.open_id:
+                self.thinking, self.text = True, self.open
+                return True
+        if not self.thinking:
+            return self.inner.accept(token)
+        self.text += self.tokenizer.piece(token).decode("utf-8", errors="replace")
+        if self.close in self.text:                     # the answer starts: the grammar
+            self.thinking = False                       # holds it from here
+        else:
+            self.text = self.text[-len(self.close):]    # enough to find the close tag
+        return True

@@ -40,11 +40,18 @@ class Format:
     typed_arguments: bool = False             # arguments come as text: typed by the schema
     drop: tuple[str, ...] = ()                # wrappers around calls, no one's text
     repair: Callable[[str], str] = closed_json    # a call's body cut off, closed
+    # a format holds the answer after these (open, close); None: the think tags
+    answer_after: tuple[str, str] | None = None
+
+    @property
+    def thinking_tags(self) -> tuple[str, str] | None:
+        """What a format (a schema) leaves free before the answer: (open, close)."""
+        return self.answer_after or self.think
 
 
 FORMATS = [
     Format("harmony", lambda t: "<|channel|>" in t and "<|message|>" in t,
-           extractor="harmony"),
+           extractor="harmony", answer_after=("<|channel|>", "<|channel|>final<|message|>")),
     Format("gemma4", lambda t: "<|tool_call>" in t or "<|channel>" in t,
            think=("<|channel>", "<channel|>"), think_label="thought\n",
            tool=("<|tool_call>", "<tool_call|>"), parse_call=gemma_call),

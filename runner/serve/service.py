@@ -220,10 +220,14 @@ class Service:
             prompt = await asyncio.to_thread(chat_prompt, entry, messages, tools, think)
         except ValueError as error:
             raise ServeError(400, str(error)) from None
-        extractor = make_extractor(prompt.format, tools=bool(tools), thinking=think != "off",
-                                   start_thinking=prompt.start_thinking)
-        return Call(entry, {"Prompt": prompt.text, "Images": _protocol_images(images)},
-                    extractor, chat=True,
+        extractor = make_extractor(prompt.format, tools=tools or False,
+                                   thinking=think != "off", start_thinking=prompt.start_thinking)
+        body = {"Prompt": prompt.text, "Images": _protocol_images(images)}
+        tags = prompt.format.thinking_tags
+        if request.format and think not in (None, "off") and tags:   # think, then the format
+            body.update(ThinkTags=list(tags), ThinkOpened=prompt.start_thinking or
+                        prompt.format.answer_after is not None)
+        return Call(entry, body, extractor, chat=True,
                     extra={"tools": tools, "tool_choice": request.tool_choice,
                            "messages": messages, "think": think})
 

@@ -237,7 +237,8 @@ def create_app(state: RunnerState, secret: str | None = None) -> FastAPI:
             if sampling.logit_bias and max(sampling.logit_bias) >= model.tokenizer.size:
                 raise ValueError(f"logit_bias names token {max(sampling.logit_bias)}, beyond "
                                  f"the vocabulary of {model.tokenizer.size}.")
-            constraint = await asyncio.to_thread(model.constraint, body.format, body.grammar)
+            constraint = await asyncio.to_thread(model.constraint, body.format, body.grammar,
+                                                 body.think_tags, body.think_opened)
         except (TypeError, ValueError) as error:
             raise Refused(400, str(error)) from error
         options.shift = state.shift_default if body.shift is None else body.shift

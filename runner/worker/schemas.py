@@ -42,6 +42,9 @@ class CompletionRequest(Body):
     truncate: bool = Field(True, alias="Truncate")
     logprobs: bool = Field(False, alias="Logprobs")
     top_logprobs: int = Field(0, alias="TopLogprobs", ge=0, le=20)
+    # the grammar holds the answer after the thinking between these tags (our extension)
+    think_tags: list[str] | None = Field(None, alias="ThinkTags", min_length=2, max_length=2)
+    think_opened: bool = Field(False, alias="ThinkOpened")
 
 
 class EmbeddingRequest(Body):

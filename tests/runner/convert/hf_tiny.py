@@ -19,6 +19,8 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "llama4": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot|>"],
            "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
            "qwen3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+           "qwen3_think": ["<|endoftext|>", "<think>", "</think>", "<|im_start|>",
+                           "<|im_end|>"],
            "qwen3_moe": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
            "olmo2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
            "ministral3": ["<s>", "</s>", "[INST]", "[/INST]"],
@@ -28,7 +30,8 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "glm4_moe_lite": ["[gMASK]", "<sop>", "<|user|>", "<|endoftext|>"],
            "gpt_oss": ["<|startoftext|>", "<|start|>", "<|message|>", "<|end|>",
                        "<|return|>"]}
-PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_moe": QWEN2, "olmo2": QWEN2,
+PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_think": QWEN2,
+           "qwen3_moe": QWEN2, "olmo2": QWEN2,
            "ministral3": QWEN2, "olmo3": QWEN2, "gemma2": QWEN2, "gemma3": QWEN2,
            "gemma3n": QWEN2, "llama4": LLAMA3, "gemma4": QWEN2, "gemma4_moe": QWEN2,
            "deepseek_v2": QWEN2, "deepseek_v3": QWEN2, "glm4_moe_lite": QWEN2,
@@ -159,6 +162,7 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                "llama4": ("Llama4TextConfig", "Llama4ForCausalLM"),
                "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
                "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+               "qwen3_think": ("Qwen3Config", "Qwen3ForCausalLM"),
                "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
                "olmo2": ("Olmo2Config", "Olmo2ForCausalLM"),
                "ministral3": ("Ministral3Config", "Ministral3ForCausalLM"),
@@ -170,7 +174,7 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
     config_class, model_class = (getattr(transformers, n) for n in classes[kind])
     settings = dict(SHAPE, vocab_size=len(tok), tie_word_embeddings=False,
                     eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
-    if kind == "qwen3":
+    if kind in ("qwen3", "qwen3_think"):       # qwen3_think: <think> tags as tokens
         settings["head_dim"] = 16
     if kind == "qwen3_moe":       # 8 experts, 2 a token, renormalised as the released ones
         settings.update(head_dim=16, num_experts=8, num_experts_per_tok=2,

@@ -98,3 +98,54 @@ def test_a_schema_that_lists_properties_allows_no_others(model):
         reply = json.loads(model.generate(prompt, stream=False, format=schema, seed=seed,
                                           temperature=1.0, num_predict=120))
         assert set(reply) <= {"name", "home"} and set(reply.get("home", {})) <= {"city"}
+
+
+@pytest.fixture(scope="module")
+def thinker(tmp_path_factory):
+    """A tiny Qwen 3 whose <think> and </think> are tokens, as the released ones'."""
+    from runner.convert import convert
+
+    from ..convert.hf_tiny import checkpoint
+
+    directory = tmp_path_factory.mktemp("thinker")
+    path = convert(checkpoint("qwen3_think", directory / "hf"), directory / "t.gguf", "f32",
+                   progress=False)
+    handle = runner.load(path, num_ctx=256, threads=2)
+    yield handle
+    handle.close()
+
+
+def test_the_schema_holds_the_answer_after_the_thinking(thinker):
+    """With think tags the grammar leaves the thinking free and holds what follows it; the
+    same constraint without them forbids the close tag and holds the reply from its start."""
+    from runner.sample.grammar import AfterThinking
+
+    schema = {"type": "object", "required": ["a"], "additionalProperties": False,
+              "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 99}}}
+    tokens = thinker.tokenizer
+    open_id, close_id = (tokens.encode(t, add_special=False) for t in ("<think>", "</think>"))
+    assert len(open_id) == len(close_id) == 1
+    after = thinker.constraint(schema, think_tags=("<think>", "</think>"))
+    assert isinstance(after, AfterThinking)
+    logits = np.zeros(thinker.loaded.model.config.vocab, dtype=np.float32)
+    first = np.isfinite(after.apply(logits))
+    assert first[open_id[0]] and not first[close_id[0]]       # the answer, or the thinking
+    assert after.accept(open_id[0])
+    free = tokens.encode("plan it", add_special=False)
+    for token in free:
+        assert np.isfinite(after.apply(logits)).all()            # thinking is free
+        assert after.accept(token)
+    assert after.accept(close_id[0])
+    answer = np.isfinite(after.apply(logits))
+    assert 0 < answer.sum() < answer.size and not answer[close_id[0]]
+    # the prompt opened thinking and the model closes it at once: then a valid answer
+    biased = dict(temperature=0, num_predict=100, logit_bias={str(close_id[0]): 100})
+    opened = thinker.constraint(schema, think_tags=("<think>", "</think>"), think_opened=True)
+    prompt = thinker.tokenize("Answer:", add_special=True)
+    text = "".join(thinker._pieces(prompt, *runner.api.split_options(biased), opened))
+    assert text.startswith("</think>")
+    jsonschema.validate(json.loads(text[len("</think>"):]), schema)
+    plain = "".join(thinker._pieces(prompt, *runner.api.split_options(biased),
+                                    thinker.constraint(schema)))
+    assert "</think>" not in plain
+    jsonschema.validate(json.loads(plain), schema)

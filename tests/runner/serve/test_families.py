@@ -219,3 +219,53 @@ def test_a_forced_call_is_written_in_the_familys_syntax(server, openai_client, n
         assert reply.choices[0].finish_reason == "tool_calls"
     finally:
         server.client.request("DELETE", "/api/delete", json={"model": model})
+
+
+@pytest.fixture(scope="module")
+def thinker_server(tmp_path_factory):
+    """A tiny Qwen 3 whose think tags are tokens, with Qwen 3.5's template (which opens the
+    thinking in the prompt), on a server of its own."""
+    from runner.convert import convert
+
+    from ..convert.hf_tiny import checkpoint
+    from .conftest import ServerProcess
+
+    work = tmp_path_factory.mktemp("thinker")
+    path = convert(checkpoint("qwen3_think", work / "hf", max_position_embeddings=2048),
+                   work / "thinker.gguf", "f32", progress=False)
+    running = ServerProcess(tmp_path_factory.mktemp("thinker-store"), work,
+                            RUNNER_NUM_PARALLEL=1)
+    running.create("thinker", {"model.gguf": path})
+    created = running.client.post("/api/create", json={
+        "model": "thinker-35", "from": "thinker", "template":
+        official_template("Qwen3.5-4B.jinja"), "stream": False})
+    assert created.status_code == 200, created.text
+    yield running, path
+    assert running.stop() == 0
+
+
+def test_a_format_holds_the_answer_not_the_thinking(thinker_server):
+    """format with think: the model thinks freely, then the schema holds the answer. The
+    close tag is biased to come first (a tiny random model would otherwise think on), so
+    the reply is the close tag and an answer valid for the schema; asked the same without
+    thinking, the schema holds the reply from its first token."""
+    import jsonschema
+
+    from runner.loading.loader import open_model
+
+    running, path = thinker_server
+    opened = open_model(path)
+    close = opened.tokenizer.encode("</think>", add_special=False)
+    opened.close()
+    schema = {"type": "object", "required": ["a"], "additionalProperties": False,
+              "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 99}}}
+    for think in (True, False):
+        reply = running.client.post("/api/chat", json={
+            "model": "thinker-35", "messages": [{"role": "user", "content": "A number?"}],
+            "think": think, "format": schema, "stream": False,
+            "options": {"temperature": 0, "num_predict": 100,
+                        "logit_bias": {str(close[0]): 100}}})
+        assert reply.status_code == 200, reply.text
+        message = reply.json()["message"]
+        jsonschema.validate(json.loads(message["content"]), schema)
+        assert not message.get("thinking", "").strip()
