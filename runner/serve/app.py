@@ -16,7 +16,8 @@ from pydantic import ValidationError
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import anthropic_api, manage, native, openai_api, responses_api, transcriptions
+from . import (anthropic_api, create, manage, native, openai_api, responses_api,
+               transcriptions)
 from .guard import Guard, allowed_origins
 from .library import Library
 from .options import Settings
@@ -73,7 +74,8 @@ def create_app(settings: Settings | None = None, library: Library | None = None,
     async def stop_runners():
         await scheduler.stop()
 
-    for module in (manage, native, openai_api, responses_api, anthropic_api, transcriptions):
+    for module in (manage, create, native, openai_api, responses_api, anthropic_api,
+                   transcriptions):
         app.include_router(module.api)
     app.openapi = lambda: app.openapi_schema or published(app)
     app.add_middleware(Guard, origins=allowed_origins(), check_host=loopback)

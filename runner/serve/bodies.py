@@ -274,6 +274,9 @@ class CreateRequest(Named):
     template: str | None = None
     system: str | None = None
     parameters: Options | None = None
+    quantize: str | None = None
+    messages: list[Message] | None = None
+    license: str | list[str] | None = None
     stream: bool = True
 
     @model_validator(mode="after")

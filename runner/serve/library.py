@@ -83,6 +83,8 @@ class Entry:
     system: str | None = None
     parameters: dict = field(default_factory=dict)
     projector: Path | None = None     # the vision encoder's mmproj file
+    messages: list | None = None      # a conversation every chat starts with (MESSAGE)
+    license: str | None = None
     _metadata: dict | None = field(default=None, repr=False)
     _projector_metadata: dict | None = field(default=None, repr=False)
 
@@ -239,7 +241,8 @@ class Library:
         if projector is not None and not projector.is_file():
             raise ModelNotFound(f'model "{name}" not found: its projector {projector} is gone')
         return Entry(name, path, digest, manifest.get("template"), manifest.get("system"),
-                     manifest.get("parameters") or {}, projector)
+                     manifest.get("parameters") or {}, projector, manifest.get("messages"),
+                     manifest.get("license"))
 
     def _source_path(self, source: str) -> Path:
         found = DIGEST.match(source)
@@ -283,6 +286,19 @@ class Library:
         meta = header_of(self.blobs / f"sha256-{digest}").metadata
         return meta.get("general.architecture") == "clip"
 
+    def add_blob(self, path: Path) -> str:
+        """Move a file this server made (a conversion, a quantization) into the store as a
+        blob; its digest."""
+        self.blobs.mkdir(parents=True, exist_ok=True)
+        digest = store.sha256_of(path)
+        os.replace(path, self.blobs / f"sha256-{digest}")
+        return digest
+
+    def scratch(self) -> Path:
+        """A fresh directory inside the store (on its disk) for work in progress."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(dir=self.root, prefix=".work-"))
+
     def upload(self, digest: str) -> Upload:
         """A blob being uploaded: written to a temporary file as it arrives, kept under its
         sha256 only if the data has that digest."""
@@ -291,12 +307,13 @@ class Library:
 
     def create(self, name: str, source: str | Path, template: str | None = None,
                system: str | None = None, parameters: dict | None = None,
-               projector: str | Path | None = None) -> Entry:
+               projector: str | Path | None = None, messages: list | None = None,
+               license: str | None = None) -> Entry:
         """A model named name over source: a blob digest, a file, or another model's file;
         projector likewise, the vision encoder's mmproj."""
         key = normalize(name)
         manifest = {"model": self._source(source), "template": template, "system": system,
-                    "parameters": parameters or {}}
+                    "parameters": parameters or {}, "messages": messages, "license": license}
         if projector is not None:
             manifest["projector"] = self._source(projector)
             meta = header_of(self._source_path(manifest["projector"])).metadata
@@ -319,7 +336,8 @@ class Library:
         entry = self.get(source)
         model = f"sha256:{entry.digest}" if entry.path.parent == self.blobs else str(entry.path)
         manifest = {"model": model, "digest": entry.digest, "template": entry.template,
-                    "system": entry.system, "parameters": entry.parameters}
+                    "system": entry.system, "parameters": entry.parameters,
+                    "messages": entry.messages, "license": entry.license}
         if entry.projector is not None:
             manifest["projector"] = str(entry.projector)
         self._write_manifest(normalize(destination), manifest)

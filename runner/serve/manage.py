@@ -14,10 +14,11 @@ from typing import Annotated
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
+import gguf
+
 from ..loading import store
-from ..tokenizer.template import check_template
 from .library import DIGEST, Entry, ModelNotFound, header_of, rfc3339
-from .bodies import CopyRequest, CreateRequest, ModelRequest
+from .bodies import CopyRequest, ModelRequest
 from .reading import Served, body, documented
 from .service import ServeError
 
@@ -61,7 +62,6 @@ def statuses(stream: bool, steps):
 
 api = APIRouter()
 ModelBody = Annotated[ModelRequest, body(ModelRequest)]
-CreateBody = Annotated[CreateRequest, body(CreateRequest)]
 CopyBody = Annotated[CopyRequest, body(CopyRequest)]
 
 
@@ -101,18 +101,21 @@ async def show(request: ModelBody, service: Served):
     verbose = request.verbose
     parameters = "\n".join(f"{k} {json.dumps(v) if isinstance(v, str) else v}"
                            for k, v in entry.parameters.items())
-    result = {"license": entry.metadata.get("general.license", ""),
+    result = {"license": entry.license or entry.metadata.get("general.license", ""),
               "modelfile": f"FROM {entry.path}\n", "parameters": parameters,
               "template": entry.chat_template or "", "details": entry.details(),
               "model_info": shown(entry.metadata, verbose),
               "capabilities": entry.capabilities(), "modified_at": entry.modified_at}
     if entry.system:
         result["system"] = entry.system
+    if entry.messages:
+        result["messages"] = entry.messages
     if entry.projector is not None:
         result["modelfile"] += f"FROM {entry.projector}\n"
         result["projector_info"] = shown(entry.projector_info(), verbose)
     if verbose:
-        result["tensors"] = [{"name": t.name, "type": t.type, "shape": list(t.ne)}
+        result["tensors"] = [{"name": t.name, "type": gguf.GGMLQuantizationType(t.type).name,
+                              "shape": list(t.ne)}
                              for t in header_of(entry.path).tensors]
     return result
 
@@ -172,37 +175,6 @@ async def upload_blob(digest: str, request: Request, service: Served):
     return Response(status_code=201)
 
 
-@api.post("/api/create", openapi_extra=documented(CreateRequest))
-async def create(request: CreateBody, service: Served):
-    library = service.library
-    model, projector = await _model_files(library, request.files)
-    template, system = request.template, request.system
-    parameters = request.parameters.given() if request.parameters else {}
-    if model is None:
-        if not request.source:
-            raise ServeError(400, "the files hold no model, only a projector")
-        entry = await service.entry(request.source)          # inherited, as Ollama does
-        model, projector = str(entry.path), projector or entry.projector
-        template = entry.template if template is None else template
-        system = entry.system if system is None else system
-        parameters = {**entry.parameters, **parameters}
-    if template:
-        try:
-            check_template(template)
-        except ValueError as error:
-            raise ServeError(400, str(error)) from None
-
-    async def steps():
-        yield {"status": "parsing GGUF"}
-        await _library_call(library.create, request.model, model, template, system,
-                            parameters, projector,
-                            invalid="the file is not a model this server reads: {}")
-        yield {"status": "writing manifest"}
-        yield {"status": "success"}
-
-    return await _respond(statuses(request.stream, steps()))
-
-
 @api.post("/api/copy", openapi_extra=documented(CopyRequest))
 async def copy(request: CopyBody, service: Served):
     await _library_call(service.library.copy, request.source, request.destination)
@@ -238,25 +210,3 @@ async def _library_call(operation, *args, invalid: str = "{}"):
         raise ServeError(404, str(error)) from None
     except ValueError as error:
         raise ServeError(400, invalid.format(error)) from None
-
-
-async def _model_files(library, files: dict) -> tuple[str | None, str | None]:
-    """The model's and the projector's blob digests among a create request's files (an
-    mmproj file, general.architecture clip, is the projector, as Ollama sorts them)."""
-    model = projector = None
-    for name, digest in files.items():
-        found = DIGEST.match(str(digest))
-        if found is None or not library.has_blob(found.group(1)):
-            raise ServeError(400, f"blob {digest} not found; upload it with POST "
-                             "/api/blobs/<digest> first")
-        try:
-            is_projector = await asyncio.to_thread(library.is_projector, found.group(1))
-        except ValueError as error:
-            raise ServeError(400, f"the file {name} is not a GGUF file: {error}") from None
-        if is_projector:
-            projector = projector or digest
-        elif model is None:
-            model = digest
-        else:
-            raise ServeError(400, "more than one model file was given")
-    return model, projector

@@ -211,8 +211,13 @@ class Service:
             raise ServeError(400, f'"{request.model}" does not support tools')
         for message in request.messages:
             self._images(entry, message.images)
+        history = [m.for_template() for m in request.messages]
+        # as Ollama: the model's messages first, and its system prompt unless the chat has one
+        history = list(entry.messages or []) + history
+        if entry.system and not (history and history[0].get("role") == "system"):
+            history.insert(0, {"role": "system", "content": entry.system})
         try:
-            messages, images = with_image_tags([m.for_template() for m in request.messages])
+            messages, images = with_image_tags(history)
         except ValueError as error:
             raise ServeError(400, str(error)) from None
         think = self._think(entry, request.think)

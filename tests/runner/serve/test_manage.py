@@ -219,3 +219,59 @@ def test_a_template_that_cannot_render_is_refused_at_create(server, template, wo
     assert created.status_code == 400 and words in created.json()["error"]
     names = [m["name"] for m in server.client.get("/api/tags").json()["models"]]
     assert not any(name.startswith("never-made") for name in names)
+
+
+def test_create_converts_a_checkpoint_quantizes_and_keeps_messages_and_license(
+        server, ollama_client, tmp_path):
+    """/api/create from a Hugging Face checkpoint's files (uploaded as blobs, converted
+    here, in a process of its own), with messages a chat starts with and a license; then
+    from that model, quantized (and a quantized one is not quantized again)."""
+    from ..convert.hf_tiny import checkpoint
+
+    hf = checkpoint("qwen3", tmp_path / "hf")
+    files = {}
+    for path in sorted(hf.iterdir()):
+        data = path.read_bytes()
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        assert server.client.post(f"/api/blobs/{digest}", content=data).status_code == 201
+        files[path.name] = digest
+    statuses = [p.status for p in ollama_client.create(
+        "converted", files=files, license="MIT, for tests",
+        template="{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}",
+        messages=[{"role": "user", "content": "Remember: blue."},
+                  {"role": "assistant", "content": "Blue."}], stream=True)]
+    try:
+        assert statuses[0] == "converting model" and statuses[-1] == "success"
+        shown = server.client.post("/api/show", json={"model": "converted"}).json()
+        assert shown["license"] == "MIT, for tests"
+        assert shown["messages"][0]["content"] == "Remember: blue."
+        statuses = [p.status for p in ollama_client.create(
+            "quantized", from_="converted", quantize="q8_0", stream=True)]
+        assert "quantizing F16 model to Q8_0" in statuses and statuses[-1] == "success"
+        again = server.client.post("/api/show", json={"model": "quantized",
+                                                      "verbose": True}).json()
+        assert again["license"] == "MIT, for tests" and again["messages"]
+        types = {t["type"] for t in again["tensors"] if len(t["shape"]) > 1}
+        assert "Q8_0" in types and "F16" not in types
+        chat = {"messages": [{"role": "user", "content": "Which?"}], "stream": False,
+                "options": {"num_predict": 1}}
+        reply = server.client.post("/api/chat", json={"model": "quantized", **chat}).json()
+        bare = server.client.post("/api/create", json={
+            "model": "bare", "from": "quantized", "messages": [], "stream": False})
+        assert bare.status_code == 200
+        plain = server.client.post("/api/chat", json={"model": "bare", **chat}).json()
+        assert reply["prompt_eval_count"] > plain["prompt_eval_count"]   # its messages too
+        for quantize, words in (("q4_0", "already q8_0"), ("q9_9", "q9_9")):
+            bad = server.client.post("/api/create", json={
+                "model": "nope", "from": "quantized", "quantize": quantize, "stream": False})
+            assert bad.status_code == 400 and words in bad.json()["error"].lower()
+        unsafe = server.client.post("/api/create", json={
+            "model": "nope", "files": {"../x.safetensors": files[next(iter(files))]},
+            "stream": False})
+        assert unsafe.status_code == 400
+    finally:
+        for name in ("converted", "quantized", "bare"):
+            try:
+                ollama_client.delete(name)
+            except ollama.ResponseError:
+                pass
