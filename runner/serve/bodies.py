@@ -157,6 +157,8 @@ class Message(Body):
         message["content"] = self.content or ""
         if self.tool_name and "name" not in message:
             message["name"] = self.tool_name
+        if self.thinking and "reasoning_content" not in message:
+            message["reasoning_content"] = self.thinking      # Hugging Face templates' name
         return message
 
 

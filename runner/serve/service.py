@@ -45,8 +45,14 @@ class Stream:
     (iterate it once; whoever takes it closes it: the response that sends it, or folded)."""
 
     def __init__(self, chunks: AsyncGenerator[dict], release: Callable[[], None],
-                 source: AsyncGenerator[dict]):
+                 source: AsyncGenerator[dict], count: Callable | None = None):
         self._chunks, self._release, self._source = chunks, release, source
+        self._count = count
+
+    async def prompt_tokens(self) -> int:
+        """The prompt's length in tokens, before its reply (its text: images not counted),
+        for APIs that report it first (Anthropic's message_start)."""
+        return await self._count() if self._count else 0
 
     def __aiter__(self):
         return self._run()
@@ -281,7 +287,10 @@ class Service:
             raise
         chunks = self._chunks(call, request.model, _prepend(first, events), loaded,
                               arrived, load_duration)
-        return Stream(chunks, lambda: self.scheduler.release(loaded), events)
+        async def count() -> int:
+            return len(await runner.tokenize(call.body["Prompt"]))
+
+        return Stream(chunks, lambda: self.scheduler.release(loaded), events, count)
 
     async def _fit_messages(self, call: Call, loaded: Loaded) -> None:
         """As Ollama truncates a chat: drop the oldest messages (never a system message nor
