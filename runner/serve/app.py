@@ -32,7 +32,8 @@ def error(request: Request, status: int, message: str, code: str | None = None
           ) -> JSONResponse:
     path = request.url.path
     body = anthropic_api.error_body(status, message) if path.startswith(anthropic_api.PREFIX) \
-        else openai_api.error_body(status, message, code) if path.startswith("/v1/") \
+        else openai_api.error_body(status, message, code) \
+        if path.startswith(("/v1/", *openai_api.UNVERSIONED)) \
         else {"error": message}
     return JSONResponse(body, status_code=status)
 

@@ -1,6 +1,8 @@
 """OpenAI's API over the same service: /v1/chat/completions, /v1/completions, /v1/embeddings,
-/v1/models. Each request becomes a native one and each native chunk an OpenAI one (SSE
-`data:` lines ending with `[DONE]` when streaming); errors take OpenAI's shape."""
+/v1/models (the first three also without /v1, as llama-server and vLLM answer them, for
+clients given a base URL without it). Each request becomes a native one and each native
+chunk an OpenAI one (SSE `data:` lines ending with `[DONE]` when streaming); errors take
+OpenAI's shape."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from .replies import StreamReply, folded_each
 from .service import ServeError
 
 FINGERPRINT = "fp_ollama"
+UNVERSIONED = ("/chat/completions", "/completions", "/embeddings")   # aliases without /v1
 
 
 def error_body(status: int, message: str, code: str | None = None) -> dict:
@@ -206,6 +209,7 @@ EmbeddingsBody = Annotated[OpenAIEmbeddingsRequest, body(OpenAIEmbeddingsRequest
 
 
 @api.post("/v1/chat/completions", openapi_extra=documented(ChatCompletionRequest))
+@api.post("/chat/completions", include_in_schema=False)
 async def chat_completions(request: ChatCompletionBody, service: Served, http: Request):
     limit = request.max_completion_tokens if request.max_completion_tokens is not None \
         else request.max_tokens
@@ -240,6 +244,7 @@ async def chat_completions(request: ChatCompletionBody, service: Served, http: R
 
 
 @api.post("/v1/completions", openapi_extra=documented(CompletionRequest))
+@api.post("/completions", include_in_schema=False)
 async def completions(request: CompletionBody, service: Served, http: Request):
     """A raw continuation of each prompt (text or token ids), n times each."""
     top = request.logprobs
@@ -285,6 +290,7 @@ def _added(total: dict | None, usage: dict) -> dict:
 
 
 @api.post("/v1/embeddings", openapi_extra=documented(OpenAIEmbeddingsRequest))
+@api.post("/embeddings", include_in_schema=False)
 async def embeddings(request: EmbeddingsBody, service: Served):
     vectors, count, _ = await service.embed(EmbedRequest(model=request.model, truncate=False,
                                                          dimensions=request.dimensions),

@@ -305,3 +305,20 @@ def test_logit_bias_moves_the_choice(openai_client, model_paths):
     with pytest.raises(openai.BadRequestError):
         openai_client.completions.create(model="smollm2:135m", prompt=PROMPT, max_tokens=1,
                                          logit_bias={"5": 500})
+
+
+def test_the_openai_routes_answer_without_v1_too(server):
+    """llama-server and vLLM answer /chat/completions, /completions and /embeddings too;
+    clients given a base URL without /v1 call them so."""
+    import openai as sdk
+
+    bare = sdk.OpenAI(base_url=server.url, api_key="unused", max_retries=0)
+    reply = bare.chat.completions.create(model="smollm2:135m", max_tokens=2,
+                                         messages=[{"role": "user", "content": "Hi"}])
+    assert reply.choices[0].message.content
+    assert bare.completions.create(model="smollm2:135m", prompt="Hi", max_tokens=2).choices
+    assert len(bare.embeddings.create(model="tiny-bert", input="hi").data[0].embedding) == 64
+    with pytest.raises(sdk.NotFoundError) as missing:
+        bare.chat.completions.create(model="no-such", messages=[{"role": "user",
+                                                                 "content": "Hi"}])
+    assert missing.value.body["type"] == "not_found_error"

@@ -51,5 +51,17 @@ def start(self, timeout_seconds: int = 60) -> None:
     raise TimeoutError("our server did not start")
 
 
+def named(method):
+    """Their requests may leave out the model (llama-server serves one); OpenAI's API and
+    ours need it: the model "test" is named where they do not name one."""
+    def call(self, verb, path, data=None, *args, **kwargs):
+        if isinstance(data, dict) and "model" not in data:
+            data = {**data, "model": "test"}
+        return method(self, verb, path, data, *args, **kwargs)
+    return call
+
+
+utils.ServerProcess.make_request = named(utils.ServerProcess.make_request)
+utils.ServerProcess.make_stream_request = named(utils.ServerProcess.make_stream_request)
 utils.ServerProcess.start = start
 utils.ServerPreset.load_all = staticmethod(lambda: None)
