@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from .bodies import ChatRequest, EmbeddingsRequest, EmbedRequest, GenerateRequest
 from .reading import Served, body, documented
 from .replies import folded, ndjson
-from .service import Stream
+from .stream import Stream
 
 
 api = APIRouter()

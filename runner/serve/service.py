@@ -9,7 +9,6 @@ import asyncio
 import datetime
 import math
 import time
-from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 
 from ..tokenizer.template import with_image_tags
@@ -20,6 +19,7 @@ from . import harmony  # noqa: F401  (registers its extractor)
 from .parsers import Extractor, forced_call_grammar, format_for, make_extractor
 from .prompts import Prompt, chat_prompt, generate_prompt
 from .scheduler import Busy, Loaded, Scheduler
+from .stream import Stream, prepend
 from .workers import RunnerError
 
 DONE_REASONS = {0: "stop", 1: "length", 2: "stop"}
@@ -38,43 +38,6 @@ class ServeError(Exception):
 def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(
         timespec="microseconds").replace("+00:00", "Z")
-
-
-class Stream:
-    """Chunks of one reply, holding its model's lease until they end or the stream is closed
-    (iterate it once; whoever takes it closes it: the response that sends it, or folded)."""
-
-    def __init__(self, chunks: AsyncGenerator[dict], release: Callable[[], None],
-                 source: AsyncGenerator[dict], count: Callable | None = None):
-        self._chunks, self._release, self._source = chunks, release, source
-        self._count = count
-
-    async def prompt_tokens(self) -> int:
-        """The prompt's length in tokens, before its reply (its text: images not counted),
-        for APIs that report it first (Anthropic's message_start)."""
-        return await self._count() if self._count else 0
-
-    def __aiter__(self):
-        return self._run()
-
-    async def _run(self):
-        try:
-            async for chunk in self._chunks:
-                yield chunk
-        finally:
-            self.release()
-
-    def release(self) -> None:
-        """Return the lease (once; not a coroutine, so a cancellation cannot stop it)."""
-        release, self._release = self._release, None
-        if release is not None:
-            release()
-
-    async def aclose(self) -> None:
-        """Return the lease and end the runner's completion (the runner frees the slot)."""
-        self.release()
-        await self._chunks.aclose()
-        await self._source.aclose()
 
 
 @dataclass
@@ -285,7 +248,7 @@ class Service:
         except BaseException:
             self.scheduler.release(loaded)
             raise
-        chunks = self._chunks(call, request.model, _prepend(first, events), loaded,
+        chunks = self._chunks(call, request.model, prepend(first, events), loaded,
                               arrived, load_duration)
         async def count() -> int:
             return len(await runner.tokenize(call.body["Prompt"]))
@@ -444,10 +407,3 @@ def _with_bytes(entry: dict) -> dict:
     entry["top_logprobs"] = [dict(t, bytes=list(t["token"].encode()))
                              for t in entry.get("top_logprobs", [])]
     return entry
-
-
-async def _prepend(first, events):
-    yield first
-    async for event in events:
-        yield event
-
