@@ -24,7 +24,7 @@ from .engine.options import GenerateOptions
 from .engine.request import Request
 from .kvcache.causal import check_cache_type
 from .loading.devices import Backends, DeviceOptions
-from .loading.fit import Footprint, Workload, choose_layers
+from .loading.fit import Footprint, Workload, choose_layers, measure
 from .loading.loader import Loaded, open_model
 from .loading.placement import Placer
 from .multimodal.encoder import Encoder
@@ -315,6 +315,21 @@ def workload_of(model, options: LoadOptions, pooling: str | None) -> Workload:
     return Workload(context, options.parallel, cache_type, options.flash_attn,
                     options.batch_size, embeddings=pooling is not None,
                     swa_full=options.swa_full)
+
+
+def footprint_of(opened: Loaded, options: LoadOptions) -> Footprint:
+    """What loading opened with options would take on each device (weights, cache, compute
+    memory), measured without allocating: as load() places and fits it."""
+    workload = workload_of(opened.model, options, opened.pooling)
+    backends = Backends(options.threads)
+    try:
+        with Placer(opened.model, opened.tensors, workload.embeddings) as placer:
+            layers = choose_layers(opened.model, placer, options.devices, workload, backends,
+                                   options.repack, opened)
+            return measure(opened.model, opened.tensors, placer.place(layers, options.repack),
+                           workload, backends, opened)
+    finally:
+        backends.close()
 
 
 DEVICE_OPTIONS = {f.name for f in fields(DeviceOptions)}

@@ -18,14 +18,13 @@ from dataclasses import dataclass, field, replace
 
 import pyggml
 
-from ..api import LoadOptions, Model, workload_of
+from ..api import LoadOptions, Model, footprint_of
 from ..engine.loop import Engine
 from ..kvcache.causal import check_cache_type
 from ..loading import store
-from ..loading.devices import Backends, DeviceOptions
-from ..loading.fit import Footprint, choose_layers, measure
+from ..loading.devices import DeviceOptions
+from ..loading.fit import Footprint
 from ..loading.loader import Loaded, open_model
-from ..loading.placement import Placer
 from .memory import memory_report, shortfalls
 
 log = logging.getLogger("runner.worker")
@@ -115,17 +114,7 @@ class RunnerState:
     def measure(self, layout: Layout) -> Footprint:
         """What layout takes on each device, measured without allocating."""
         layout.check()
-        options, opened = layout.load_options(), self.opened
-        workload = workload_of(opened.model, options, opened.pooling)
-        backends = Backends(options.threads)
-        try:
-            with Placer(opened.model, opened.tensors, workload.embeddings) as placer:
-                layers = choose_layers(opened.model, placer, options.devices, workload,
-                                       backends, options.repack, opened)
-                return measure(opened.model, opened.tensors, placer.place(layers, options.repack),
-                               workload, backends, opened)
-        finally:
-            backends.close()
+        return footprint_of(self.opened, layout.load_options())
 
     def fit(self, layout: Layout) -> dict:
         if self.model is not None and layout == self.layout:

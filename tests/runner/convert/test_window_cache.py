@@ -16,14 +16,11 @@ import pytest
 
 import pyggml
 import runner
-from runner.api import LoadOptions, workload_of
+from runner.api import LoadOptions, footprint_of
 from runner.engine.batch import Batch
 from runner.engine.executor import Executor
 from runner.kvcache import CausalCache
-from runner.loading.devices import Backends
-from runner.loading.fit import choose_layers, measure
 from runner.loading.loader import load_model, open_model
-from runner.loading.placement import Placer
 
 from .hf_tiny import checkpoint
 
@@ -183,17 +180,10 @@ def test_a_fork_is_made_only_from_a_slot_that_can_resume(long_gemma3):
 def measured(path, swa_full: bool):
     """fit's figures for the model loaded as sliding_model loads it, without allocating."""
     opened = open_model(path)
-    options = LoadOptions(num_ctx=CELLS, batch_size=BATCH, threads=2, swa_full=swa_full)
-    workload = workload_of(opened.model, options, opened.pooling)
-    backends = Backends(2)
     try:
-        with Placer(opened.model, opened.tensors, workload.embeddings) as placer:
-            layers = choose_layers(opened.model, placer, options.devices, workload, backends,
-                                   options.repack, opened)
-            return measure(opened.model, opened.tensors, placer.place(layers, options.repack),
-                           workload, backends, opened)
+        return footprint_of(opened, LoadOptions(num_ctx=CELLS, batch_size=BATCH, threads=2,
+                                                swa_full=swa_full))
     finally:
-        backends.close()
         opened.close()
 
 

@@ -16,6 +16,7 @@ from runner.serve.parsers import Extractor, format_for
 from runner.tokenizer.template import render
 
 from ...official_templates import official_template
+from .test_parsers import run, split_everywhere
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather of a city.",
@@ -102,22 +103,6 @@ def test_the_rendered_call_parses_back(name):
         [("get_weather", {"location": "Paris", "days": 2})]
 
 
-def run(extractor, pieces):
-    content, thinking, calls = "", "", []
-    for piece in pieces:
-        c, t, k = extractor.push(piece)
-        content, thinking, calls = content + c, thinking + t, calls + k
-    c, t, k = extractor.finish()
-    return content + c, thinking + t, calls + k
-
-
-def cuts(text):
-    yield [text]
-    yield list(text)
-    for cut in range(1, len(text)):
-        yield [text[:cut], text[cut:]]
-
-
 PARIS = ("get_weather", {"location": "Paris", "days": 2})
 REPLIES = {   # (template, reply) -> (content, thinking, [(name, arguments)], ids or None)
     "qwen3-coder": ("Qwen3-Coder.jinja",
@@ -168,7 +153,7 @@ REPLIES = {   # (template, reply) -> (content, thinking, [(name, arguments)], id
 def test_replies_parse_the_same_however_they_are_cut(case):
     name, reply, (content, thinking, expected, ids) = REPLIES[case]
     fmt = format_for(official_template(name))
-    for pieces in cuts(reply):
+    for pieces in split_everywhere(reply):
         got_content, got_thinking, calls = run(Extractor(fmt, tools=TOOLS), pieces)
         assert (got_content, got_thinking) == (content, thinking), pieces
         assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == \

@@ -5,26 +5,15 @@ allocated, so fit and num_gpu=-1 see it."""
 from __future__ import annotations
 
 import runner
-from runner.api import LoadOptions, workload_of
-from runner.loading.devices import Backends
-from runner.loading.fit import choose_layers, measure
+from runner.api import LoadOptions, footprint_of
 from runner.loading.loader import open_model
-from runner.loading.placement import Placer
 
 
 def measured(paths, projector):
     opened = open_model(paths["model"], projector=paths["mmproj"] if projector else None)
-    options = LoadOptions(num_ctx=256, threads=2)
-    workload = workload_of(opened.model, options, opened.pooling)
-    backends = Backends(2)
     try:
-        with Placer(opened.model, opened.tensors, workload.embeddings) as placer:
-            layers = choose_layers(opened.model, placer, options.devices, workload, backends,
-                                   options.repack, opened)
-            return measure(opened.model, opened.tensors, placer.place(layers, options.repack),
-                           workload, backends, opened)
+        return footprint_of(opened, LoadOptions(num_ctx=256, threads=2))
     finally:
-        backends.close()
         opened.close()
 
 
