@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 
 from .anthropic_bodies import CountTokensRequest, MessagesRequest, tool_input
 from .reading import Served, body, documented
-from .replies import StreamReply, folded
+from .replies import StreamReply, folded, server_events
 from .service import ServeError
 
 PREFIX = "/v1/messages"
@@ -123,20 +123,15 @@ class Events:
 def _sse(stream, ident: str, model: str) -> StreamReply:
     events = Events(ident, model)
 
-    async def lines():
+    async def start() -> list[str]:
         try:
             counted = await stream.prompt_tokens()
         except Exception:                   # noqa: BLE001 - a count is not worth the reply
             counted = 0
-        yield events.start(counted)
-        async for chunk in stream:
-            if "error" in chunk:
-                yield events.event("error", {"error": error_body(500, chunk["error"])["error"]})
-                return
-            for line in events.chunk(chunk):
-                yield line
+        return [events.start(counted)]
 
-    return StreamReply(stream, lines(), "text/event-stream")
+    return server_events(stream, start, events.chunk, lambda message: events.event(
+        "error", {"error": error_body(500, message)["error"]}))
 
 
 api = APIRouter()

@@ -17,9 +17,9 @@ from typing import Annotated
 from fastapi import APIRouter, Request
 
 from .bodies import ChatRequest, EmbedRequest, GenerateRequest, Message, Options
-from .openai_bodies import (EFFORT, AudioPart, ChatCompletionRequest, CompletionRequest,
-                            ImagePart, OpenAIEmbeddingsRequest, OpenAIMessage, ResponseFormat,
-                            Sampling, TextPart)
+from .openai_bodies import (DATA_URLS_ONLY, EFFORT, AudioPart, ChatCompletionRequest,
+                            CompletionRequest, ImagePart, OpenAIEmbeddingsRequest,
+                            OpenAIMessage, ResponseFormat, Sampling, TextPart, image_data)
 from .reading import Served, body, documented
 from .openai_choices import Choices, completion_logprobs
 from .replies import StreamReply, folded_each
@@ -97,10 +97,10 @@ def _part(part: TextPart | ImagePart | AudioPart) -> dict:
     if isinstance(part, TextPart):
         return {"content": part.text}
     if isinstance(part, ImagePart):
-        url = part.image_url.url
-        if not url.startswith("data:image/"):
-            raise ServeError(400, "only data:image/...;base64 image URLs are supported")
-        return {"content": "", "images": [url.split(",", 1)[-1]]}
+        data = image_data(part.image_url.url)
+        if data is None:
+            raise ServeError(400, DATA_URLS_ONLY)
+        return {"content": "", "images": [data]}
     return {"content": "", "images": [part.input_audio.data]}
 
 

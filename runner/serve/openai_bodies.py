@@ -26,6 +26,14 @@ class StreamOptions(Body):
     include_usage: bool = False
 
 
+DATA_URLS_ONLY = "only data:image/...;base64 image URLs are supported"
+
+
+def image_data(url: str | None) -> str | None:
+    """The base64 data of a data:image URL (None for any other URL: nothing is fetched)."""
+    return url.split(",", 1)[-1] if (url or "").startswith("data:image/") else None
+
+
 class TextPart(Body):
     type: Literal["text"]
     text: str

@@ -34,6 +34,22 @@ class StreamReply(StreamingResponse):
             await self.stream.aclose()
 
 
+def server_events(stream: Stream, start, each, failed) -> StreamReply:
+    """stream as server-sent events: the lines of `await start()`, then each chunk's
+    (`each(chunk)`), or `failed(message)`'s line for an error chunk, which ends it."""
+    async def lines():
+        for line in await start():
+            yield line
+        async for chunk in stream:
+            if "error" in chunk:
+                yield failed(chunk["error"])
+                return
+            for line in each(chunk):
+                yield line
+
+    return StreamReply(stream, lines(), "text/event-stream")
+
+
 def ndjson(stream: Stream) -> StreamReply:
     async def lines():
         async for chunk in stream:

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request
 
 from .openai_api import error_body
 from .reading import Served, body, documented
-from .replies import StreamReply, folded
+from .replies import StreamReply, folded, server_events
 from .responses_bodies import ResponsesRequest
 from .service import ServeError
 
@@ -165,17 +165,11 @@ class Events:
 def _sse(stream, shell: Shell) -> StreamReply:
     events = Events(shell)
 
-    async def lines():
-        for line in events.start():
-            yield line
-        async for chunk in stream:
-            if "error" in chunk:
-                yield events.event("error", **error_body(500, chunk["error"])["error"])
-                return
-            for line in events.chunk(chunk):
-                yield line
+    async def start() -> list[str]:
+        return events.start()
 
-    return StreamReply(stream, lines(), "text/event-stream")
+    return server_events(stream, start, events.chunk, lambda message: events.event(
+        "error", **error_body(500, message)["error"]))
 
 
 api = APIRouter()

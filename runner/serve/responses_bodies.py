@@ -13,7 +13,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from .bodies import (Body, CallFunction, ChatRequest, Message, NamedFunction, NamedTool, Options,
                      Tool, ToolCall)
-from .openai_bodies import EFFORT, Effort
+from .openai_bodies import DATA_URLS_ONLY, EFFORT, Effort, image_data
 
 
 class InputText(Body):
@@ -197,9 +197,10 @@ def _message(item: MessageItem) -> Message:
     texts, images = [], []
     for part in item.content:
         if isinstance(part, InputImage):
-            if not (part.image_url or "").startswith("data:image/"):
-                raise ValueError("only data:image/...;base64 image URLs are supported")
-            images.append(part.image_url.split(",", 1)[-1])
+            data = image_data(part.image_url)
+            if data is None:
+                raise ValueError(DATA_URLS_ONLY)
+            images.append(data)
         else:
             texts.append(part.refusal if isinstance(part, Refusal) else part.text)
     return Message(role=role, content="".join(texts), images=images or None)
