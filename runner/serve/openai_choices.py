@@ -11,7 +11,7 @@ class Choices:
     """Native streams run one after another as one stream (the lease of the one running is
     held); each chunk carries `index`, its choice's. The first stream is opened before
     (so that a refusal is the request's status); a later one that cannot open ends the
-    stream with an error chunk."""
+    stream with an error chunk carrying the refusal's status."""
 
     def __init__(self, first, opens: list[Callable[[], Awaitable]]):
         self.current, self.opens = first, opens
@@ -30,7 +30,8 @@ class Choices:
             try:
                 self.current = await self.opens.pop(0)()
             except Exception as error:                   # noqa: BLE001 - told in the stream
-                yield {"error": str(error), "index": index}
+                yield {"error": str(error), "index": index,
+                       "status": getattr(error, "status", 500)}
                 return
 
     async def aclose(self) -> None:

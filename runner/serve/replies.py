@@ -114,7 +114,7 @@ async def _fold(stream: Stream) -> dict:
     result, texts, thoughts, calls, logprobs = {}, [], [], [], []
     async for chunk in stream:
         if "error" in chunk:
-            raise ServeError(500, chunk["error"])
+            raise ServeError(chunk.get("status", 500), chunk["error"])
         message = chunk.get("message", chunk)
         texts.append(message.get("content", message.get("response", "")))
         thoughts.append(message.get("thinking", ""))

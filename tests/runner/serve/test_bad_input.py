@@ -92,6 +92,8 @@ OPENAI = [
             {"id": "a", "function": {"name": "f", "arguments": "{bad"}}]}]}, 400,
      "arguments"),
     ("/v1/completions", {"model": SMOL, "prompt": []}, 400, "empty array"),
+    ("/v1/completions", {"model": SMOL, "prompt": ["0", ""], "max_tokens": 2}, 400,
+     "prompt is empty"),
     ("/v1/embeddings", {"model": "tiny-bert", "input": "x", "encoding_format": "hex"}, 400,
      "encoding_format"),
     ("/v1/models/nosuch", None, 404, "not found"),
