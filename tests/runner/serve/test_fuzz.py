@@ -6,6 +6,8 @@ the store (pull, create, copy, delete, blob uploads) are left out."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 schemathesis = pytest.importorskip("schemathesis")
@@ -13,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies  # noqa: E402
 
 WRITES = ("/api/pull", "/api/create", "/api/copy", "/api/delete", "/api/blobs/{digest}")
 RELOADING = ("num_ctx", "num_batch", "num_gpu", "main_gpu", "num_thread", "use_mmap")
-EXAMPLES = 30
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", 30))  # per operation; raise it to hunt
 
 
 def aimed(case, real: bool, model: str):
