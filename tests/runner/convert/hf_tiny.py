@@ -280,9 +280,10 @@ def sentencepiece_checkpoint(directory: Path) -> Path:
     return hf
 
 
-def bert_checkpoint(directory: Path, pooling: str = "mean", seed: int = 0) -> Path:
-    """A tiny BERT with a WordPiece vocabulary trained on the corpus and a
-    sentence-transformers pooling module."""
+def bert_checkpoint(directory: Path, pooling: str = "mean", seed: int = 0,
+                    positions: int = 128) -> Path:
+    """A tiny BERT (of positions positions) with a WordPiece vocabulary trained on the
+    corpus and a sentence-transformers pooling module."""
     import torch
     from transformers import BertConfig, BertModel
 
@@ -290,7 +291,7 @@ def bert_checkpoint(directory: Path, pooling: str = "mean", seed: int = 0) -> Pa
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=vocab, hidden_size=64, num_hidden_layers=2,
                         num_attention_heads=4, intermediate_size=128,
-                        max_position_embeddings=128, initializer_range=0.1)
+                        max_position_embeddings=positions, initializer_range=0.1)
     BertModel(config, add_pooling_layer=True).eval().save_pretrained(directory)
     pooling_modules(directory, pooling, 64)
     return directory

@@ -1,8 +1,10 @@
 """A pytest plugin for llama.cpp's server tests (tools/server/tests, from the pinned archive):
 their ServerProcess starts this project's server instead of llama-server, over the store in
-OURS_STORE (whose model "test", OURS_MODEL, the requests name; with the chat template a test
-gives as --chat-template-file), with the slots and context they ask for; their model
-presets download nothing. Loaded by test_llamacpp_suite.py with -p."""
+OURS_STORE, with the slots and context they ask for; their model presets download nothing.
+llama-server serves one model under whatever name a request gives, so the store's model
+"test" (OURS_MODEL, or OURS_EMBED_MODEL for their embedding presets; with the chat template
+a test gives as --chat-template-file) is also created under the names their OpenAI-client
+calls give, and their own requests name "test". Loaded by test_llamacpp_suite.py with -p."""
 
 from __future__ import annotations
 
@@ -26,13 +28,20 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+# the model names their OpenAI-client calls give
+ALIASES = ("gpt-3.5-turbo-instruct", "gpt-4.1", "davinci-002", "text-embedding-3-small")
+
+
 def start(self, timeout_seconds: int = 60) -> None:
     self.server_port = _free_port()
+    model = os.environ["OURS_EMBED_MODEL" if self.server_embeddings else "OURS_MODEL"]
+    template = None
     if self.chat_template_file:                      # their --chat-template-file: the model's
-        template = (Path.cwd() / self.chat_template_file).resolve()
-        if template.is_file():
-            Library(os.environ["OURS_STORE"]).create(
-                "test", os.environ["OURS_MODEL"], template=template.read_text())
+        path = (Path.cwd() / self.chat_template_file).resolve()
+        template = path.read_text() if path.is_file() else None
+    library = Library(os.environ["OURS_STORE"])
+    for name in {"test", *ALIASES, self.model_alias or "test"}:
+        library.create(name, model, template=template)
     slots = self.n_slots or 1
     env = {**os.environ, "RUNNER_MODELS": os.environ["OURS_STORE"],
            "RUNNER_NUM_PARALLEL": str(slots),
@@ -52,10 +61,10 @@ def start(self, timeout_seconds: int = 60) -> None:
 
 
 def named(method):
-    """Their requests may leave out the model (llama-server serves one); OpenAI's API and
-    ours need it: the model "test" is named where they do not name one."""
+    """Their requests leave out the model or name any (llama-server serves one); OpenAI's
+    API and ours need a model that is there: they name "test"."""
     def call(self, verb, path, data=None, *args, **kwargs):
-        if isinstance(data, dict) and "model" not in data:
+        if isinstance(data, dict):
             data = {**data, "model": "test"}
         return method(self, verb, path, data, *args, **kwargs)
     return call
