@@ -6,7 +6,8 @@ At most max_queue requests wait or run at once, for a model loading or loaded (t
 a 503). Loading evicts the least recently used idle model when max_loaded_models are loaded,
 or when the new layout does not fit the free memory its runner measured. A released model
 stays loaded for its keep_alive (0: unloaded when idle; infinite: never). A runner that
-dies is noticed: its requests end with an error and the model is dropped, so the next request starts a new one.
+dies is noticed: its requests end with an error and the model is dropped, so the next
+request starts a new one.
 """
 
 from __future__ import annotations
