@@ -235,6 +235,7 @@ class Architecture:
 # config.json model_type -> architecture
 ARCHITECTURES = {
     "llama": Architecture(gguf.MODEL_ARCH.LLAMA, permute_qk=True),
+    "mistral": Architecture(gguf.MODEL_ARCH.LLAMA, permute_qk=True),   # as llama.cpp's
     "qwen2": Architecture(gguf.MODEL_ARCH.QWEN2),
     "qwen3": Architecture(gguf.MODEL_ARCH.QWEN3),
     "deepseek_v2": Architecture(gguf.MODEL_ARCH.DEEPSEEK2, hyper=deepseek2_hyper,
@@ -285,7 +286,7 @@ ARCHITECTURES = {
 # under text_config, their text tensors live under one of TEXT_PREFIXES (as transformers
 # saves them, or as the released checkpoints name them), and their other towers are left
 # out (convert/mmproj.py writes them)
-MULTIMODAL = {"gemma3", "gemma3n", "gemma4", "llava"}
+MULTIMODAL = {"gemma3", "gemma3n", "gemma4", "llava", "mistral3"}
 TEXT_PREFIXES = ("model.language_model.", "language_model.model.")
 HEAD_PREFIXES = ("language_model.lm_head.",)
 

@@ -23,6 +23,7 @@ import numpy as np
 from ..models.vision import FEATURE_LAYER
 from ..models.vision.gemma4v import MAX_TOKENS
 from . import audio_tower
+from .architectures import permute
 from .checkpoint import Checkpoint, CheckpointError
 from .writing import FILE_TYPES, write_tensors
 
@@ -48,6 +49,9 @@ class VisionTower:
     transform: Callable[[str, np.ndarray], np.ndarray] = lambda name, data: data
     rename: Callable[[str], str | None] | None = None       # names gguf-py's table lacks
     shape: Callable[[str, tuple], tuple] = lambda name, shape: tuple(shape)   # transformed
+    # tensors the tower's file takes from elsewhere in the checkpoint (the text model's)
+    extra: Callable[[Checkpoint], dict] = lambda checkpoint: {}
+    permute_qk: bool = False       # Q and K rows: each head's rotated pairs made adjacent
 
 
 def gemma3_hparams(writer: gguf.GGUFWriter, checkpoint: Checkpoint) -> None:
@@ -179,6 +183,53 @@ def gemma4_transform(name: str, data: np.ndarray) -> np.ndarray:
     return data.reshape(gemma4_shape(name, data.shape))
 
 
+def pixtral_hparams(writer: gguf.GGUFWriter, checkpoint: Checkpoint) -> None:
+    """The longest side as image_size, the merge, and llama.cpp's fixed RMSNorm epsilon
+    and rope base (refused where the checkpoint's differ)."""
+    config = checkpoint.config
+    vision = dict(config["vision_config"])
+    theta = (vision.get("rope_parameters") or {}).get("rope_theta", vision.get("rope_theta",
+                                                                                 10000.0))
+    if theta != 10000.0:
+        raise CheckpointError(f"A Pixtral tower with rope theta {theta} is not supported "
+                              "(llama.cpp's pixtral reads 10000).")
+    if config.get("vision_feature_layer", -1) != -1:
+        raise CheckpointError("Features read before the Pixtral tower's last layer are not "
+                              "supported.")
+    if config.get("projector_hidden_act", "gelu") != "gelu":
+        raise CheckpointError(f"A Mistral 3 projector with {config['projector_hidden_act']} "
+                              "is not supported (gelu is).")
+    processor = _processor(checkpoint)
+    longest = (processor.get("size") or {}).get("longest_edge", vision["image_size"])
+    vision.update(image_size=longest, layer_norm_eps=1e-5)
+    write_vit(writer, vision, config["text_config"]["hidden_size"],
+              processor.get("image_mean", CLIP_MEAN), processor.get("image_std", CLIP_STD))
+    writer.add_uint32(VISION.SPATIAL_MERGE_SIZE, config.get("spatial_merge_size", 1))
+
+
+def pixtral_rename(name: str) -> str | None:
+    """gguf-py's table names the tower without vision_model."""
+    prefix = "vision_tower.vision_model."
+    if not name.startswith(prefix):
+        return None
+    table = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, 1024)
+    return table.get_name("vision_tower." + name[len(prefix):], try_suffixes=(".weight",))
+
+
+def pixtral_break(checkpoint: Checkpoint) -> dict:
+    """v.token_embd.img_break: the text model's embedding of [IMG_BREAK]."""
+    tokens = json.loads((checkpoint.dir / "tokenizer.json").read_text()) \
+        if (checkpoint.dir / "tokenizer.json").exists() else {}
+    ids = [t["id"] for t in tokens.get("added_tokens", []) if t["content"] == "[IMG_BREAK]"]
+    table = next((entry for name, entry in checkpoint.tensors.items()
+                  if name.endswith("embed_tokens.weight")), None)
+    if not ids or table is None:
+        raise CheckpointError("A Pixtral checkpoint needs its tokenizer's [IMG_BREAK] and the "
+                              "text model's embed_tokens.")
+    return {"v.token_embd.img_break": ((table.shape[1],),
+                                       lambda: np.ascontiguousarray(table.load()[ids[0]]))}
+
+
 TOWERS = {
     "gemma3": VisionTower("gemma3", gemma3_hparams,
                           {"multi_modal_projector.mm_input_projection_weight":
@@ -199,6 +250,12 @@ TOWERS = {
         "vision_tower.vision_model.std_bias": "v.std_bias",
         "vision_tower.vision_model.std_scale": "v.std_scale"}, gemma4_transform, gemma4_rename,
         gemma4_shape),
+    "mistral3": VisionTower("pixtral", pixtral_hparams, {
+        "multi_modal_projector.linear_1.weight": "mm.1.weight",
+        "multi_modal_projector.linear_1.bias": "mm.1.bias",
+        "multi_modal_projector.linear_2.weight": "mm.2.weight",
+        "multi_modal_projector.linear_2.bias": "mm.2.bias"},
+        rename=pixtral_rename, extra=pixtral_break, permute_qk=True),
 }
 
 
@@ -242,8 +299,17 @@ def write_mmproj(checkpoint: Checkpoint, out, outtype: str, progress: bool = Tru
     return out
 
 
+QK = re.compile(r"^v\.blk\.\d+\.attn_[qk]\.weight$")
+
+
 def _plan(checkpoint: Checkpoint, tower: VisionTower) -> dict:
     layers = checkpoint.config["vision_config"]["num_hidden_layers"]
+    heads = checkpoint.config["vision_config"]["num_attention_heads"]
+
+    def transform(name: str, data: np.ndarray) -> np.ndarray:
+        data = tower.transform(name, data)
+        return permute(data, heads) if tower.permute_qk and QK.match(name) else data
+
     table = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, layers)
     plan = {}
     for entry in checkpoint.tensors.values():
@@ -259,10 +325,10 @@ def _plan(checkpoint: Checkpoint, tower: VisionTower) -> dict:
             raise CheckpointError(f"The tensor {entry.name} has no mmproj name.")
         plan[gguf_name] = (tower.shape(gguf_name, entry.shape),
                            lambda entry=entry, gguf_name=gguf_name:
-                           tower.transform(gguf_name, entry.load()))
+                           transform(gguf_name, entry.load()))
     if not plan:
         raise CheckpointError("The checkpoint has no vision tower tensors.")
-    return plan
+    return plan | tower.extra(checkpoint)
 
 
 def _canonical(name: str) -> str | None:

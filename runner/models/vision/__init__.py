@@ -48,4 +48,4 @@ class Layout:
 
 
 # the modules register themselves
-from . import clip, gemma4v, siglip  # noqa: E402,F401
+from . import clip, gemma4v, pixtral, siglip  # noqa: E402,F401

@@ -18,7 +18,8 @@ from ..convert import hf_tiny
 from ..convert.parity import table_gelu
 
 IMAGE_TOKENS = {"gemma3": ["<start_of_image>", "<end_of_image>", "<image_soft_token>"],
-               "llama": ["<image>"], "gemma4": ["<|image>", "<image|>", "<|image|>"]}
+               "llama": ["<image>"], "gemma4": ["<|image>", "<image|>", "<|image|>"],
+               "mistral": ["[IMG]", "[IMG_BREAK]", "[IMG_END]"]}
 GEMMA3_TEXT = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=6,
                    num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
                    query_pre_attn_scalar=16, rms_norm_eps=1e-6, pad_token_id=0)
@@ -33,14 +34,19 @@ GEMMA4_VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                      num_attention_heads=2, num_key_value_heads=2, head_dim=16, patch_size=4,
                      pooling_kernel_size=3, position_embedding_size=64,
                      use_clipped_linears=True, standardize=True)
+# patches of 4 merged 2 x 2, images at most 48 pixels a side
+PIXTRAL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+               image_size=48, patch_size=4, hidden_act="silu")
+PIXTRAL_PROCESSOR = dict(size={"longest_edge": 48}, patch_size=8)
 # the reference's input naming which positions hold image rows (for its attention masks)
 TYPE_IDS = {"gemma3": "token_type_ids", "gemma4": "mm_token_type_ids"}
 GEMMA4_PROCESSOR = dict(patch_size=4, max_soft_tokens=70, pooling_kernel_size=3)
 
 
 def tokenizer(kind: str):
-    hf_tiny.SPECIAL.setdefault(f"{kind}_vision", hf_tiny.SPECIAL[kind] + IMAGE_TOKENS[kind])
-    hf_tiny.PATTERN.setdefault(f"{kind}_vision", hf_tiny.PATTERN[kind])
+    base = {"mistral": "llama"}.get(kind, kind)               # Mistral's: Llama's, tags aside
+    hf_tiny.SPECIAL.setdefault(f"{kind}_vision", hf_tiny.SPECIAL[base] + IMAGE_TOKENS[kind])
+    hf_tiny.PATTERN.setdefault(f"{kind}_vision", hf_tiny.PATTERN[base])
     return hf_tiny.tokenizer(f"{kind}_vision")
 
 
@@ -81,6 +87,32 @@ def llava(directory: Path, seed: int = 0) -> Path:
     _randomize(model)
     model.save_pretrained(directory)
     tok.save_pretrained(directory)
+    return directory
+
+
+def mistral3(directory: Path, seed: int = 0) -> Path:
+    import json
+
+    import torch
+    from transformers import (Mistral3Config, Mistral3ForConditionalGeneration, MistralConfig,
+                              PixtralVisionConfig)
+
+    tok = tokenizer("mistral")
+    # the projector's norm takes the text model's epsilon, llama.cpp's the tower's (1e-5)
+    text = MistralConfig(**{**hf_tiny.SHAPE, "rms_norm_eps": 1e-5}, vocab_size=len(tok),
+                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                         sliding_window=None)
+    config = Mistral3Config(text_config=text.to_dict(),
+                            vision_config=PixtralVisionConfig(**PIXTRAL).to_dict(),
+                            image_token_index=tok.convert_tokens_to_ids("[IMG]"),
+                            spatial_merge_size=2, vision_feature_layer=-1)
+    torch.manual_seed(seed)
+    model = Mistral3ForConditionalGeneration(config).eval()
+    _randomize(model)
+    model.save_pretrained(directory)
+    tok.save_pretrained(directory)
+    (directory / "preprocessor_config.json").write_text(json.dumps(
+        {"image_processor_type": "PixtralImageProcessor", **PIXTRAL_PROCESSOR}))
     return directory
 
 
@@ -199,13 +231,24 @@ def logits(model, ids: list[int], processed: list[dict], image_token: int):
     ids_t = torch.tensor([ids])
     kwargs = {}
     if processed:
-        kwargs = {name: torch.tensor(np.concatenate([p[name] for p in processed]))
+        kwargs = {name: torch.tensor(np.concatenate(padded([p[name] for p in processed])))
                   for name in processed[0]}
         types = TYPE_IDS.get(model.config.model_type)
         if types:
             kwargs[types] = (ids_t == image_token).long()
     with torch.no_grad():
         return model(input_ids=ids_t, **kwargs).logits[0].numpy()
+
+
+def padded(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """Pixel values of images of different sizes padded with zeros at the bottom and right
+    to the largest (as Pixtral's processor batches them; its image_sizes say the real
+    ones); other inputs as they are."""
+    if len({a.shape for a in arrays}) == 1 or arrays[0].ndim != 4:
+        return arrays
+    height, width = max(a.shape[2] for a in arrays), max(a.shape[3] for a in arrays)
+    return [np.pad(a, ((0, 0), (0, 0), (0, height - a.shape[2]), (0, width - a.shape[3])))
+            for a in arrays]
 
 
 def processed(kind: str, data: bytes) -> dict:
@@ -219,9 +262,11 @@ def processed(kind: str, data: bytes) -> dict:
         "llava": lambda: transformers.LlavaImageProcessorPil(
             size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
         "gemma4": lambda: transformers.Gemma4ImageProcessorPil(**GEMMA4_PROCESSOR),
+        "mistral3": lambda: transformers.PixtralImageProcessorPil(**PIXTRAL_PROCESSOR),
     }
     out = processors[kind]()(Image.open(io.BytesIO(data)), return_tensors="np")
-    return {name: out[name] for name in ("pixel_values", "image_position_ids") if name in out}
+    return {name: out[name] for name in ("pixel_values", "image_position_ids", "image_sizes")
+            if name in out}
 
 
 def png(seed: int, height: int, width: int, alpha: bool = False) -> bytes:

@@ -32,6 +32,9 @@ REQUIRED_TENSORS = {       # checkpoint kind -> (projector type, its tensors)
     "llava": ("mlp", ["v.patch_embd.weight", "v.position_embd.weight", "v.class_embd",
                       "v.pre_ln.weight", "mm.0.weight", "mm.0.bias", "mm.2.weight",
                       "mm.2.bias"]),
+    "mistral3": ("pixtral", ["v.patch_embd.weight", "v.pre_ln.weight", "mm.input_norm.weight",
+                             "mm.patch_merger.weight", "mm.1.weight", "mm.2.weight",
+                             "v.token_embd.img_break"]),
 }
 # where llama.cpp departs from transformers (which ours matches to 1e-4, test_encoders):
 # its LLaVA graph puts the class token last yet reads rows 1..P and its projector uses tanh
@@ -96,6 +99,14 @@ def test_llama_cpp_loads_the_mmproj_and_encodes_our_rows(kind, vision_models):
     if kind in DEPARTS:
         return              # it loads and encodes our file; its numbers are its own
     assert ours.shape == expected.shape
+    if kind == "mistral3":
+        # llama.cpp 0.3.36's pixtral graph now and then leaves its [IMG_BREAK] rows NaN (the
+        # same file, run after run: seen in about one run of seven); the other rows agree
+        broken = np.isnan(expected).any(axis=1)
+        pixtral = loaded.projectors["image"]
+        cols = pixtral.config.image_size // (pixtral.config.patch * pixtral.merge) + 1
+        assert all(row % cols == cols - 1 for row in np.flatnonzero(broken))
+        ours, expected = ours[~broken], expected[~broken]
     # an independent implementation, not the reference: it agrees to about 2e-4 of the
     # largest value (transformers, the reference, agrees with ours to 1e-5: test_encoders)
     assert np.abs(ours - expected).max() <= 1e-3 * max(1.0, np.abs(expected).max())
