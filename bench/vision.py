@@ -1,14 +1,18 @@
 """Encoding an image and the prefill of its rows: ours beside llama.cpp's libmtmd.
 
-    python bench/vision.py [--threads 2] [--repeat 3] [--layers 27] [--flash]
+    python bench/vision.py [--tower gemma3|pixtral] [--threads 2] [--repeat 3] [--layers N]
+                           [--flash]
 
-Gemma 3's vision tower at its real size (SigLIP at 896 px, 27 layers 1152 wide with
-4304-wide MLPs and 16 heads, pooled to 256 rows) with random F16 weights, written once as an
-mmproj next to the store, paired with the real Gemma 3 270M text model (so the projection is
-640 wide). Encode: one image through the tower and projector (a new image each time, so no
-cache hit). Prefill: the 256 rows, between their begin and end tokens, in one batch of the
-text model. Seconds and rows/s, best of --repeat; llama.cpp through llama-cpp-python
-(`pip install '.[llamacpp]'`), which decodes the rows with mtmd_helper_decode_image_chunk.
+A vision tower at its real size with random F16 weights, written once as an mmproj next to
+the store, paired with the real Gemma 3 270M text model (so the projection is 640 wide):
+gemma3, SigLIP at 896 px (27 layers 1152 wide with 4304-wide MLPs and 16 heads, pooled to
+256 rows); pixtral, Mistral Small 3.1's (24 layers 1024 wide, 4096-wide gated MLPs, 16
+heads, patches of 14 merged 2 x 2, images up to 1540 px: the 1024 x 768 image makes 74 x 56
+patches, 37 x 28 rows and 27 breaks). Encode: one 1024 x 768 image through the tower and
+projector (a new image each time, so no cache hit). Prefill: its rows, with the layout's
+tokens around them, in one batch of the text model. Seconds and rows/s, best of --repeat;
+llama.cpp through llama-cpp-python (`pip install '.[llamacpp]'`), which decodes the rows
+with mtmd_helper_decode_image_chunk.
 """
 
 from __future__ import annotations
@@ -34,22 +38,17 @@ TEXT = "gemma3:270m"
 SIGLIP = dict(hidden_size=1152, intermediate_size=4304, num_attention_heads=16,
               image_size=896, patch_size=14, layer_norm_eps=1e-6,
               hidden_act="gelu_pytorch_tanh")
+PIXTRAL = dict(hidden_size=1024, intermediate_size=4096, num_attention_heads=16,
+               image_size=1540, patch_size=14, layer_norm_eps=1e-5, hidden_act="silu")
+LAYERS = {"gemma3": 27, "pixtral": 24}
 
 
-def mmproj(layers: int, text_embd: int) -> Path:
-    """A Gemma 3 mmproj of the real tower's size, random F16 weights (made once)."""
-    path = store.store_dir() / f"bench-gemma3-mmproj-{layers}.gguf"
+def mmproj(tower: str, layers: int, text_embd: int) -> Path:
+    """An mmproj of the real tower's size, random F16 weights (made once)."""
+    path = store.store_dir() / f"bench-{tower}-mmproj-{layers}.gguf"
     if path.exists():
         return path
     rng = np.random.default_rng(0)
-    d, f, p = SIGLIP["hidden_size"], SIGLIP["intermediate_size"], SIGLIP["patch_size"]
-    side = SIGLIP["image_size"] // p
-    partial = path.with_suffix(".part")
-    writer = gguf.GGUFWriter(str(partial), "clip")
-    writer.add_string(gguf.Keys.Clip.PROJECTOR_TYPE, "gemma3")
-    write_vit(writer, dict(SIGLIP, num_hidden_layers=layers), text_embd, (0.5,) * 3,
-              (0.5,) * 3)
-    writer.add_uint32(gguf.Keys.ClipVision.Projector.SCALE_FACTOR, 4)
 
     def matrix(*shape):
         return (rng.standard_normal(shape, np.float32) / np.sqrt(shape[-1])).astype(np.float16)
@@ -57,6 +56,45 @@ def mmproj(layers: int, text_embd: int) -> Path:
     def vector(n, one=False):
         return (np.ones(n) if one else 0.02 * rng.standard_normal(n)).astype(np.float32)
 
+    partial = path.with_suffix(".part")
+    writer = gguf.GGUFWriter(str(partial), "clip")
+    writer.add_string(gguf.Keys.Clip.PROJECTOR_TYPE, tower)
+    WRITERS[tower](writer, layers, text_embd, matrix, vector)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    partial.rename(path)  # an interrupted run leaves no file a later one would trust
+    return path
+
+
+def pixtral_tensors(writer, layers: int, text_embd: int, matrix, vector) -> None:
+    d, f, p = PIXTRAL["hidden_size"], PIXTRAL["intermediate_size"], PIXTRAL["patch_size"]
+    write_vit(writer, dict(PIXTRAL, num_hidden_layers=layers), text_embd,
+              (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
+    writer.add_uint32(gguf.Keys.ClipVision.SPATIAL_MERGE_SIZE, 2)
+    writer.add_tensor("v.patch_embd.weight", matrix(d, 3, p, p).reshape(d, 3, p, p))
+    writer.add_tensor("v.pre_ln.weight", vector(d, one=True))
+    for i in range(layers):
+        for name, shape in (("attn_q", (d, d)), ("attn_k", (d, d)), ("attn_v", (d, d)),
+                            ("attn_out", (d, d)), ("ffn_gate", (f, d)), ("ffn_up", (f, d)),
+                            ("ffn_down", (d, f))):
+            writer.add_tensor(f"v.blk.{i}.{name}.weight", matrix(*shape))
+        for norm in ("ln1", "ln2"):
+            writer.add_tensor(f"v.blk.{i}.{norm}.weight", vector(d, one=True))
+    writer.add_tensor("mm.input_norm.weight", vector(d, one=True))
+    writer.add_tensor("mm.patch_merger.weight", matrix(d, 4 * d))
+    writer.add_tensor("mm.1.weight", matrix(text_embd, d))
+    writer.add_tensor("mm.2.weight", matrix(text_embd, text_embd))
+    writer.add_tensor("v.token_embd.img_break", vector(text_embd))
+
+
+def gemma3_tensors(writer, layers: int, text_embd: int, matrix, vector) -> None:
+    d, f, p = SIGLIP["hidden_size"], SIGLIP["intermediate_size"], SIGLIP["patch_size"]
+    side = SIGLIP["image_size"] // p
+    write_vit(writer, dict(SIGLIP, num_hidden_layers=layers), text_embd, (0.5,) * 3,
+              (0.5,) * 3)
+    writer.add_uint32(gguf.Keys.ClipVision.Projector.SCALE_FACTOR, 4)
     writer.add_tensor("v.patch_embd.weight", matrix(d, 3, p, p).reshape(d, 3, p, p))
     writer.add_tensor("v.patch_embd.bias", vector(d))
     writer.add_tensor("v.position_embd.weight", matrix(side * side, d).astype(np.float32))
@@ -72,12 +110,9 @@ def mmproj(layers: int, text_embd: int) -> Path:
     writer.add_tensor("v.post_ln.bias", vector(d))
     writer.add_tensor("mm.soft_emb_norm.weight", vector(d, one=True))
     writer.add_tensor("mm.input_projection.weight", matrix(d, text_embd))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    partial.rename(path)  # an interrupted run leaves no file a later one would trust
-    return path
+
+
+WRITERS = {"gemma3": gemma3_tensors, "pixtral": pixtral_tensors}
 
 
 def photo(seed: int, width: int = 1024, height: int = 768) -> tuple[bytes, np.ndarray]:
@@ -89,8 +124,8 @@ def photo(seed: int, width: int = 1024, height: int = 768) -> tuple[bytes, np.nd
     return out.getvalue(), rgb
 
 
-def ours(text: Path, projector: Path, args) -> tuple[float, float]:
-    model = runner.load(text, projector=projector, threads=args.threads, num_ctx=1024,
+def ours(text: Path, projector: Path, args) -> tuple[float, float, int]:
+    model = runner.load(text, projector=projector, threads=args.threads, num_ctx=4096,
                         flash_attn=args.flash)
     multimodal, best = model.multimodal, [np.inf, np.inf]
     try:
@@ -111,13 +146,13 @@ def ours(text: Path, projector: Path, args) -> tuple[float, float]:
             model.executor.forget()
             if attempt:
                 best = [min(best[0], encode), min(best[1], prefill)]
-        assert sum(isinstance(t, MediaRow) for t in items) == 256
+        rows = sum(isinstance(t, MediaRow) for t in items)
     finally:
         model.close()
-    return best[0], best[1]
+    return best[0], best[1], rows
 
 
-def llama_cpp_mtmd(text: Path, projector: Path, args) -> tuple[float, float]:
+def llama_cpp_mtmd(text: Path, projector: Path, args) -> tuple[float, float, int]:
     import llama_cpp as L
     import llama_cpp.mtmd_cpp as M
 
@@ -127,7 +162,7 @@ def llama_cpp_mtmd(text: Path, projector: Path, args) -> tuple[float, float]:
     L.llama_log_set(quiet, None)
     model = L.llama_model_load_from_file(str(text).encode(), L.llama_model_default_params())
     params = L.llama_context_default_params()
-    params.n_ctx, params.n_batch, params.n_ubatch = 1024, 512, 512
+    params.n_ctx, params.n_batch, params.n_ubatch = 2048, 2048, 2048
     params.n_threads = params.n_threads_batch = args.threads
     params.flash_attn_type = 1 if args.flash else 0
     ctx = L.llama_init_from_model(model, params)
@@ -149,7 +184,8 @@ def llama_cpp_mtmd(text: Path, projector: Path, args) -> tuple[float, float]:
             embd = M.mtmd_get_output_embd(mctx)
             new_past = L.llama_pos(0)
             start = time.perf_counter()
-            M.mtmd_helper_decode_image_chunk(mctx, ctx, chunk, embd, 0, 0, 512,
+            rows = M.mtmd_input_chunk_get_n_tokens(chunk)
+            M.mtmd_helper_decode_image_chunk(mctx, ctx, chunk, embd, 0, 0, 2048,
                                              ctypes.byref(new_past),
                                              M.mtmd_helper_post_decode_callback(), None)
             prefill = time.perf_counter() - start
@@ -162,29 +198,31 @@ def llama_cpp_mtmd(text: Path, projector: Path, args) -> tuple[float, float]:
         M.mtmd_free(mctx)
         L.llama_free(ctx)
         L.llama_model_free(model)
-    return best[0], best[1]
+    return best[0], best[1], rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--layers", type=int, default=27)
+    parser.add_argument("--tower", choices=sorted(WRITERS), default="gemma3")
+    parser.add_argument("--layers", type=int, help="default: the real tower's")
     parser.add_argument("--flash", action="store_true")
     args = parser.parse_args()
     text = store.pull(TEXT, progress=False)
-    projector = mmproj(args.layers, 640)
+    layers = args.layers or LAYERS[args.tower]
+    projector = mmproj(args.tower, layers, 640)
     rows = [("ours", *ours(text, projector, args))]
     try:
         import llama_cpp  # noqa: F401
         rows.append(("llama.cpp", *llama_cpp_mtmd(text, projector, args)))
     except ImportError:
         print("(llama-cpp-python is not installed: ours alone)")
-    print(f"Gemma 3 vision, {args.layers} layers, 896 px -> 256 rows; {TEXT}; "
+    print(f"{args.tower} vision, {layers} layers, a 1024 x 768 image; {TEXT}; "
           f"{args.threads} threads, flash attention {'on' if args.flash else 'off'}")
-    print(f"{'engine':<10} {'encode s':>9} {'prefill s':>10} {'prefill rows/s':>15}")
-    for name, encode, prefill in rows:
-        print(f"{name:<10} {encode:>9.3f} {prefill:>10.3f} {258 / prefill:>15.1f}")
+    print(f"{'engine':<10} {'rows':>5} {'encode s':>9} {'prefill s':>10} {'prefill rows/s':>15}")
+    for name, encode, prefill, n in rows:
+        print(f"{name:<10} {n:>5} {encode:>9.3f} {prefill:>10.3f} {n / prefill:>15.1f}")
     if len(rows) == 2:
         print(f"{'ratio':<10} {rows[1][1] / rows[0][1]:>9.2f} {rows[1][2] / rows[0][2]:>10.2f}"
               "   (llama.cpp time / ours: above 1, ours is faster)")

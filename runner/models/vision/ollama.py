@@ -29,6 +29,18 @@ class OllamaLayout:
     renames: list[tuple[str, str]] = field(default_factory=list)   # regex, replacement
     mean: tuple[float, ...] = (0.5, 0.5, 0.5)
     std: tuple[float, ...] = (0.5, 0.5, 0.5)
+    keys: dict = field(default_factory=dict)         # clip keys it implies (the file's win)
+    arch_keys: dict[str, str] = field(default_factory=dict)   # <arch>.<key> -> clip key
+    borrowed: dict[str, str] = field(default_factory=dict)    # mmproj name -> the text's
+    token_keys: dict[str, str] = field(default_factory=dict)  # clip key -> a token's text
+
+
+# ours: Q and K rows with each head's rotated pairs split into halves (the reference's
+# layout, as Ollama stores Pixtral's), where llama.cpp's files have them adjacent
+HALVES = "clip.vision.rotary_halves"
+# ours: the token whose text-model embedding a projector takes (Pixtral's [IMG_BREAK]) where
+# the file has no row of its own but the text model's whole table
+IMG_BREAK_TOKEN = "clip.vision.img_break_token"
 
 
 LAYOUTS = {
@@ -44,6 +56,21 @@ LAYOUTS = {
         (r"^mm\.mm_soft_emb_norm\.", "mm.soft_emb_norm."),
         (r"^mm\.mm_input_projection\.", "mm.input_projection.")]),
     "gemma4": OllamaLayout("gemma4v", mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0)),
+    "mistral3": OllamaLayout("pixtral", [
+        (r"^v\.patch_conv\.", "v.patch_embd."),
+        (r"^v\.encoder_norm\.", "v.pre_ln."),
+        (r"^(v\.blk\.\d+)\.attn_norm\.", r"\1.ln1."),
+        (r"^(v\.blk\.\d+)\.attn_output\.", r"\1.attn_out."),
+        (r"^(v\.blk\.\d+)\.ffn_norm\.", r"\1.ln2."),
+        (r"^mm\.norm\.", "mm.input_norm."),
+        (r"^mm\.patch_merger\.merging_layer\.", "mm.patch_merger."),
+        (r"^mm\.linear_([12])\.", r"mm.\1.")],
+        mean=(0.48145466, 0.4578275, 0.40821073), std=(0.26862954, 0.26130258, 0.27577711),
+        keys={VISION.USE_GELU: False, VISION.USE_SILU: True, HALVES: True,
+              VISION.Attention.LAYERNORM_EPS: 1e-5},
+        arch_keys={"spatial_merge_size": VISION.SPATIAL_MERGE_SIZE},
+        borrowed={"v.token_embd.img_break": "token_embd.weight"},
+        token_keys={IMG_BREAK_TOKEN: "[IMG_BREAK]"}),
 }
 
 
@@ -112,10 +139,20 @@ def _vision(meta: dict, names) -> tuple[dict, dict[str, str]]:
     clip = {"general.architecture": "clip", gguf.Keys.Clip.HAS_VISION_ENCODER: True,
             VISION.PROJECTOR_TYPE: layout.projector, VISION.USE_GELU: True,
             VISION.PROJECTION_DIM: meta[f"{arch}.embedding_length"],
-            VISION.IMAGE_MEAN: list(layout.mean), VISION.IMAGE_STD: list(layout.std)}
+            VISION.IMAGE_MEAN: list(layout.mean), VISION.IMAGE_STD: list(layout.std),
+            **layout.keys}
     for key in SHARED_KEYS:
         if f"{arch}.vision.{key}" in meta:
             clip[f"clip.vision.{key}"] = meta[f"{arch}.vision.{key}"]
+    for key, clip_key in layout.arch_keys.items():
+        if f"{arch}.{key}" in meta:
+            clip[clip_key] = meta[f"{arch}.{key}"]
+    vocab = list(meta.get("tokenizer.ggml.tokens") or [])
+    for clip_key, text in layout.token_keys.items():
+        if text not in vocab:
+            raise ValueError(f"This {arch} file's vocabulary has no {text} token, which its "
+                             "vision layout needs.")
+        clip[clip_key] = vocab.index(text)
     tokens = meta.get(f"{arch}.mm_tokens_per_image")
     if tokens and VISION.Projector.SCALE_FACTOR not in clip:        # Gemma 3's pool
         side = clip[VISION.IMAGE_SIZE] // clip[VISION.PATCH_SIZE]
@@ -128,4 +165,5 @@ def _vision(meta: dict, names) -> tuple[dict, dict[str, str]]:
         for pattern, replacement in layout.renames:
             renamed = re.sub(pattern, replacement, renamed)
         aliases[renamed] = name
+    aliases.update((ours, theirs) for ours, theirs in layout.borrowed.items() if theirs in names)
     return clip, aliases

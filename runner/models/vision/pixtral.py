@@ -10,7 +10,9 @@ v.token_embd.img_break); [IMG_END] follows the image in the text.
 
 Tensor names are llama.cpp's (pixtral mmproj). Q and K rows are stored as llama.cpp's
 converter writes them: each head's rotated pairs adjacent, so the rotation is ggml's normal
-one on each half of the head.
+one on each half of the head. Ollama's single files (ollama.py) keep the reference's rows
+(pairs split into halves: the activations are interleaved instead) and no [IMG_BREAK] row
+but the text model's whole table (the row is looked up in the graph).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 from . import Layout, Pixels, register_projector
 from . import images
 from ..base import Block, Metadata, ModelError, Weights
+from .ollama import HALVES, IMG_BREAK_TOKEN
 from .vit import ACTIVATIONS, ViTConfig, as_f32, attend_all, embed_patches, patchify
 
 if TYPE_CHECKING:
@@ -61,9 +64,10 @@ def fitted_size(height: int, width: int, longest: int, cell: int) -> tuple[int, 
 class PixtralVision:
     layout = Layout(after=["[IMG_END]"])
 
-    def __init__(self, config: ViTConfig, merge: int, weights: Weights):
+    def __init__(self, config: ViTConfig, merge: int, weights: Weights, halves: bool = False,
+                 break_token: int | None = None):
         c = self.config = config
-        self.merge = merge
+        self.merge, self.halves, self.break_token = merge, halves, break_token
         self.patch_embd = weights.take("v.patch_embd.weight", (c.embd, 3, c.patch, c.patch))
         self.pre_ln = weights.take("v.pre_ln.weight", (c.embd,))
         self.blocks = []
@@ -84,7 +88,12 @@ class PixtralVision:
         self.mm_1_b = weights.optional("mm.1.bias", (hidden,))
         self.mm_2 = weights.take("mm.2.weight", (c.projection, hidden))
         self.mm_2_b = weights.optional("mm.2.bias", (c.projection,))
-        self.img_break = weights.take("v.token_embd.img_break", (c.projection,))
+        self.img_break = weights.take("v.token_embd.img_break")      # (E,), or the table
+        wanted = (c.projection,) if break_token is None else (self.img_break.shape[0],
+                                                                c.projection)
+        if self.img_break.shape != wanted:
+            raise ModelError(f"v.token_embd.img_break has shape {self.img_break.shape}, not "
+                             f"{wanted}.")
 
     @classmethod
     def from_metadata(cls, meta: dict, weights: Weights) -> "PixtralVision":
@@ -93,7 +102,9 @@ class PixtralVision:
         if config.head_dim % 4:
             raise ModelError(f"A head of {config.head_dim} cannot be split into two rotated "
                              "halves of pairs.")
-        return cls(config, int(m.get(VISION.SPATIAL_MERGE_SIZE, DEFAULT_MERGE)), weights)
+        token = m.get(IMG_BREAK_TOKEN)
+        return cls(config, int(m.get(VISION.SPATIAL_MERGE_SIZE, DEFAULT_MERGE)), weights,
+                   bool(m.get(HALVES, False)), None if token is None else int(token))
 
     @property
     def max_rows(self) -> int:
@@ -107,16 +118,20 @@ class PixtralVision:
         rows, cols = height // c.patch, width // c.patch
         ys, xs = np.divmod(np.arange(rows * cols), cols)
         cell_rows, cell_cols = rows // m, cols // m
+        inputs = {"positions": np.stack([ys, xs]).astype(np.int32)}
+        if self.break_token is not None:
+            inputs["break_token"] = np.array([self.break_token], np.int32)
         return Pixels(patchify(planes, c.patch), (rows, cols),
-                      cell_rows * cell_cols + cell_rows - 1,
-                      {"positions": np.stack([ys, xs]).astype(np.int32)})
+                      cell_rows * cell_cols + cell_rows - 1, inputs)
 
     def largest(self) -> Pixels:
         side = self.config.image_size
         return self.preprocess(images.blank(side, side))
 
-    def forward(self, patches, grid: tuple[int, int], positions, flash: bool = False):
-        """patches (P, 3*p*p), positions int32 (2, P) rows and columns -> (rows, text embd)."""
+    def forward(self, patches, grid: tuple[int, int], positions, break_token=None,
+                flash: bool = False):
+        """patches (P, 3*p*p), positions int32 (2, P) rows and columns, break_token int32
+        (1,) where the break row is looked up in a table -> (rows, text embd)."""
         c = self.config
         n = patches.shape[0]
         ys = positions.view((n,))                                             # (P,)
@@ -134,7 +149,7 @@ class PixtralVision:
         h = (h.add(self.mm_1_b) if self.mm_1_b is not None else h).gelu_erf()
         x = self.mm_2.mul_mat(h)
         x = x.add(self.mm_2_b) if self.mm_2_b is not None else x              # (L, E)
-        return self._with_breaks(x, height // self.merge, width // self.merge)
+        return self._with_breaks(x, height // self.merge, width // self.merge, break_token)
 
     def _merge(self, x, height: int, width: int):
         """(P, D) in row-major patch order -> (L, D): each m x m cell's features laid out
@@ -145,24 +160,35 @@ class PixtralVision:
         x = x.reshape(cells, m * m, d).permute(0, 2, 1).cont()                # (L, D, m*m)
         return self.patch_merger.mul_mat(x.reshape(cells, d * m * m))         # (L, D)
 
-    def _with_breaks(self, x, rows: int, cols: int):
+    def _with_breaks(self, x, rows: int, cols: int, break_token=None):
         """(rows*cols, E) -> (rows*(cols+1) - 1, E): the break embedding after each row."""
         e = x.shape[1]
-        br = as_f32(self.img_break, x.context).reshape(1, 1, e).repeat(rows, 1, e)
+        row = x.context.bind(self.img_break).get_rows(break_token) \
+            if break_token is not None else as_f32(self.img_break, x.context)
+        br = row.reshape(1, 1, e).repeat(rows, 1, e)
         x = x.reshape(rows, cols, e).concat(br, 1).reshape(rows * (cols + 1), e)
         return x.view((rows * (cols + 1) - 1, e))
 
     def _block(self, x, block: PixtralBlock, ys, xs, flash: bool):
         c, n = self.config, x.shape[0]
         h = x.rms_norm(c.eps).mul(block.ln1)
-        q = self._rope(block.attn_q.mul_mat(h).reshape(n, c.heads, c.head_dim), ys, xs)
-        k = self._rope(block.attn_k.mul_mat(h).reshape(n, c.heads, c.head_dim), ys, xs)
+        q = self._rope(self._heads(block.attn_q.mul_mat(h)), ys, xs)
+        k = self._rope(self._heads(block.attn_k.mul_mat(h)), ys, xs)
         v = block.attn_v.mul_mat(h).reshape(n, c.heads, c.head_dim)
         a = attend_all(q, k, v, 1.0 / math.sqrt(c.head_dim), flash)           # (P, D)
         x = x.add(block.attn_out.mul_mat(a))
         h = x.rms_norm(c.eps).mul(block.ln2)
         gate = getattr(block.ffn_gate.mul_mat(h), ACTIVATIONS[c.activation])()
         return x.add(block.ffn_down.mul_mat(gate.mul(block.ffn_up.mul_mat(h))))
+
+    def _heads(self, x):
+        """(P, D) -> (P, H, d), each head's rotated pairs adjacent."""
+        c, n = self.config, x.shape[0]
+        if not self.halves:
+            return x.reshape(n, c.heads, c.head_dim)
+        half = c.head_dim // 2
+        return x.reshape(n, c.heads, 2, half).permute(0, 1, 3, 2).cont() \
+            .reshape(n, c.heads, c.head_dim)
 
     def _rope(self, x, ys, xs):
         """x (P, H, d): the first half's adjacent pairs rotated by row at the even
