@@ -105,7 +105,7 @@ def test_the_layout_around_an_image(model):
     assert items[end:end + len(after)] == after
     vocab = model.tokenizer.vocab.tokens
     layout = model.multimodal.encoders["image"].projector.layout
-    specials = [t for t in layout.before + layout.after if t.startswith("<")]
+    specials = [t for t in layout.before + layout.after if t.startswith(("<", "["))]
     assert all(t in [vocab[i] for i in before + after] for t in specials)
 
 
