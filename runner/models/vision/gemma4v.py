@@ -24,7 +24,7 @@ from . import Layout, Pixels, register_projector
 from . import images
 from ..base import Metadata, ModelError, Weights
 from ..clamped import ClampedBlock, bind_clamps, clamped_linear
-from .vit import ViTConfig, attend_all, embed_patches, patchify
+from .vit import ViTConfig, attend_all, embed_patches, patchify, rope_halves
 
 if TYPE_CHECKING:
     from pyggml import Tensor
@@ -160,8 +160,8 @@ class Gemma4Vision:
         q = clamped_linear(block, "attn_q", h).reshape(n, c.heads, d)         # (P, H, d)
         k = clamped_linear(block, "attn_k", h).reshape(n, c.heads, d)
         v = clamped_linear(block, "attn_v", h).reshape(n, c.heads, d).rms_norm(eps)
-        q = self._rope(q.rms_norm(eps).mul(block.attn_q_norm), xs, ys)
-        k = self._rope(k.rms_norm(eps).mul(block.attn_k_norm), xs, ys)
+        q = rope_halves(q.rms_norm(eps).mul(block.attn_q_norm), xs, ys, "neox", ROPE_BASE)
+        k = rope_halves(k.rms_norm(eps).mul(block.attn_k_norm), xs, ys, "neox", ROPE_BASE)
         a = attend_all(q, k, v, 1.0, flash)                                   # (P, D)
         a = clamped_linear(block, "attn_out", a).rms_norm(eps).mul(block.attn_post_norm)
         x = x.add(a)
@@ -169,14 +169,3 @@ class Gemma4Vision:
         gated = clamped_linear(block, "ffn_gate", h).geglu(clamped_linear(block, "ffn_up", h))
         f = clamped_linear(block, "ffn_down", gated).rms_norm(eps).mul(block.ffn_post_norm)
         return x.add(f)
-
-    def _rope(self, x, xs, ys):
-        """x (P, H, d): NeoX rotation of the first half by x, of the second half by y."""
-        n, heads, d = x.shape
-        half = d // 2
-        parts = []
-        for index, pos in enumerate((xs, ys)):
-            part = x.view((n, heads, half), offset=index * half * x.strides[-1],
-                          strides=x.strides)
-            parts.append(part.rope_ext(pos, half, "neox", freq_base=ROPE_BASE))
-        return parts[0].concat(parts[1], -1)

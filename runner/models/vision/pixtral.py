@@ -28,7 +28,8 @@ from . import Layout, Pixels, register_projector
 from . import images
 from ..base import Block, Metadata, ModelError, Weights
 from .ollama import HALVES, IMG_BREAK_TOKEN
-from .vit import ACTIVATIONS, ViTConfig, as_f32, attend_all, embed_patches, patchify
+from .vit import (ACTIVATIONS, ViTConfig, as_f32, attend_all, embed_patches, patchify,
+                  rope_halves)
 
 if TYPE_CHECKING:
     from pyggml import Tensor
@@ -193,12 +194,4 @@ class PixtralVision:
     def _rope(self, x, ys, xs):
         """x (P, H, d): the first half's adjacent pairs rotated by row at the even
         frequencies of the whole head, the second half's by column at the odd ones."""
-        n, heads, d = x.shape
-        half = d // 2
-        parts = []
-        for index, pos in enumerate((ys, xs)):
-            part = x.view((n, heads, half), offset=index * half * x.strides[-1],
-                          strides=x.strides)
-            parts.append(part.rope_ext(pos, half, "normal", freq_base=ROPE_BASE,
-                                       freq_scale=ROPE_BASE ** (-2.0 * index / d)))
-        return parts[0].concat(parts[1], -1)
+        return rope_halves(x, ys, xs, "normal", ROPE_BASE, ROPE_BASE ** (-2.0 / x.shape[-1]))

@@ -162,3 +162,16 @@ def attend_all(q, k, v, scale: float, flash: bool = False):
     probs = keys.mul_mat(queries).soft_max(None, scale)                  # (H, P, P)
     out = values.mul_mat(probs).permute(1, 0, 2).cont()                  # (P, H, d)
     return out.reshape(n, heads * dim)
+
+
+def rope_halves(x, first, second, mode: str, base: float, second_scale: float = 1.0):
+    """2-D RoPE as llama.cpp's build_rope_2d: x (P, H, d), the first half of each head
+    rotated (mode "neox" or "normal", over d/2 dimensions) by first's positions, the second
+    half by second's, its angles scaled by second_scale."""
+    n, heads, d = x.shape
+    half = d // 2
+    parts = []
+    for index, (positions, scale) in enumerate(((first, 1.0), (second, second_scale))):
+        part = x.view((n, heads, half), offset=index * half * x.strides[-1], strides=x.strides)
+        parts.append(part.rope_ext(positions, half, mode, freq_base=base, freq_scale=scale))
+    return parts[0].concat(parts[1], -1)
