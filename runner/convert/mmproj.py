@@ -193,9 +193,10 @@ def pixtral_hparams(writer: gguf.GGUFWriter, checkpoint: Checkpoint) -> None:
     if theta != 10000.0:
         raise CheckpointError(f"A Pixtral tower with rope theta {theta} is not supported "
                               "(llama.cpp's pixtral reads 10000).")
-    if config.get("vision_feature_layer", -1) != -1:
-        raise CheckpointError("Features read before the Pixtral tower's last layer are not "
-                              "supported.")
+    if config.get("vision_feature_layer", -1) != -1 or \
+            config.get("vision_feature_select_strategy", "full") != "full":
+        raise CheckpointError("Only the Pixtral tower's last layer, every row of it, is "
+                              "supported as its features.")
     if config.get("projector_hidden_act", "gelu") != "gelu":
         raise CheckpointError(f"A Mistral 3 projector with {config['projector_hidden_act']} "
                               "is not supported (gelu is).")
@@ -266,8 +267,15 @@ def keep_f32(outtype: str) -> tuple[str, ...]:
     return kept if outtype == "f16" else kept + ("patch_embd.weight",)
 
 
+# (checkpoint type, its vision tower's type) -> the tower, where a type holds several:
+# Pixtral 12B is LLaVA's projector (biased, no norm, no merger) after a Pixtral tower
+TOWER_VARIANTS = {("llava", "pixtral"): "mistral3"}
+
+
 def tower_of(config: dict) -> VisionTower:
     kind = config.get("model_type")
+    kind = TOWER_VARIANTS.get((kind, (config.get("vision_config") or {}).get("model_type")),
+                              kind)
     if kind not in TOWERS:
         raise CheckpointError(f"The checkpoint type {kind!r} has no vision tower this "
                               f"converter writes; it writes {', '.join(TOWERS)}.")

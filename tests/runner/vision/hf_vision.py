@@ -38,6 +38,7 @@ GEMMA4_VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
 PIXTRAL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                image_size=48, patch_size=4, hidden_act="silu")
 PIXTRAL_PROCESSOR = dict(size={"longest_edge": 48}, patch_size=8)
+PIXTRAL_12B_PROCESSOR = dict(size={"longest_edge": 48}, patch_size=4)       # no merge
 # the reference's input naming which positions hold image rows (for its attention masks)
 TYPE_IDS = {"gemma3": "token_type_ids", "gemma4": "mm_token_type_ids"}
 GEMMA4_PROCESSOR = dict(patch_size=4, max_soft_tokens=70, pooling_kernel_size=3)
@@ -113,6 +114,33 @@ def mistral3(directory: Path, seed: int = 0) -> Path:
     tok.save_pretrained(directory)
     (directory / "preprocessor_config.json").write_text(json.dumps(
         {"image_processor_type": "PixtralImageProcessor", **PIXTRAL_PROCESSOR}))
+    return directory
+
+
+def pixtral(directory: Path, seed: int = 0) -> Path:
+    """Pixtral 12B's layout: LLaVA with a Pixtral tower, patches unmerged, biased
+    projector."""
+    import json
+
+    import torch
+    from transformers import (LlavaConfig, LlavaForConditionalGeneration, MistralConfig,
+                              PixtralVisionConfig)
+
+    tok = tokenizer("mistral")
+    text = MistralConfig(**hf_tiny.SHAPE, vocab_size=len(tok), bos_token_id=tok.bos_token_id,
+                         eos_token_id=tok.eos_token_id, sliding_window=None)
+    config = LlavaConfig(text_config=text.to_dict(),
+                         vision_config=PixtralVisionConfig(**PIXTRAL).to_dict(),
+                         image_token_index=tok.convert_tokens_to_ids("[IMG]"),
+                         vision_feature_select_strategy="full", vision_feature_layer=-1,
+                         multimodal_projector_bias=True)
+    torch.manual_seed(seed)
+    model = LlavaForConditionalGeneration(config).eval()
+    _randomize(model)
+    model.save_pretrained(directory)
+    tok.save_pretrained(directory)
+    (directory / "preprocessor_config.json").write_text(json.dumps(
+        {"image_processor_type": "PixtralImageProcessor", **PIXTRAL_12B_PROCESSOR}))
     return directory
 
 
@@ -251,6 +279,13 @@ def padded(arrays: list[np.ndarray]) -> list[np.ndarray]:
             for a in arrays]
 
 
+def kind_of(config) -> str:
+    """A checkpoint's kind here (its model type; Pixtral 12B is LLaVA with a Pixtral tower)."""
+    if config.model_type == "llava" and config.vision_config.model_type == "pixtral":
+        return "pixtral"
+    return config.model_type
+
+
 def processed(kind: str, data: bytes) -> dict:
     """The reference processor's model inputs for encoded image data (tiny sizes): pixel
     values, and Gemma 4's patch positions, each with a leading dimension of one image."""
@@ -263,6 +298,7 @@ def processed(kind: str, data: bytes) -> dict:
             size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
         "gemma4": lambda: transformers.Gemma4ImageProcessorPil(**GEMMA4_PROCESSOR),
         "mistral3": lambda: transformers.PixtralImageProcessorPil(**PIXTRAL_PROCESSOR),
+        "pixtral": lambda: transformers.PixtralImageProcessorPil(**PIXTRAL_12B_PROCESSOR),
     }
     out = processors[kind]()(Image.open(io.BytesIO(data)), return_tensors="np")
     return {name: out[name] for name in ("pixel_values", "image_position_ids", "image_sizes")

@@ -15,7 +15,8 @@ from . import hf_vision
 from .hf_vision import png
 
 # each tiny checkpoint kind and its clip.projector_type (see test_registry.py)
-PROJECTOR_OF = {"gemma3": "gemma3", "llava": "mlp", "gemma4": "gemma4v", "mistral3": "pixtral"}
+PROJECTOR_OF = {"gemma3": "gemma3", "llava": "mlp", "gemma4": "gemma4v", "mistral3": "pixtral",
+                "pixtral": "pixtral"}
 KINDS = list(PROJECTOR_OF)
 
 

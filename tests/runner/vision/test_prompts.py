@@ -21,7 +21,7 @@ from runner.multimodal.media import MediaRow, attach_media, token_ids
 from . import hf_vision
 from .hf_vision import png
 
-KINDS = ["gemma3", "llava", "gemma4", "mistral3"]
+KINDS = ["gemma3", "llava", "gemma4", "mistral3", "pixtral"]
 IMAGE_A, IMAGE_B = png(1, 40, 56), png(2, 20, 12)
 IMG_BREAK = hf_vision.tokenizer("mistral").convert_tokens_to_ids("[IMG_BREAK]")
 LONG = " and then".join(["The cat sat on the mat"] * 4)        # beyond the window of 8
@@ -49,16 +49,16 @@ def hf(reference, kind):
 def reference_logits(hf, items, images) -> np.ndarray:
     image_token = hf.config.image_token_id
     ids = [reference_id(hf, t) if isinstance(t, MediaRow) else t for t in items]
-    kind = hf.config.model_type
+    kind = hf_vision.kind_of(hf.config)
     return hf_vision.logits(hf, ids, [hf_vision.processed(kind, i) for i in images],
                             image_token)
 
 
 def reference_id(hf, row: MediaRow) -> int:
     """The token the reference's processor puts where a row is: the image token, or for
-    Mistral 3 the [IMG_BREAK] that ends each row of cells but the last."""
-    merge = getattr(hf.config, "spatial_merge_size", None)
-    if hf.config.model_type == "mistral3":
+    Pixtral towers the [IMG_BREAK] that ends each row of cells but the last."""
+    merge = getattr(hf.config, "spatial_merge_size", 1)
+    if hf.config.vision_config.model_type == "pixtral":
         cols = row.media.pixels.grid[1] // merge
         if row.index % (cols + 1) == cols:
             return IMG_BREAK
