@@ -87,6 +87,31 @@ def olmo2_shape(name: str, h: Hyper, config: dict) -> tuple[int, ...] | None:
     return expected_shape(name, h)
 
 
+QWEN3VL_SECTIONS = [24, 20, 20]        # transformers' default for Qwen3-VL
+
+
+def mrope_hparams(default: list[int]) -> Callable:
+    """Qwen-VL's M-RoPE sections (pairs of a head per axis: time, row, column), and Qwen3-VL's
+    deepstack layer count, as llama.cpp's converter writes them."""
+    def write(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
+        rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+        sections = list(rope.get("mrope_section", default))
+        if sum(sections) * 2 != h.head_dim:
+            raise CheckpointError(f"The M-RoPE sections {sections} do not cover the "
+                                  f"{h.head_dim // 2} rotated pairs of a head.")
+        writer.add_rope_dimension_sections(sections + [0] * (4 - len(sections)))
+        deepstack = (config.get("vision_config") or {}).get("deepstack_visual_indexes")
+        if deepstack is not None:
+            writer.add_num_deepstack_layers(len(deepstack))
+    return write
+
+
+def qwen3vlmoe_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
+    """Qwen3-VL MoE's experts (always renormalised) and its M-RoPE sections."""
+    qwen3moe_hparams(writer, {"norm_topk_prob": True, **config}, h, directory)
+    mrope_hparams(QWEN3VL_SECTIONS)(writer, config, h, directory)
+
+
 def mistral3_hyper(config: dict, h: Hyper) -> Hyper:
     """Ministral 3's YaRN carries mscale and mscale_all_dim; equal, they cancel in
     transformers' attention factor, which the file says with yarn_log_multiplier
@@ -238,6 +263,14 @@ ARCHITECTURES = {
     "mistral": Architecture(gguf.MODEL_ARCH.LLAMA, permute_qk=True),   # as llama.cpp's
     "qwen2": Architecture(gguf.MODEL_ARCH.QWEN2),
     "qwen3": Architecture(gguf.MODEL_ARCH.QWEN3),
+    # the text models of Qwen-VL checkpoints (their towers are not converted)
+    "qwen2_vl_text": Architecture(gguf.MODEL_ARCH.QWEN2VL, hparams=mrope_hparams([16, 24, 24])),
+    "qwen2_5_vl_text": Architecture(gguf.MODEL_ARCH.QWEN2VL,
+                                    hparams=mrope_hparams([16, 24, 24])),
+    "qwen3_vl_text": Architecture(gguf.MODEL_ARCH.QWEN3VL,
+                                  hparams=mrope_hparams(QWEN3VL_SECTIONS)),
+    "qwen3_vl_moe_text": Architecture(gguf.MODEL_ARCH.QWEN3VLMOE, hparams=qwen3vlmoe_hparams,
+                                      split=fused_experts_split),
     "deepseek_v2": Architecture(gguf.MODEL_ARCH.DEEPSEEK2, hyper=deepseek2_hyper,
                                 hparams=deepseek2_hparams, split=deepseek2_split,
                                 shape=deepseek2_shape),
@@ -286,9 +319,12 @@ ARCHITECTURES = {
 # under text_config, their text tensors live under one of TEXT_PREFIXES (as transformers
 # saves them, or as the released checkpoints name them), and their other towers are left
 # out (convert/mmproj.py writes them)
-MULTIMODAL = {"gemma3", "gemma3n", "gemma4", "llava", "mistral3"}
+MULTIMODAL = {"gemma3", "gemma3n", "gemma4", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl",
+              "qwen3_vl", "qwen3_vl_moe"}
 TEXT_PREFIXES = ("model.language_model.", "language_model.model.")
 HEAD_PREFIXES = ("language_model.lm_head.",)
+# a text model saved under its own names beside the tower's ("visual.": Qwen2.5-VL)
+PLAIN_TEXT_PREFIXES = ("model.embed_tokens.", "model.layers.", "model.norm.")
 
 
 def unwrap_multimodal(checkpoint) -> None:
@@ -305,6 +341,7 @@ def unwrap_multimodal(checkpoint) -> None:
     for name, entry in checkpoint.tensors.items():
         for prefix, canonical in [*((p, "model.") for p in TEXT_PREFIXES),
                                   *((p, "lm_head.") for p in HEAD_PREFIXES),
+                                  *((p, p) for p in PLAIN_TEXT_PREFIXES),
                                   ("lm_head.", "lm_head.")]:
             if name.startswith(prefix):
                 text_name = canonical + name[len(prefix):]

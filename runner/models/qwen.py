@@ -3,7 +3,13 @@
 
 Qwen3 MoE replaces every FFN with experts: a softmax over the router's logits, the top k
 experts' probabilities renormalised to sum to one (as llama.cpp always does for qwen3moe),
-each expert a SwiGLU through mul_mat_id, their outputs summed by those weights."""
+each expert a SwiGLU through mul_mat_id, their outputs summed by those weights.
+
+The text models of Qwen2-VL and Qwen2.5-VL (qwen2vl), Qwen3-VL (qwen3vl) and its MoE
+(qwen3vlmoe) are these: their M-RoPE gives each section of a head's pairs one axis of a
+position (time, row, column), and a text token's axes are all its position, which makes it
+NEOX's rope. They run text; their vision mergers (qwen2.5vl_merger, qwen3vl_merger, with
+positions in more than one dimension) are not read yet, so an image is refused."""
 
 from __future__ import annotations
 
@@ -19,11 +25,13 @@ if TYPE_CHECKING:
     from pyggml import Tensor
 
 
+@register("qwen2vl")
 @register("qwen2")
 class Qwen2(Llama):
     rope_mode = "neox"
 
 
+@register("qwen3vl")
 @register("qwen3")
 class Qwen3(Llama):
     rope_mode = "neox"
@@ -51,6 +59,7 @@ class Qwen3MoeBlock(LlamaBlock):
     ffn_down_exps: Tensor | None = None
 
 
+@register("qwen3vlmoe")
 @register("qwen3moe")
 class Qwen3Moe(Qwen3):
     config_class = Qwen3MoeConfig
