@@ -189,7 +189,8 @@ class Model:
         if not images:
             return self.tokenize(prompt, add_special=True)
         if self.multimodal is None:
-            raise ValueError(f"This model ({self.architecture}) reads text only; it cannot "
+            raise ValueError(self.loaded.unread or
+                             f"This model ({self.architecture}) reads text only; it cannot "
                              "take images or audio (load it with its projector).")
         return self.multimodal.prompt(prompt,
                                       images if isinstance(images, dict) else list(images))

@@ -40,6 +40,7 @@ class Loaded:
     projectors: dict[str, object] = field(default_factory=dict)
     projector_file: pyggml.GGUFFile | None = None
     projector_tensors: dict[str, pyggml.Tensor] | None = None
+    unread: str | None = None          # why the file's own tower is not read, if it is not
 
     @property
     def pooling(self) -> str | None:
@@ -80,6 +81,8 @@ def open_model(name_or_path, pull: bool = False, projector=None) -> Loaded:
         projector_file = pyggml.GGUFFile(projector)
         _attach(loaded, projector_file, projector_file.metadata, projector_file.tensors(),
                 projector)
+    elif ollama.unread_tower(meta):
+        loaded.unread = ollama.unread_tower(meta)
     elif ollama.has_vision(meta) or ollama.has_audio(meta):
         clip, names = ollama.as_mmproj(meta, gguf_file.tensors_info)
         found = gguf_file.tensors()                      # the towers' own, renamed

@@ -5,11 +5,12 @@ Qwen3 MoE replaces every FFN with experts: a softmax over the router's logits, t
 experts' probabilities renormalised to sum to one (as llama.cpp always does for qwen3moe),
 each expert a SwiGLU through mul_mat_id, their outputs summed by those weights.
 
-The text models of Qwen2-VL and Qwen2.5-VL (qwen2vl), Qwen3-VL (qwen3vl) and its MoE
-(qwen3vlmoe) are these: their M-RoPE gives each section of a head's pairs one axis of a
-position (time, row, column), and a text token's axes are all its position, which makes it
-NEOX's rope. They run text; their vision mergers (qwen2.5vl_merger, qwen3vl_merger, with
-positions in more than one dimension) are not read yet, so an image is refused."""
+The text models of Qwen2-VL and Qwen2.5-VL (qwen2vl; Ollama's qwen25vl), Qwen3-VL
+(qwen3vl) and its MoE (qwen3vlmoe) are these: their M-RoPE gives each section of a head's
+pairs one axis of a position (time, row, column), and a text token's axes are all its
+position, which makes it NEOX's rope. They run text; their vision mergers (qwen2.5vl_merger,
+qwen3vl_merger, with positions in more than one dimension) are not read yet, so an image is
+refused."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from pyggml import Tensor
 
 
+@register("qwen25vl")                     # Ollama's name for Qwen2.5-VL
 @register("qwen2vl")
 @register("qwen2")
 class Qwen2(Llama):

@@ -31,6 +31,10 @@ from ..loading import store
 from ..tokenizer.template import renderer_for, template_for
 from .fim import fim_tokens
 
+# the architectures whose single files' vision towers the runner reads (models/vision/
+# ollama.py's LAYOUTS; named here, as the server loads no model code: a test holds them equal)
+SINGLE_FILE_VISION = ("gemma3", "gemma4", "mistral3")
+
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?(:[A-Za-z0-9._-]+)?$")
 DIGEST = re.compile(r"^sha256[:-]([0-9a-f]{64})$")
 # general.file_type as llama.cpp's converter writes it (llama_ftype)
@@ -125,8 +129,9 @@ class Entry:
         if "suffix" in template or fim_tokens(meta):
             found.append("insert")
         towers = self.projector_metadata() or meta
-        if towers.get("clip.has_vision_encoder") or \
-                any(key.endswith("vision.block_count") for key in towers):
+        if towers.get("clip.has_vision_encoder") or (
+                meta.get("general.architecture") in SINGLE_FILE_VISION and
+                any(key.endswith("vision.block_count") for key in towers)):
             found.append("vision")
         if towers.get("clip.has_audio_encoder") or \
                 any(key.endswith("audio.block_count") for key in towers):

@@ -89,6 +89,16 @@ def has_vision(meta: dict) -> bool:
     return f"{arch}.vision.block_count" in meta
 
 
+def unread_tower(meta: dict) -> str | None:
+    """Why a single file's images cannot be read (its tower's layout is not one this runner
+    reads: its text still runs), or None."""
+    arch = meta.get("general.architecture")
+    if not has_vision(meta) or arch in LAYOUTS:
+        return None
+    return (f"This {arch} file's vision tower is in a layout this runner does not read yet "
+            f"(it reads {', '.join(LAYOUTS)}'s); the model runs text only.")
+
+
 def has_audio(meta: dict) -> bool:
     arch = meta.get("general.architecture")
     return f"{arch}.audio.block_count" in meta

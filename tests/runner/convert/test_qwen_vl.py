@@ -23,7 +23,8 @@ KINDS = {"qwen2_5_vl": ("Qwen2_5_VLConfig", "Qwen2_5_VLForConditionalGeneration"
          "qwen3_vl": ("Qwen3VLConfig", "Qwen3VLForConditionalGeneration", "qwen3vl"),
          "qwen3_vl_moe": ("Qwen3VLMoeConfig", "Qwen3VLMoeForConditionalGeneration",
                           "qwen3vlmoe")}
-ARCHITECTURES = {arch for _, _, arch in KINDS.values()}
+OLLAMA_ARCHITECTURE = "qwen25vl"         # Ollama's single files of Qwen2.5-VL
+ARCHITECTURES = {arch for _, _, arch in KINDS.values()} | {OLLAMA_ARCHITECTURE}
 # head_dim 16: 8 rotated pairs a head, split over time, rows and columns
 SECTIONS = {"qwen2_5_vl": [2, 3, 3], "qwen3_vl": [4, 2, 2], "qwen3_vl_moe": [4, 2, 2]}
 VISION = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=4,
@@ -108,6 +109,45 @@ def test_images_are_refused_clearly(made, tmp_path):
             loaded.generate("[img-0]", images=[b"\x89PNG"], stream=False)
     finally:
         loaded.close()
+
+
+def test_ollamas_single_file_runs_its_text_and_says_why_not_its_images(made, backend,
+                                                                      tmp_path):
+    """Ollama's qwen25vl: llama.cpp's text under its own name and M-RoPE key, beside a tower
+    (v.*, qwen25vl.vision.*) in a layout this runner does not read yet."""
+    from runner.models.vision import ollama
+    from runner.serve.library import SINGLE_FILE_VISION
+
+    from .gguf_edit import rewrite
+
+    _, _, path = made("qwen2_5_vl")
+    meta = pyggml.GGUFFile(path).metadata
+    keys = {key: OLLAMA_ARCHITECTURE + key[len("qwen2vl"):] for key in meta
+            if key.startswith("qwen2vl.")}
+    keys["qwen2vl.rope.dimension_sections"] = "qwen25vl.rope.mrope_section"
+
+    def with_tower(name, data, arrays):
+        found = {name: data}
+        if name == "output_norm.weight":
+            found["v.patch_embd.weight"] = np.zeros((8, 3, 4, 4), np.float32)
+        return found
+
+    single = rewrite(path, tmp_path / "single.gguf", arch=OLLAMA_ARCHITECTURE, keys=keys,
+                     values={"qwen25vl.vision.block_count": 1}, tensors=with_tower)
+    ids = None
+    logits = []
+    for file in (path, single):
+        loaded, run = executor(file, backend)
+        ids = ids or loaded.tokenizer.encode(PROMPT, add_special=True)
+        logits.append(run.logits(Batch.of_sequence(ids, 0, all_logits=True)))
+    np.testing.assert_array_equal(logits[0], logits[1])
+    model = runner.load(single, num_ctx=64, threads=2)
+    try:
+        with pytest.raises(ValueError, match="layout this runner does not read yet"):
+            model.generate("[img-0]", images=[b"\x89PNG"], stream=False)
+    finally:
+        model.close()
+    assert set(SINGLE_FILE_VISION) == set(ollama.LAYOUTS)   # the server's copy of the list
 
 
 PLAIN = {"qwen2vl": "qwen2", "qwen3vl": "qwen3", "qwen3vlmoe": "qwen3moe"}
