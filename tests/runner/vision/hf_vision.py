@@ -92,55 +92,49 @@ def llava(directory: Path, seed: int = 0) -> Path:
 
 
 def mistral3(directory: Path, seed: int = 0) -> Path:
-    import json
+    from transformers import Mistral3Config, Mistral3ForConditionalGeneration
 
-    import torch
-    from transformers import (Mistral3Config, Mistral3ForConditionalGeneration, MistralConfig,
-                              PixtralVisionConfig)
-
-    tok = tokenizer("mistral")
     # the projector's norm takes the text model's epsilon, llama.cpp's the tower's (1e-5)
-    text = MistralConfig(**{**hf_tiny.SHAPE, "rms_norm_eps": 1e-5}, vocab_size=len(tok),
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                         sliding_window=None)
-    config = Mistral3Config(text_config=text.to_dict(),
-                            vision_config=PixtralVisionConfig(**PIXTRAL).to_dict(),
-                            image_token_index=tok.convert_tokens_to_ids("[IMG]"),
-                            spatial_merge_size=2, vision_feature_layer=-1)
-    torch.manual_seed(seed)
-    model = Mistral3ForConditionalGeneration(config).eval()
-    _randomize(model)
-    model.save_pretrained(directory)
-    tok.save_pretrained(directory)
-    (directory / "preprocessor_config.json").write_text(json.dumps(
-        {"image_processor_type": "PixtralImageProcessor", **PIXTRAL_PROCESSOR}))
-    return directory
+    return _pixtral_checkpoint(directory, seed, Mistral3Config,
+                               Mistral3ForConditionalGeneration, PIXTRAL_PROCESSOR,
+                               {"rms_norm_eps": 1e-5},
+                               dict(spatial_merge_size=2, vision_feature_layer=-1))
 
 
 def pixtral(directory: Path, seed: int = 0) -> Path:
     """Pixtral 12B's layout: LLaVA with a Pixtral tower, patches unmerged, biased
     projector."""
+    from transformers import LlavaConfig, LlavaForConditionalGeneration
+
+    return _pixtral_checkpoint(directory, seed, LlavaConfig, LlavaForConditionalGeneration,
+                               PIXTRAL_12B_PROCESSOR, {},
+                               dict(vision_feature_select_strategy="full",
+                                    vision_feature_layer=-1, multimodal_projector_bias=True))
+
+
+def _pixtral_checkpoint(directory: Path, seed: int, config_class, model_class, processor: dict,
+                        text_settings: dict, settings: dict) -> Path:
+    """A tiny Mistral text model and Pixtral tower in model_class, with its processor's
+    settings saved."""
     import json
 
     import torch
-    from transformers import (LlavaConfig, LlavaForConditionalGeneration, MistralConfig,
-                              PixtralVisionConfig)
+    from transformers import MistralConfig, PixtralVisionConfig
 
     tok = tokenizer("mistral")
-    text = MistralConfig(**hf_tiny.SHAPE, vocab_size=len(tok), bos_token_id=tok.bos_token_id,
-                         eos_token_id=tok.eos_token_id, sliding_window=None)
-    config = LlavaConfig(text_config=text.to_dict(),
-                         vision_config=PixtralVisionConfig(**PIXTRAL).to_dict(),
-                         image_token_index=tok.convert_tokens_to_ids("[IMG]"),
-                         vision_feature_select_strategy="full", vision_feature_layer=-1,
-                         multimodal_projector_bias=True)
+    text = MistralConfig(**{**hf_tiny.SHAPE, **text_settings}, vocab_size=len(tok),
+                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                         sliding_window=None)
+    config = config_class(text_config=text.to_dict(),
+                          vision_config=PixtralVisionConfig(**PIXTRAL).to_dict(),
+                          image_token_index=tok.convert_tokens_to_ids("[IMG]"), **settings)
     torch.manual_seed(seed)
-    model = LlavaForConditionalGeneration(config).eval()
+    model = model_class(config).eval()
     _randomize(model)
     model.save_pretrained(directory)
     tok.save_pretrained(directory)
     (directory / "preprocessor_config.json").write_text(json.dumps(
-        {"image_processor_type": "PixtralImageProcessor", **PIXTRAL_12B_PROCESSOR}))
+        {"image_processor_type": "PixtralImageProcessor", **processor}))
     return directory
 
 
