@@ -22,7 +22,7 @@ import numpy as np
 
 from ..models.vision import FEATURE_LAYER
 from ..models.vision.gemma4v import MAX_TOKENS
-from . import audio_tower
+from . import audio_tower, qwen_vl_tower
 from .architectures import permute
 from .checkpoint import Checkpoint, CheckpointError
 from .writing import FILE_TYPES, write_tensors
@@ -52,6 +52,8 @@ class VisionTower:
     # tensors the tower's file takes from elsewhere in the checkpoint (the text model's)
     extra: Callable[[Checkpoint], dict] = lambda checkpoint: {}
     permute_qk: bool = False       # Q and K rows: each head's rotated pairs made adjacent
+    # the whole plan (GGUF name -> (shape, load)) where names alone do not say it
+    plan: Callable[[Checkpoint], dict] | None = None
 
 
 def gemma3_hparams(writer: gguf.GGUFWriter, checkpoint: Checkpoint) -> None:
@@ -231,6 +233,10 @@ def pixtral_break(checkpoint: Checkpoint) -> dict:
                                        lambda: np.ascontiguousarray(table.load()[ids[0]]))}
 
 
+def qwen_vl_hparams(writer: gguf.GGUFWriter, checkpoint: Checkpoint) -> None:
+    qwen_vl_tower.write_hparams(writer, checkpoint, _processor(checkpoint))
+
+
 TOWERS = {
     "gemma3": VisionTower("gemma3", gemma3_hparams,
                           {"multi_modal_projector.mm_input_projection_weight":
@@ -257,6 +263,8 @@ TOWERS = {
         "multi_modal_projector.linear_2.weight": "mm.2.weight",
         "multi_modal_projector.linear_2.bias": "mm.2.bias"},
         rename=pixtral_rename, extra=pixtral_break, permute_qk=True),
+    "qwen2_5_vl": VisionTower("qwen2.5vl_merger", qwen_vl_hparams, plan=qwen_vl_tower.plan),
+    "qwen2_vl": VisionTower("qwen2vl_merger", qwen_vl_hparams, plan=qwen_vl_tower.plan),
 }
 
 
@@ -264,7 +272,7 @@ def keep_f32(outtype: str) -> tuple[str, ...]:
     """As llama.cpp's converter types them (its clip reads them so): position tables and the
     class token F32; the patch kernel F16 only in an f16 file."""
     kept = ("position_embd.weight", "class_embd")
-    return kept if outtype == "f16" else kept + ("patch_embd.weight",)
+    return kept if outtype == "f16" else kept + ("patch_embd.weight", "patch_embd.weight.1")
 
 
 # (checkpoint type, its vision tower's type) -> the tower, where a type holds several:
@@ -298,7 +306,7 @@ def write_mmproj(checkpoint: Checkpoint, out, outtype: str, progress: bool = Tru
         writer.add_string(VISION.PROJECTOR_TYPE if audio else gguf.Keys.Clip.PROJECTOR_TYPE,
                           vision.projector)
         vision.hparams(writer, checkpoint)
-        plan |= _plan(checkpoint, vision)
+        plan |= vision.plan(checkpoint) if vision.plan else _plan(checkpoint, vision)
     if audio:
         audio_tower.write_hparams(writer, checkpoint)
         plan |= audio_tower.plan(checkpoint)

@@ -18,6 +18,8 @@ class Batch:
     blocks: np.ndarray = field(default=None)    # int64 (T,): the image a row is of, or -1
     media: np.ndarray | None = None             # float32 (M, E): image rows' embeddings
     media_rows: np.ndarray | None = None        # int32 (M,): the rows they replace
+    axes: np.ndarray | None = None              # int32 (axes, T): M-RoPE positions, where
+                                                # images made them differ from positions
 
     def __post_init__(self):
         self.tokens = np.asarray(self.tokens, dtype=np.int32)
@@ -48,6 +50,18 @@ class Batch:
         n = len(tokens)
         return cls(tokens, np.arange(start, start + n), np.full(n, seq),
                    np.arange(n) if all_logits else None)
+
+    def rope_positions(self, axes: int) -> np.ndarray:
+        """int32 (axes * T,): each axis's positions in turn, as the model's rope reads them
+        (without axes of its own, each of a token's axes is its position)."""
+        if axes == 1:
+            return self.positions
+        if self.axes is not None:
+            if self.axes.shape != (axes, len(self)):
+                raise ValueError(f"A batch of {len(self)} tokens needs ({axes}, {len(self)}) "
+                                 f"rope positions, not {self.axes.shape}.")
+            return self.axes.ravel()
+        return np.tile(self.positions, axes)
 
     def __len__(self) -> int:
         return len(self.tokens)

@@ -145,7 +145,8 @@ class Executor:
             tokens = chained.reshape(n)
         inputs = Inputs(
             tokens=tokens,
-            positions=ctx.new_tensor("I32", (n,), name="positions").set_input(),
+            positions=ctx.new_tensor("I32", (n * self.model.position_axes(),),
+                                     name="positions").set_input(),
             outputs=ctx.new_tensor("I32", (len(batch.outputs),), name="outputs").set_input(),
             n_tokens=n, embeddings=key.embeddings)
         if batch.n_media:
@@ -188,7 +189,7 @@ class Executor:
                 rows = np.where(sources < 0, rows, n + sources).astype(np.int32)
             step.chain_rows.set(rows)
         step.token_input.set(step.batch.tokens)
-        step.inputs.positions.set(step.batch.positions)
+        step.inputs.positions.set(step.batch.rope_positions(self.model.position_axes()))
         step.inputs.outputs.set(step.batch.outputs)
         if step.batch.n_media:
             step.inputs.media.set(step.batch.media)
@@ -286,8 +287,11 @@ class Executor:
         self.launch(step)
         return self.finish(step, reuse)
 
-    def shift(self, seq: int, p0: int, p1: int, delta: int) -> None:
-        """Move positions [p0, p1) of seq by delta, re-rotating their cached keys."""
+    def shift(self, seq: int, p0: int, p1: int, delta: int, rope_delta: int | None = None) -> None:
+        """Move positions [p0, p1) of seq by delta, re-rotating their cached keys by
+        rope_delta (by delta where None; they differ where images made a sequence's rope
+        positions fall behind its cells, multimodal/axes.py)."""
+        rope_delta = delta if rope_delta is None else rope_delta
         kv = self.kv
         hits = kv.shift_cells(seq, p0, p1)
         if not any(hit.any() for hit in hits.values()):
@@ -312,7 +316,7 @@ class Executor:
                 graph = ctx.graph(*nodes)
                 self.scheduler.alloc(graph)
                 for window in rotating:
-                    shifts[window].set(np.where(hits[window], delta, 0).astype(np.int32))
+                    shifts[window].set(np.where(hits[window], rope_delta, 0).astype(np.int32))
                 for tensor, matrix in hadamard.inputs():
                     tensor.set(matrix)
                 self.scheduler.compute_async(graph).wait()

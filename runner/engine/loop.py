@@ -23,6 +23,7 @@ from collections import deque
 
 import numpy as np
 
+from ..multimodal.axes import axes, position_at
 from ..multimodal.media import attach_media, largest_run, run_end, run_start, runs, token_ids
 from ..tokenizer import Tokenizer
 from .batch import Batch
@@ -48,6 +49,7 @@ class Engine:
         self.batch_size, self.overlap, self.pooling = batch_size, overlap, pooling
         # an encoder (not causal) sees its whole prompt at once: one batch per prompt
         self.causal = executor.model.causal
+        self.axes = executor.model.position_axes()     # > 1: M-RoPE (multimodal/axes.py)
         self.waiting: deque[Request] = deque()
         self.active: list[Active] = []
         self.in_flight: Flight | None = None
@@ -222,9 +224,13 @@ class Engine:
             self.cache.truncate(slot, 0)
             active.pending = kept + active.pending
             return True
+        rope_delta = None
+        if self.axes > 1:                    # images may have saved rope positions there
+            rope_delta = position_at(slot.tokens, keep) - position_at(slot.tokens, keep + discard)
         self.kv.remove(slot.id, keep, keep + discard)
-        self.executor.shift(slot.id, keep + discard, n, -discard)
+        self.executor.shift(slot.id, keep + discard, n, -discard, rope_delta)
         del slot.tokens[keep:keep + discard]
+        slot.forget_from(keep)
         return True
 
     def _assemble(self) -> Flight | None:
@@ -265,12 +271,23 @@ class Engine:
             return None
         flight = Flight.of(entries)
         self._add_media(flight.batch, flight.items)
+        if self.axes > 1:
+            flight.batch.axes = np.concatenate([self._axes(e) for e in entries], axis=1)
         if self.executor.chains and self.in_flight is not None:
             flight.sources = flight.chain_from(self.in_flight)
         flight.step = self.executor.build(flight.batch, self.pooling is not None,
                                           flight.needs == "candidates",
                                           chained=flight.sources is not None)
         return flight
+
+    def _axes(self, entry: Entry) -> np.ndarray:
+        """The rope positions (AXES, n) of an entry's tokens, walking its slot's tokens on
+        from where the last walk ended."""
+        slot, start, end = entry.active.slot, entry.start, entry.start + len(entry.tokens)
+        found, after = axes(slot.tokens, start, end,
+                            position_at(slot.tokens, start, slot.axes_known))
+        slot.axes_known = (end, after)
+        return found
 
     def _add_media(self, batch: Batch, items: list) -> None:
         """The batch's image rows, encoding the images not encoded yet: the encoder shares

@@ -29,6 +29,14 @@ class Slot:
     tokens: list = field(default_factory=list)    # what the cache holds: ids, media rows
     last_used: float = 0.0
     busy: bool = False
+    # (n, the rope position of tokens[n]) where a model's rope reads positions in more than
+    # one dimension (multimodal/axes.py): where the walk to a batch's first token resumes
+    axes_known: tuple[int, int] = (0, 0)
+
+    def forget_from(self, n: int) -> None:
+        """What it holds changes from position n on."""
+        if self.axes_known[0] > n:
+            self.axes_known = (0, 0)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -72,6 +80,7 @@ class InputCache:
                     self.kv.holds(best.id, shared):
                 self.kv.copy_prefix(best.id, slot.id, shared)
                 slot.tokens = best.tokens[:shared]
+                slot.forget_from(0)
         else:
             slot = max(free, key=lambda s: (common_prefix(s.tokens, prompt), -s.last_used))
         # an image is reused whole or evaluated again whole
@@ -86,6 +95,7 @@ class InputCache:
         """Forget what slot holds from position n on."""
         self.kv.remove(slot.id, n)
         del slot.tokens[n:]
+        slot.forget_from(n)
 
     def release(self, slot: Slot) -> None:
         slot.busy, slot.last_used = False, time.monotonic()

@@ -135,6 +135,11 @@ class Transformer:
     def windows(self) -> tuple:
         return (None,)
 
+    def position_axes(self) -> int:
+        """Positions per token the graph reads: 1, or rope.AXES for M-RoPE (Inputs.positions
+        then holds each axis's T values in turn)."""
+        return 1
+
     def media_windows(self) -> tuple:
         """The windows (of windows()) in whose masks an image's rows see each other, not only
         their earlier rows; none: images are causal like text."""
@@ -164,7 +169,7 @@ class TransformerConfig:
 class Inputs:
     """The graph inputs every model reads: token ids, positions, rows whose logits are kept."""
     tokens: pyggml.Tensor       # int32 (T,)
-    positions: pyggml.Tensor    # int32 (T,)
+    positions: pyggml.Tensor    # int32 (T,), or (axes * T,) (Transformer.position_axes)
     outputs: pyggml.Tensor      # int32 (n_out,)
     n_tokens: int
     embeddings: bool = False    # return the final hidden states of the outputs, not logits

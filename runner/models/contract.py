@@ -48,6 +48,9 @@ class TextModel(Protocol):
     def media_windows(self) -> tuple:
         """The windows in whose masks an image's rows see each other both ways."""
 
+    def position_axes(self) -> int:
+        """Positions per token its graph reads (1; 4 with M-RoPE: time, row, column, none)."""
+
     def forward(self, inputs: Inputs, kv) -> pyggml.Tensor:
         """The graph from the batch's inputs through the cache: logits (n_out, vocab), or the
         final hidden states (n_out, embd) when inputs.embeddings."""

@@ -127,6 +127,9 @@ class Llama(Transformer):
         x = x.rms_norm(c.norm_eps).mul(self.output_norm)
         return self.project(x, inputs)                                       # (n_out, vocab)
 
+    def position_axes(self) -> int:
+        return self.config.rope.axes
+
     def _queries(self, q, inputs):
         """The rotated queries (T, H, D) as attention takes them (Mistral 3 scales them)."""
         return q

@@ -6,11 +6,10 @@ experts' probabilities renormalised to sum to one (as llama.cpp always does for 
 each expert a SwiGLU through mul_mat_id, their outputs summed by those weights.
 
 The text models of Qwen2-VL and Qwen2.5-VL (qwen2vl; Ollama's qwen25vl), Qwen3-VL
-(qwen3vl) and its MoE (qwen3vlmoe) are these: their M-RoPE gives each section of a head's
-pairs one axis of a position (time, row, column), and a text token's axes are all its
-position, which makes it NEOX's rope. They run text; their vision mergers (qwen2.5vl_merger,
-qwen3vl_merger, with positions in more than one dimension) are not read yet, so an image is
-refused."""
+(qwen3vl) and its MoE (qwen3vlmoe) are these with M-RoPE (rope.py): each section of a head's
+pairs rotates by one axis of a position (time, row, column), laid out in blocks (Qwen2-VL)
+or interleaved (Qwen3-VL, llama.cpp's IMROPE). An image's rows take their row and column
+on those axes (the engine computes them, multimodal/axes.py)."""
 
 from __future__ import annotations
 
@@ -33,10 +32,22 @@ class Qwen2(Llama):
     rope_mode = "neox"
 
 
-@register("qwen3vl")
 @register("qwen3")
 class Qwen3(Llama):
     rope_mode = "neox"
+
+
+def interleaved_axes(config):
+    """Qwen3-VL's M-RoPE interleaves its axes over a head's pairs."""
+    config.rope.interleaved = True
+    return config
+
+
+@register("qwen3vl")
+class Qwen3VL(Qwen3):
+    @classmethod
+    def config_of(cls, meta: dict):
+        return interleaved_axes(super().config_of(meta))
 
 
 @dataclass
@@ -61,7 +72,6 @@ class Qwen3MoeBlock(LlamaBlock):
     ffn_down_exps: Tensor | None = None
 
 
-@register("qwen3vlmoe")
 @register("qwen3moe")
 class Qwen3Moe(Qwen3):
     config_class = Qwen3MoeConfig
@@ -84,3 +94,10 @@ class Qwen3Moe(Qwen3):
                                 block.ffn_gate_inp.mul_mat(h))               # (T, K), (T, K, 1)
         return swiglu_experts(block.ffn_gate_exps, block.ffn_up_exps, block.ffn_down_exps, h,
                               chosen, weights)
+
+
+@register("qwen3vlmoe")
+class Qwen3VLMoe(Qwen3Moe):
+    @classmethod
+    def config_of(cls, meta: dict):
+        return interleaved_axes(super().config_of(meta))

@@ -1,7 +1,12 @@
 """Rotary position embeddings as GGUF metadata describes them: the base, the rotated
 dimensions, and linear or YaRN scaling, applied through ggml's rope_ext as llama.cpp does.
 Every model with RoPE reads its own (a model may have several: Gemma's sliding and global
-layers)."""
+layers).
+
+M-RoPE (Qwen-VL's text models): rope.dimension_sections gives each axis of a position
+(time, row, column) its share of a head's rotated pairs, and positions arrive as
+AXES x T values (ggml's rope_multi); a text token's axes are all its position, which is
+NEOX's rope, so a context shift (every axis moved alike) rotates as NEOX does."""
 
 from __future__ import annotations
 
@@ -10,6 +15,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .base import LLM, ROPE, Metadata
+
+AXES = 4                    # positions per token with M-RoPE (ggml's rope_multi reads four)
+OLLAMA_SECTIONS = "rope.mrope_section"          # Ollama's qwen25vl files' name for them
+# the text model's rope mode -> its multi-axis mode (sections laid out as one block per
+# axis, or interleaved as Qwen3-VL's)
+MULTI_MODES = {"neox": "mrope"}
 
 
 def yarn_attn_factor(factor: float, log_mul: float = 0.0) -> float:
@@ -35,6 +46,8 @@ class RopeConfig:
     original_context: int = 0
     beta_fast: float = 32.0
     beta_slow: float = 1.0
+    sections: tuple = ()            # M-RoPE: rotated pairs per axis (AXES values)
+    interleaved: bool = False       # M-RoPE's axes interleaved over the pairs (Qwen3-VL)
 
     @classmethod
     def from_metadata(cls, m: Metadata, dims: int, base_default: float) -> "RopeConfig":
@@ -45,6 +58,10 @@ class RopeConfig:
                    original_context=int(m.get(ROPE.SCALING_ORIG_CTX_LEN, 0)
                                         or m.get(LLM.CONTEXT_LENGTH, 0)),
                    attn_factor=float(m.get(ROPE.SCALING_ATTN_FACTOR, 1.0)))
+        sections = m.get(ROPE.DIMENSION_SECTIONS) or m.get(OLLAMA_SECTIONS)
+        if sections:
+            rope.sections = tuple(int(x) for x in sections)[:AXES]
+            rope.sections += (0,) * (AXES - len(rope.sections))
         if kind in ("linear", "yarn"):
             rope.freq_scale = float(np.float32(1) / np.float32(factor))     # as llama.cpp
         if kind == "yarn":
@@ -55,7 +72,20 @@ class RopeConfig:
             rope.beta_slow = float(m.get(ROPE.SCALING_YARN_BETA_SLOW, 1.0))
         return rope
 
+    @property
+    def axes(self) -> int:
+        """Positions per token the rope reads."""
+        return AXES if self.sections else 1
+
     def apply(self, x, positions, mode: str, freq_factors=None):
+        """x (T, H, D) rotated at positions (T,), or (AXES * T,) with sections."""
+        if self.sections:
+            multi = "imrope" if self.interleaved else MULTI_MODES[mode]
+            return x.rope_multi(positions, self.dims, self.sections, multi,
+                                freq_factors=freq_factors, freq_base=self.base,
+                                freq_scale=self.freq_scale, n_ctx_orig=self.original_context,
+                                ext_factor=self.ext_factor, attn_factor=self.attn_factor,
+                                beta_fast=self.beta_fast, beta_slow=self.beta_slow)
         return x.rope_ext(positions, self.dims, mode, freq_factors=freq_factors,
                           freq_base=self.base,
                           freq_scale=self.freq_scale, n_ctx_orig=self.original_context,
@@ -71,4 +101,5 @@ class RopeConfig:
         if self.ext_factor:
             f32 = np.float32
             neutral = float(f32(1) / (f32(1) + f32(0.1) * np.log(f32(1) / f32(self.freq_scale))))
-        return replace(self, attn_factor=neutral).apply(x, deltas, mode, freq_factors)
+        return replace(self, attn_factor=neutral, sections=()).apply(x, deltas, mode,
+                                                                     freq_factors)

@@ -31,6 +31,9 @@ class Pixels:
     grid: tuple[int, int]                # patches per column and per row (height, width)
     rows: int                            # embedding rows the encoder makes of them
     inputs: dict[str, np.ndarray] = field(default_factory=dict)   # name -> int32 or float32
+    # int32 (rows, 2): each row's row and column in the image, for a text model whose rope
+    # reads positions in more than one dimension (multimodal/axes.py); None: not placed so
+    spots: np.ndarray | None = None
 
     @property
     def key(self) -> tuple:
@@ -48,4 +51,4 @@ class Layout:
 
 
 # the modules register themselves
-from . import clip, gemma4v, pixtral, siglip  # noqa: E402,F401
+from . import clip, gemma4v, pixtral, qwen_vl, siglip  # noqa: E402,F401

@@ -1,7 +1,9 @@
 """Image bytes to the pixel arrays encoders read, as Hugging Face's PIL image processors make
-them: Pillow decodes (JPEG, PNG, WebP, GIF, BMP), transparency is composited onto white, the
-resize is Pillow's with the filter the family's processor names, then rescale to [0, 1] and
-normalize. Same Pillow, same filter: the same pixels, bit for bit.
+them: Pillow decodes (JPEG, PNG, WebP, GIF, BMP), an EXIF orientation is applied (as
+transformers' load_image does: a phone's portrait photo stands upright), transparency is
+composited onto white, the resize is Pillow's with the filter the family's processor names,
+then rescale to [0, 1] and normalize in transformers' precisions. Same Pillow, same filter:
+the same pixels, bit for bit.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import io
 import warnings
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageOps
 
 RESAMPLE = {"bilinear": Image.Resampling.BILINEAR, "bicubic": Image.Resampling.BICUBIC}
 MAX_PIXELS = 64 * 1024 * 1024        # a decompression bomb is refused, not decoded
@@ -43,7 +45,15 @@ def decode(data: bytes) -> Image.Image:
                          f"or BMP): {error}") from None
     if image.width < 1 or image.height < 1:
         raise ImageError("The image has no pixels.")
-    return to_rgb(image)
+    return to_rgb(upright(image))
+
+
+def upright(image: Image.Image) -> Image.Image:
+    """The image turned as its EXIF orientation says (as it is where that cannot be read)."""
+    try:
+        return ImageOps.exif_transpose(image)
+    except (OSError, SyntaxError, ValueError, KeyError, TypeError):
+        return image
 
 
 def blank(width: int, height: int) -> Image.Image:
@@ -65,9 +75,10 @@ def resize(image: Image.Image, height: int, width: int, filter: str) -> Image.Im
 
 
 def pixels(image: Image.Image, mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0)) -> np.ndarray:
-    """float32 (3, H, W): values / 255, then (x - mean) / std per channel."""
+    """float32 (3, H, W): values / 255, then (x - mean) / std per channel, rounded where
+    transformers' rescale and normalize round (the product in float64, the rest float32)."""
     planes = np.asarray(image, dtype=np.uint8).transpose(2, 0, 1)          # (3, H, W)
-    scaled = planes.astype(np.float64) * (1 / 255)
-    mean = np.asarray(mean, np.float64)[:, None, None]
-    std = np.asarray(std, np.float64)[:, None, None]
-    return ((scaled - mean) / std).astype(np.float32)
+    scaled = (planes.astype(np.float64) * (1 / 255)).astype(np.float32)
+    mean = np.asarray(mean, np.float32)[:, None, None]
+    std = np.asarray(std, np.float32)[:, None, None]
+    return (scaled - mean) / std

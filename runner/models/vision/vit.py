@@ -146,20 +146,21 @@ def encoder_block(x, block: ViTBlock, c: ViTConfig, flash: bool = False):
     return x.add(block.ffn_down.mul_mat(h).add(block.ffn_down_b))
 
 
-def attend_all(q, k, v, scale: float, flash: bool = False):
-    """Unmasked attention: q, k, v (P, H, d) -> (P, H * d). flash: ggml's fused kernel over
-    F16 keys and values (as llama.cpp's clip with flash attention), never the P x P scores."""
+def attend_all(q, k, v, scale: float, flash: bool = False, mask=None):
+    """Attention of every patch to every other: q, k, v (P, H, d) -> (P, H * d); mask
+    (P, P), F16 with flash, adds to the scores. flash: ggml's fused kernel over F16 keys and
+    values (as llama.cpp's clip with flash attention), never the P x P scores."""
     n, heads, dim = q.shape
     if flash:
         keys = k.permute(1, 0, 2).cast("F16")                            # (H, P, d)
         values = v.permute(1, 0, 2).cast("F16")
-        out = q.permute(1, 0, 2).flash_attn_ext(keys, values, None, scale)   # (P, H, d)
+        out = q.permute(1, 0, 2).flash_attn_ext(keys, values, mask, scale)   # (P, H, d)
         out = out.accumulate_in_f32()               # as llama.cpp's clip asks of the GPUs
         return out.reshape(n, heads * dim)
     queries = q.permute(1, 0, 2)                                         # (H, P, d)
     keys = k.permute(1, 0, 2)                                            # (H, P, d)
     values = v.permute(1, 2, 0).cont()                                   # (H, d, P)
-    probs = keys.mul_mat(queries).soft_max(None, scale)                  # (H, P, P)
+    probs = keys.mul_mat(queries).soft_max(mask, scale)                  # (H, P, P)
     out = values.mul_mat(probs).permute(1, 0, 2).cont()                  # (P, H, d)
     return out.reshape(n, heads * dim)
 

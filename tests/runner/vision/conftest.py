@@ -10,7 +10,8 @@ from runner.convert import convert
 from . import hf_vision
 
 BUILDERS = {"gemma3": hf_vision.gemma3, "llava": hf_vision.llava, "gemma4": hf_vision.gemma4,
-            "mistral3": hf_vision.mistral3, "pixtral": hf_vision.pixtral}
+            "mistral3": hf_vision.mistral3, "pixtral": hf_vision.pixtral,
+            "qwen2_5_vl": hf_vision.qwen2_5_vl}
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,8 @@ from ..convert.parity import table_gelu
 
 IMAGE_TOKENS = {"gemma3": ["<start_of_image>", "<end_of_image>", "<image_soft_token>"],
                "llama": ["<image>"], "gemma4": ["<|image>", "<image|>", "<|image|>"],
-               "mistral": ["[IMG]", "[IMG_BREAK]", "[IMG_END]"]}
+               "mistral": ["[IMG]", "[IMG_BREAK]", "[IMG_END]"],
+               "qwen2": ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]}
 GEMMA3_TEXT = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=6,
                    num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
                    query_pre_attn_scalar=16, rms_norm_eps=1e-6, pad_token_id=0)
@@ -39,8 +40,16 @@ PIXTRAL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_at
                image_size=48, patch_size=4, hidden_act="silu")
 PIXTRAL_PROCESSOR = dict(size={"longest_edge": 48}, patch_size=8)
 PIXTRAL_12B_PROCESSOR = dict(size={"longest_edge": 48}, patch_size=4)       # no merge
+# patches of 4 merged 2 x 2 (cells of 8 pixels), windows of 2 x 2 cells but in every second
+# block, between 4 and 64 cells an image
+QWEN25_VISION = dict(depth=4, hidden_size=32, intermediate_size=48, num_heads=2, patch_size=4,
+                     spatial_merge_size=2, temporal_patch_size=2, window_size=16,
+                     fullatt_block_indexes=[1, 3])
+QWEN_PROCESSOR = dict(size={"shortest_edge": 4 * 64, "longest_edge": 64 * 64}, patch_size=4,
+                      merge_size=2, temporal_patch_size=2)
 # the reference's input naming which positions hold image rows (for its attention masks)
-TYPE_IDS = {"gemma3": "token_type_ids", "gemma4": "mm_token_type_ids"}
+TYPE_IDS = {"gemma3": "token_type_ids", "gemma4": "mm_token_type_ids",
+            "qwen2_5_vl": "mm_token_type_ids"}
 GEMMA4_PROCESSOR = dict(patch_size=4, max_soft_tokens=70, pooling_kernel_size=3)
 
 
@@ -110,6 +119,35 @@ def pixtral(directory: Path, seed: int = 0) -> Path:
                                PIXTRAL_12B_PROCESSOR, {},
                                dict(vision_feature_select_strategy="full",
                                     vision_feature_layer=-1, multimodal_projector_bias=True))
+
+
+def qwen2_5_vl(directory: Path, seed: int = 0) -> Path:
+    """A tiny Qwen2.5-VL: M-RoPE over (time, row, column) pairs 2, 3 and 3 of 8."""
+    import json
+
+    import torch
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    tok = tokenizer("qwen2")
+    ids = {t: tok.convert_tokens_to_ids(t) for t in IMAGE_TOKENS["qwen2"]}
+    text = dict(hf_tiny.SHAPE, vocab_size=len(tok), head_dim=16, tie_word_embeddings=False,
+                eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                 "mrope_section": [2, 3, 3]})
+    config = Qwen2_5_VLConfig(
+        text_config=text, vision_config=dict(QWEN25_VISION,
+                                             out_hidden_size=hf_tiny.SHAPE["hidden_size"]),
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"])
+    torch.manual_seed(seed)
+    model = Qwen2_5_VLForConditionalGeneration(config).eval()
+    _randomize(model)
+    model.save_pretrained(directory)
+    tok.save_pretrained(directory)
+    (directory / "preprocessor_config.json").write_text(json.dumps(
+        {"image_processor_type": "Qwen2VLImageProcessor", **QWEN_PROCESSOR}))
+    return directory
 
 
 def _pixtral_checkpoint(directory: Path, seed: int, config_class, model_class, processor: dict,
@@ -293,10 +331,11 @@ def processed(kind: str, data: bytes) -> dict:
         "gemma4": lambda: transformers.Gemma4ImageProcessorPil(**GEMMA4_PROCESSOR),
         "mistral3": lambda: transformers.PixtralImageProcessorPil(**PIXTRAL_PROCESSOR),
         "pixtral": lambda: transformers.PixtralImageProcessorPil(**PIXTRAL_12B_PROCESSOR),
+        "qwen2_5_vl": lambda: transformers.Qwen2VLImageProcessorPil(**QWEN_PROCESSOR),
     }
     out = processors[kind]()(Image.open(io.BytesIO(data)), return_tensors="np")
-    return {name: out[name] for name in ("pixel_values", "image_position_ids", "image_sizes")
-            if name in out}
+    return {name: out[name] for name in ("pixel_values", "image_position_ids", "image_sizes",
+                                         "image_grid_thw") if name in out}
 
 
 def png(seed: int, height: int, width: int, alpha: bool = False) -> bytes:

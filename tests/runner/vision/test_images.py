@@ -26,7 +26,58 @@ def test_gemma3_pixels_are_the_reference_processors(height, width, alpha):
     ours = images.pixels(images.resize(images.decode(data), 32, 32, "bilinear"),
                          (0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
     assert ours.shape == expected.shape == (3, 32, 32)
-    assert np.abs(ours - expected).max() <= 1e-6
+    assert np.array_equal(ours, expected)
+
+
+def jpeg(seed: int, height: int, width: int, orientation: int = 1, mode: str = "RGB") -> bytes:
+    """A random JPEG whose EXIF says how to turn it upright."""
+    from PIL import Image
+
+    channels = {"RGB": 3, "L": 1}[mode]
+    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, channels), np.uint8)
+    image = Image.fromarray(pixels[..., 0] if mode == "L" else pixels, mode)
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    out = io.BytesIO()
+    image.save(out, "JPEG", exif=exif.tobytes())
+    return out.getvalue()
+
+
+QWEN_IMAGES = {"odd": png(5, 37, 61), "small": png(6, 9, 7), "alpha": png(7, 30, 44, alpha=True),
+               "grayscale": jpeg(8, 33, 50, mode="L"), "exif-rotated": jpeg(9, 24, 64, 6),
+               "large": png(10, 120, 90)}
+
+
+@pytest.mark.parametrize("name", list(QWEN_IMAGES))
+def test_qwen_vl_pixels_are_the_reference_processors(name, vision_models):
+    """The smart resize, patches in merge order and the grid, bit for bit (the reference
+    given the image turned upright, as transformers' load_image turns it; its own RGB
+    conversion composites transparency onto white, as ours)."""
+    from PIL import ImageOps
+    from transformers import Qwen2VLImageProcessorPil
+
+    from runner.loading.loader import open_model
+
+    from .hf_vision import QWEN_PROCESSOR
+
+    paths = vision_models("qwen2_5_vl")
+    projector = open_model(paths["model"], projector=paths["mmproj"]).projectors["image"]
+    data = QWEN_IMAGES[name]
+    upright = ImageOps.exif_transpose(Image_of(data))
+    expected = Qwen2VLImageProcessorPil(**QWEN_PROCESSOR)(upright, return_tensors="np")
+    ours = projector.preprocess(images.decode(data))
+    patch = projector.config.patch
+    frames = expected["pixel_values"].reshape(-1, 3, 2, patch, patch)
+    assert np.array_equal(frames[:, :, 0], frames[:, :, 1])      # one frame, twice
+    assert np.array_equal(ours.patches, frames[:, :, 0].reshape(len(frames), -1))
+    assert [1, *ours.grid] == expected["image_grid_thw"][0].tolist()
+    assert ours.rows == len(frames) // 4
+
+
+def Image_of(data: bytes):
+    from PIL import Image
+
+    return Image.open(io.BytesIO(data))
 
 
 def test_transparency_is_composited_onto_white():

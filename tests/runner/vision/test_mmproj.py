@@ -37,7 +37,13 @@ REQUIRED_TENSORS = {       # checkpoint kind -> (projector type, its tensors)
                              "v.token_embd.img_break"]),
     "pixtral": ("pixtral", ["v.patch_embd.weight", "v.pre_ln.weight", "mm.1.weight", "mm.1.bias",
                             "mm.2.weight", "mm.2.bias", "v.token_embd.img_break"]),
+    "qwen2_5_vl": ("qwen2.5vl_merger", ["v.patch_embd.weight", "v.patch_embd.weight.1",
+                                        "v.post_ln.weight", "mm.0.weight", "mm.0.bias",
+                                        "mm.2.weight", "mm.2.bias"]),
 }
+# the image a kind is encoded at, where its own size would be resized (differently: llama.cpp
+# keeps Qwen's images between 8 and 4096 cells, the tiny processor between 4 and 64)
+SIZES = {"qwen2_5_vl": (40, 56)}
 # where llama.cpp departs from transformers (which ours matches to 1e-4, test_encoders):
 # its LLaVA graph puts the class token last yet reads rows 1..P and its projector uses tanh
 # GELU; its Gemma 4 resizes images its own way (bilinear, to other sizes)
@@ -88,7 +94,8 @@ def test_llama_cpp_loads_the_mmproj_and_encodes_our_rows(kind, vision_models):
     paths = vision_models(kind)
     loaded = open_model(paths["model"], projector=paths["mmproj"])
     size = loaded.projectors["image"].config.image_size          # no resize: the same pixels
-    rgb = np.random.default_rng(3).integers(0, 256, (size, size, 3), np.uint8)
+    height, width = SIZES.get(kind, (size, size))
+    rgb = np.random.default_rng(3).integers(0, 256, (height, width, 3), np.uint8)
     expected = mtmd_rows(paths["model"], paths["mmproj"], rgb)
     cpu = pyggml.cpu_backend(threads=2)
     loaded.load_projector(cpu.device)

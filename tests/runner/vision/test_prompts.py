@@ -16,12 +16,13 @@ import runner
 from runner.api import split_options
 from runner.engine.batch import Batch
 from runner.engine.request import Request
+from runner.multimodal.axes import axes
 from runner.multimodal.media import MediaRow, attach_media, token_ids
 
 from . import hf_vision
 from .hf_vision import png
 
-KINDS = ["gemma3", "llava", "gemma4", "mistral3", "pixtral"]
+KINDS = ["gemma3", "llava", "gemma4", "mistral3", "pixtral", "qwen2_5_vl"]
 IMAGE_A, IMAGE_B = png(1, 40, 56), png(2, 20, 12)
 IMG_BREAK = hf_vision.tokenizer("mistral").convert_tokens_to_ids("[IMG_BREAK]")
 LONG = " and then".join(["The cat sat on the mat"] * 4)        # beyond the window of 8
@@ -70,6 +71,8 @@ def every_logit(model, items) -> np.ndarray:
     n = len(items)
     batch = Batch(token_ids(items), np.arange(n), np.zeros(n), outputs=np.arange(n))
     attach_media(batch, items, itertools.count())
+    if model.executor.model.position_axes() > 1:           # M-RoPE: images in 2-D
+        batch.axes = axes(items, 0, n, 0)[0]
     try:
         return model.executor.logits(batch)
     finally:

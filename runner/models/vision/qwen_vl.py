@@ -1,0 +1,233 @@
+"""Qwen2-VL's and Qwen2.5-VL's vision (qwen2vl_merger, qwen2.5vl_merger; Qwen2.5-VL also
+serves Ollama's qwen25vl files, read through ollama.py).
+
+The image keeps its aspect ratio, resized (bicubic) so each side is a multiple of patch x
+merge and its area lies between the processor's min and max pixels (transformers'
+smart_resize); each patch of 14 is read as a temporal pair of one frame (the Conv3D's two
+time slices are two kernels, v.patch_embd.weight and .weight.1, summed over the same
+pixels, as llama.cpp splits them). Patches come in merge order: each merge x merge cell's
+patches together, cells row-major, as the reference processor lays them out.
+
+Blocks: a norm (Qwen2.5-VL: RMSNorm; Qwen2-VL: LayerNorm), attention with 2-D rope (ggml's
+vision rope: the first half of each head's pairs turned by the patch's row, the second by
+its column), a norm, an MLP (Qwen2.5-VL: SwiGLU with biases; Qwen2-VL: quick GELU). In
+Qwen2.5-VL the patches attend within windows of window_size pixels (of merged cells), except
+every n_wa_pattern-th block, which sees the whole image; the reference reorders the patches
+window by window, this mask leaves them in place (the same sums). Then the merger: a norm,
+each cell's patches side by side, two linears with an exact GELU between.
+
+In the text, the rows stand between <|vision_start|> and <|vision_end|>, causal as text,
+and place themselves in 2-D through M-RoPE (Pixels.spots, multimodal/axes.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import gguf
+import numpy as np
+
+from . import Layout, Pixels, images, register_projector
+from ..base import Block, Metadata, ModelError, Weights
+from .vit import ACTIVATIONS, ViTConfig, attend_all, layer_norm
+
+if TYPE_CHECKING:
+    from pyggml import Tensor
+
+VISION = gguf.Keys.ClipVision
+ROPE_BASE, ROPE_CONTEXT = 10000.0, 32768          # the vision rope's, as llama.cpp's
+DEFAULT_MERGE = 2
+DEFAULT_WINDOW = 112                    # Qwen2.5-VL's window_size, in pixels
+MIN_PIXELS = 56 * 56                    # the reference processor's least area
+# the most: 1280 merged cells an image, as Ollama runs Qwen2.5-VL (the reference processor
+# allows 16384, whose full-attention blocks would need gigabytes of scores)
+MAX_PIXELS = 28 * 28 * 1280
+MASKED = -1e30                          # a score outside the window (-inf once in F16)
+
+
+@dataclass
+class QwenVisionBlock(Block):
+    ln1: Tensor | None = None
+    ln1_b: Tensor | None = None
+    attn_q: Tensor | None = None
+    attn_q_b: Tensor | None = None
+    attn_k: Tensor | None = None
+    attn_k_b: Tensor | None = None
+    attn_v: Tensor | None = None
+    attn_v_b: Tensor | None = None
+    attn_out: Tensor | None = None
+    attn_out_b: Tensor | None = None
+    ln2: Tensor | None = None
+    ln2_b: Tensor | None = None
+    ffn_gate: Tensor | None = None
+    ffn_gate_b: Tensor | None = None
+    ffn_up: Tensor | None = None
+    ffn_up_b: Tensor | None = None
+    ffn_down: Tensor | None = None
+    ffn_down_b: Tensor | None = None
+
+
+def smart_size(height: int, width: int, factor: int, min_pixels: int,
+               max_pixels: int) -> tuple[int, int]:
+    """transformers' smart_resize: the sides rounded to multiples of factor, scaled (keeping
+    the aspect ratio) into [min_pixels, max_pixels]."""
+    if max(height, width) / min(height, width) > 200:
+        raise images.ImageError(f"An image of {width}x{height} pixels is too elongated for "
+                                "this model (an aspect ratio of at most 200).")
+    h, w = round(height / factor) * factor, round(width / factor) * factor
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h = max(factor, math.floor(height / beta / factor) * factor)
+        w = max(factor, math.floor(width / beta / factor) * factor)
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h, w = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return h, w
+
+
+def merge_order(rows: int, cols: int, merge: int) -> np.ndarray:
+    """The row-major patch index of each patch in merge order (cells row-major, each cell's
+    patches row-major within it)."""
+    grid = np.arange(rows * cols).reshape(rows // merge, merge, cols // merge, merge)
+    return grid.transpose(0, 2, 1, 3).ravel()
+
+
+@register_projector("qwen2vl_merger")
+@register_projector("qwen2.5vl_merger")
+class QwenVision:
+    layout = Layout(before=["<|vision_start|>"], after=["<|vision_end|>"])
+
+    def __init__(self, config: ViTConfig, weights: Weights, merge: int = DEFAULT_MERGE,
+                 window: int = DEFAULT_WINDOW, window_pattern: int = 0,
+                 pixels: tuple[int, int] = (MIN_PIXELS, MAX_PIXELS)):
+        c = self.config = config
+        self.merge, self.window, self.window_pattern = merge, window, window_pattern
+        self.min_pixels, self.max_pixels = pixels
+        kernel = (c.embd, 3, c.patch, c.patch)
+        self.patch_embd = [weights.take("v.patch_embd.weight", kernel),
+                           weights.take("v.patch_embd.weight.1", kernel)]
+        self.blocks = [self._bind_block(weights, i) for i in range(c.layers)]
+        cell = c.embd * merge * merge
+        self.post_ln = weights.take("v.post_ln.weight", (c.embd,))
+        self.post_ln_b = weights.optional("v.post_ln.bias", (c.embd,))
+        self.mm_0 = weights.take("mm.0.weight", (cell, cell))
+        self.mm_0_b = weights.take("mm.0.bias", (cell,))
+        self.mm_2 = weights.take("mm.2.weight", (c.projection, cell))
+        self.mm_2_b = weights.take("mm.2.bias", (c.projection,))
+
+    def _bind_block(self, weights: Weights, i: int) -> QwenVisionBlock:
+        c, prefix = self.config, f"v.blk.{i}."
+        e, f = c.embd, c.ffn
+        shapes = {"ln1": (e,), "attn_q": (e, e), "attn_k": (e, e), "attn_v": (e, e),
+                  "attn_out": (e, e), "ln2": (e,), "ffn_gate": (f, e), "ffn_up": (f, e),
+                  "ffn_down": (e, f)}
+        block = QwenVisionBlock()
+        for name, shape in shapes.items():
+            take = weights.optional if name in ("ffn_gate",) else weights.take
+            setattr(block, name, take(f"{prefix}{name}.weight", shape))
+            setattr(block, f"{name}_b", weights.optional(f"{prefix}{name}.bias", shape[:1]))
+        return block
+
+    @classmethod
+    def from_metadata(cls, meta: dict, weights: Weights) -> "QwenVision":
+        m = Metadata(meta, "clip")
+        config = ViTConfig.from_metadata(meta)
+        if config.head_dim % 4:
+            raise ModelError(f"A head of {config.head_dim} cannot be split into row and "
+                             "column halves of pairs.")
+        return cls(config, weights, int(m.get(VISION.SPATIAL_MERGE_SIZE, DEFAULT_MERGE)),
+                   int(m.get(VISION.WINDOW_SIZE, DEFAULT_WINDOW)),
+                   int(m.get(VISION.N_WA_PATTERN, 0)),
+                   (int(m.get(VISION.IMAGE_MIN_PIXELS, MIN_PIXELS)),
+                    int(m.get(VISION.IMAGE_MAX_PIXELS, MAX_PIXELS))))
+
+    @property
+    def cell(self) -> int:
+        """A merged cell's side in pixels."""
+        return self.config.patch * self.merge
+
+    @property
+    def max_rows(self) -> int:
+        return self.max_pixels // (self.cell * self.cell)
+
+    def preprocess(self, image) -> Pixels:
+        c, m = self.config, self.merge
+        height, width = smart_size(image.height, image.width, self.cell, self.min_pixels,
+                                   self.max_pixels)
+        planes = images.pixels(images.resize(image, height, width, "bicubic"), c.mean, c.std)
+        rows, cols = height // c.patch, width // c.patch
+        order = merge_order(rows, cols, m)
+        patches = planes.reshape(3, rows, c.patch, cols, c.patch).transpose(1, 3, 0, 2, 4) \
+            .reshape(rows * cols, 3 * c.patch * c.patch)[order]
+        ys, xs = np.divmod(order, cols)
+        inputs = {"positions": np.concatenate([ys, xs, ys, xs]).astype(np.int32)}
+        if self.window_pattern:
+            span = max(1, self.window // self.cell)           # cells a window's side holds
+            windows = (ys // m // span) * -(-(cols // m) // span) + xs // m // span
+            inputs["windows"] = windows.astype(np.float32)
+        cells = (rows // m) * (cols // m)
+        spots = np.stack(np.divmod(np.arange(cells), cols // m), axis=1).astype(np.int32)
+        return Pixels(np.ascontiguousarray(patches), (rows, cols), cells, inputs, spots)
+
+    def largest(self) -> Pixels:
+        """The image of the most cells (the widest factor pair of max_rows)."""
+        cells = self.max_rows
+        rows = max(d for d in range(1, math.isqrt(cells) + 1) if cells % d == 0)
+        return self.preprocess(images.blank(cells // rows * self.cell, rows * self.cell))
+
+    def forward(self, patches, grid: tuple[int, int], positions, windows=None,
+                flash: bool = False):
+        """patches (P, 3*p*p) in merge order, positions int32 (4 * P,) rows, columns, rows,
+        columns, windows float32 (P,) each patch's window -> (P / merge^2, text embd)."""
+        c, n = self.config, patches.shape[0]
+        ctx = patches.context
+        x = None
+        for kernel in self.patch_embd:            # the temporal pair's two kernels
+            matrix = ctx.bind(kernel).reshape(c.embd, 3 * c.patch * c.patch)
+            product = matrix.mul_mat(patches)                                 # (P, D)
+            x = product if x is None else x.add(product)
+        mask = None
+        if windows is not None:
+            across = windows.reshape(1, n).repeat(n, n).sub(windows.reshape(n, 1))  # (P, P)
+            mask = across.sqr().clamp(0.0, 1.0).scale(MASKED)
+            if flash:
+                mask = mask.cast("F16")
+        for i, block in enumerate(self.blocks):
+            whole = not self.window_pattern or (i + 1) % self.window_pattern == 0
+            x = self._block(x, block, positions, None if whole else mask, flash)
+        x = self._norm(x, self.post_ln, self.post_ln_b)
+        x = x.reshape(n // (self.merge * self.merge), c.embd * self.merge * self.merge)
+        h = self.mm_0.mul_mat(x).add(self.mm_0_b).gelu_erf()
+        return self.mm_2.mul_mat(h).add(self.mm_2_b)                          # (L, E)
+
+    def _norm(self, x, weight, bias):
+        """LayerNorm where the file has a bias (Qwen2-VL), else RMSNorm (Qwen2.5-VL)."""
+        eps = self.config.eps
+        return layer_norm(x, weight, bias, eps) if bias is not None else \
+            x.rms_norm(eps).mul(weight)
+
+    def _block(self, x, block: QwenVisionBlock, positions, mask, flash: bool):
+        c, n = self.config, x.shape[0]
+        h = self._norm(x, block.ln1, block.ln1_b)
+        q, k, v = (linear(w, b, h).reshape(n, c.heads, c.head_dim)
+                   for w, b in ((block.attn_q, block.attn_q_b), (block.attn_k, block.attn_k_b),
+                                (block.attn_v, block.attn_v_b)))
+        q, k = (t.rope_multi(positions, c.head_dim // 2, [c.head_dim // 4] * 4, "vision",
+                             freq_base=ROPE_BASE, n_ctx_orig=ROPE_CONTEXT) for t in (q, k))
+        a = attend_all(q, k, v, 1.0 / math.sqrt(c.head_dim), flash, mask)       # (P, D)
+        x = x.add(linear(block.attn_out, block.attn_out_b, a))
+        h = self._norm(x, block.ln2, block.ln2_b)
+        up = linear(block.ffn_up, block.ffn_up_b, h)
+        if block.ffn_gate is not None:                                        # SwiGLU
+            up = linear(block.ffn_gate, block.ffn_gate_b, h).silu().mul(up)
+        else:
+            up = getattr(up, ACTIVATIONS[c.activation])()
+        return x.add(linear(block.ffn_down, block.ffn_down_b, up))
+
+
+def linear(weight, bias, x):
+    """x (T, in) -> (T, out), the bias added where there is one."""
+    y = weight.mul_mat(x)
+    return y if bias is None else y.add(bias)
