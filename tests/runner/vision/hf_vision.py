@@ -45,11 +45,14 @@ PIXTRAL_12B_PROCESSOR = dict(size={"longest_edge": 48}, patch_size=4)       # no
 QWEN25_VISION = dict(depth=4, hidden_size=32, intermediate_size=48, num_heads=2, patch_size=4,
                      spatial_merge_size=2, temporal_patch_size=2, window_size=16,
                      fullatt_block_indexes=[1, 3])
+QWEN2_VISION = dict(depth=2, embed_dim=32, hidden_size=hf_tiny.SHAPE["hidden_size"],
+                    mlp_ratio=2, num_heads=2, patch_size=4, spatial_merge_size=2,
+                    temporal_patch_size=2)
 QWEN_PROCESSOR = dict(size={"shortest_edge": 4 * 64, "longest_edge": 64 * 64}, patch_size=4,
                       merge_size=2, temporal_patch_size=2)
 # the reference's input naming which positions hold image rows (for its attention masks)
 TYPE_IDS = {"gemma3": "token_type_ids", "gemma4": "mm_token_type_ids",
-            "qwen2_5_vl": "mm_token_type_ids"}
+            "qwen2_5_vl": "mm_token_type_ids", "qwen2_vl": "mm_token_type_ids"}
 GEMMA4_PROCESSOR = dict(patch_size=4, max_soft_tokens=70, pooling_kernel_size=3)
 
 
@@ -123,10 +126,26 @@ def pixtral(directory: Path, seed: int = 0) -> Path:
 
 def qwen2_5_vl(directory: Path, seed: int = 0) -> Path:
     """A tiny Qwen2.5-VL: M-RoPE over (time, row, column) pairs 2, 3 and 3 of 8."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    vision = dict(QWEN25_VISION, out_hidden_size=hf_tiny.SHAPE["hidden_size"])
+    return _qwen_checkpoint(directory, seed, Qwen2_5_VLConfig,
+                            Qwen2_5_VLForConditionalGeneration, vision)
+
+
+def qwen2_vl(directory: Path, seed: int = 0) -> Path:
+    """A tiny Qwen2-VL: LayerNorms, quick GELU MLPs, no windows."""
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
+
+    return _qwen_checkpoint(directory, seed, Qwen2VLConfig, Qwen2VLForConditionalGeneration,
+                            QWEN2_VISION)
+
+
+def _qwen_checkpoint(directory: Path, seed: int, config_class, model_class,
+                     vision: dict) -> Path:
     import json
 
     import torch
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
     tok = tokenizer("qwen2")
     ids = {t: tok.convert_tokens_to_ids(t) for t in IMAGE_TOKENS["qwen2"]}
@@ -134,14 +153,13 @@ def qwen2_5_vl(directory: Path, seed: int = 0) -> Path:
                 eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id,
                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
                                  "mrope_section": [2, 3, 3]})
-    config = Qwen2_5_VLConfig(
-        text_config=text, vision_config=dict(QWEN25_VISION,
-                                             out_hidden_size=hf_tiny.SHAPE["hidden_size"]),
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+    config = config_class(
+        text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],
         vision_end_token_id=ids["<|vision_end|>"])
     torch.manual_seed(seed)
-    model = Qwen2_5_VLForConditionalGeneration(config).eval()
+    model = model_class(config).eval()
     _randomize(model)
     model.save_pretrained(directory)
     tok.save_pretrained(directory)
@@ -265,7 +283,7 @@ def reference_model(directory: Path):
     model = AutoModelForImageTextToText.from_pretrained(directory, dtype=torch.float32).eval()
     tables = {GELUTanh: table_gelu, QuickGELUActivation: table_quick_gelu}
     for module in model.modules():
-        for attribute in ("act_fn", "activation_fn"):
+        for attribute in ("act_fn", "activation_fn", "act"):
             table = tables.get(type(getattr(module, attribute, None)))
             if table is not None:
                 setattr(module, attribute, table())
@@ -332,6 +350,7 @@ def processed(kind: str, data: bytes) -> dict:
         "mistral3": lambda: transformers.PixtralImageProcessorPil(**PIXTRAL_PROCESSOR),
         "pixtral": lambda: transformers.PixtralImageProcessorPil(**PIXTRAL_12B_PROCESSOR),
         "qwen2_5_vl": lambda: transformers.Qwen2VLImageProcessorPil(**QWEN_PROCESSOR),
+        "qwen2_vl": lambda: transformers.Qwen2VLImageProcessorPil(**QWEN_PROCESSOR),
     }
     out = processors[kind]()(Image.open(io.BytesIO(data)), return_tensors="np")
     return {name: out[name] for name in ("pixel_values", "image_position_ids", "image_sizes",

@@ -40,10 +40,13 @@ REQUIRED_TENSORS = {       # checkpoint kind -> (projector type, its tensors)
     "qwen2_5_vl": ("qwen2.5vl_merger", ["v.patch_embd.weight", "v.patch_embd.weight.1",
                                         "v.post_ln.weight", "mm.0.weight", "mm.0.bias",
                                         "mm.2.weight", "mm.2.bias"]),
+    "qwen2_vl": ("qwen2vl_merger", ["v.patch_embd.weight", "v.patch_embd.weight.1",
+                                    "v.post_ln.weight", "v.post_ln.bias", "mm.0.weight",
+                                    "mm.2.weight"]),
 }
 # the image a kind is encoded at, where its own size would be resized (differently: llama.cpp
 # keeps Qwen's images between 8 and 4096 cells, the tiny processor between 4 and 64)
-SIZES = {"qwen2_5_vl": (40, 56)}
+SIZES = {"qwen2_5_vl": (40, 56), "qwen2_vl": (40, 56)}
 # where llama.cpp departs from transformers (which ours matches to 1e-4, test_encoders):
 # its LLaVA graph puts the class token last yet reads rows 1..P and its projector uses tanh
 # GELU; its Gemma 4 resizes images its own way (bilinear, to other sizes)
