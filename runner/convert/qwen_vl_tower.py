@@ -4,8 +4,8 @@ attn_q/k/v, the Conv3D patch kernel split into its two time slices (v.patch_embd
 and .weight.1), Qwen2.5-VL's full-attention blocks as n_wa_pattern.
 
 Beyond llama.cpp's keys, the file records what its clip hard-codes: the window size and the
-processor's min and max pixels (the max at most 1280 merged cells, as Ollama runs these
-models; the reference processor's 16384 would need gigabytes of attention scores).
+processor's min and max pixels (the max at most 1280 merged cells, the model card's
+suggestion; the reference processor's 16384 would need gigabytes of attention scores).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from .fim import fim_tokens
 
 # the architectures whose single files' vision towers the runner reads (models/vision/
 # ollama.py's LAYOUTS; named here, as the server loads no model code: a test holds them equal)
-SINGLE_FILE_VISION = ("gemma3", "gemma4", "mistral3")
+SINGLE_FILE_VISION = ("gemma3", "gemma4", "mistral3", "qwen25vl")
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?(:[A-Za-z0-9._-]+)?$")
 DIGEST = re.compile(r"^sha256[:-]([0-9a-f]{64})$")

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import gguf
 
+from .qwen_vl import FULL_BLOCKS
+
 VISION = gguf.Keys.ClipVision
 # <arch>.vision.<key> -> clip.vision.<key>
 SHARED_KEYS = ("embedding_length", "feed_forward_length", "block_count",
@@ -71,6 +73,17 @@ LAYOUTS = {
         arch_keys={"spatial_merge_size": VISION.SPATIAL_MERGE_SIZE},
         borrowed={"v.token_embd.img_break": "token_embd.weight"},
         token_keys={IMG_BREAK_TOKEN: "[IMG_BREAK]"}),
+    "qwen25vl": OllamaLayout("qwen2.5vl_merger", [
+        (r"^v\.patch_embd_0\.weight$", "v.patch_embd.weight"),
+        (r"^v\.patch_embd_1\.weight$", "v.patch_embd.weight.1"),
+        (r"^v\.merger\.ln_q\.", "v.post_ln."),
+        (r"^v\.merger\.mlp\.([02])\.", r"mm.\1.")],
+        mean=(0.48145466, 0.4578275, 0.40821073), std=(0.26862954, 0.26130258, 0.27577711),
+        keys={VISION.USE_GELU: False, VISION.USE_SILU: True, VISION.IMAGE_SIZE: 560},
+        arch_keys={"vision.spatial_merge_size": VISION.SPATIAL_MERGE_SIZE,
+                   "vision.window_size": VISION.WINDOW_SIZE,
+                   "vision.max_pixels": VISION.IMAGE_MAX_PIXELS,
+                   "vision.fullatt_block_indexes": FULL_BLOCKS}),
 }
 
 

@@ -41,10 +41,14 @@ ROPE_BASE, ROPE_CONTEXT = 10000.0, 32768          # the vision rope's, as llama.
 DEFAULT_MERGE = 2
 DEFAULT_WINDOW = 112                    # Qwen2.5-VL's window_size, in pixels
 MIN_PIXELS = 56 * 56                    # the reference processor's least area
-# the most: 1280 merged cells an image, as Ollama runs Qwen2.5-VL (the reference processor
-# allows 16384, whose full-attention blocks would need gigabytes of scores)
+# the most: 1280 merged cells an image, the model card's suggested max_pixels (the reference
+# processor allows 16384, Ollama 2675, llama.cpp 4096, whose full-attention blocks need
+# gigabytes of scores); a file's clip.vision.image_max_pixels says otherwise
 MAX_PIXELS = 28 * 28 * 1280
 MASKED = -1e30                          # a score outside the window (-inf once in F16)
+# ours: the blocks that see the whole image, listed (Ollama's files list them; llama.cpp's
+# say every n_wa_pattern-th)
+FULL_BLOCKS = "clip.vision.fullatt_block_indexes"
 
 
 @dataclass
@@ -100,10 +104,12 @@ class QwenVision:
     layout = Layout(before=["<|vision_start|>"], after=["<|vision_end|>"])
 
     def __init__(self, config: ViTConfig, weights: Weights, merge: int = DEFAULT_MERGE,
-                 window: int = DEFAULT_WINDOW, window_pattern: int = 0,
+                 window: int = DEFAULT_WINDOW, full_blocks=None,
                  pixels: tuple[int, int] = (MIN_PIXELS, MAX_PIXELS)):
+        """full_blocks: the blocks that see the whole image (None: all, no windows)."""
         c = self.config = config
-        self.merge, self.window, self.window_pattern = merge, window, window_pattern
+        self.merge, self.window = merge, window
+        self.full_blocks = None if full_blocks is None else frozenset(full_blocks)
         self.min_pixels, self.max_pixels = pixels
         kernel = (c.embd, 3, c.patch, c.patch)
         self.patch_embd = [weights.take("v.patch_embd.weight", kernel),
@@ -133,13 +139,19 @@ class QwenVision:
     @classmethod
     def from_metadata(cls, meta: dict, weights: Weights) -> "QwenVision":
         m = Metadata(meta, "clip")
+        if VISION.FEED_FORWARD_LENGTH not in meta:        # Ollama's files do not say it
+            ffn = weights.tensors.get("v.blk.0.ffn_up.weight")
+            meta = dict(meta, **{VISION.FEED_FORWARD_LENGTH: ffn.shape[0]}) if ffn else meta
         config = ViTConfig.from_metadata(meta)
         if config.head_dim % 4:
             raise ModelError(f"A head of {config.head_dim} cannot be split into row and "
                              "column halves of pairs.")
+        full, pattern = m.get(FULL_BLOCKS), int(m.get(VISION.N_WA_PATTERN, 0))
+        if full is None and pattern:
+            full = [i for i in range(config.layers) if (i + 1) % pattern == 0]
         return cls(config, weights, int(m.get(VISION.SPATIAL_MERGE_SIZE, DEFAULT_MERGE)),
                    int(m.get(VISION.WINDOW_SIZE, DEFAULT_WINDOW)),
-                   int(m.get(VISION.N_WA_PATTERN, 0)),
+                   None if full is None else [int(i) for i in full],
                    (int(m.get(VISION.IMAGE_MIN_PIXELS, MIN_PIXELS)),
                     int(m.get(VISION.IMAGE_MAX_PIXELS, MAX_PIXELS))))
 
@@ -163,7 +175,7 @@ class QwenVision:
             .reshape(rows * cols, 3 * c.patch * c.patch)[order]
         ys, xs = np.divmod(order, cols)
         inputs = {"positions": np.concatenate([ys, xs, ys, xs]).astype(np.int32)}
-        if self.window_pattern:
+        if self.full_blocks is not None:
             span = max(1, self.window // self.cell)           # cells a window's side holds
             windows = (ys // m // span) * -(-(cols // m) // span) + xs // m // span
             inputs["windows"] = windows.astype(np.float32)
@@ -195,7 +207,7 @@ class QwenVision:
             if flash:
                 mask = mask.cast("F16")
         for i, block in enumerate(self.blocks):
-            whole = not self.window_pattern or (i + 1) % self.window_pattern == 0
+            whole = self.full_blocks is None or i in self.full_blocks
             x = self._block(x, block, positions, None if whole else mask, flash)
         x = self._norm(x, self.post_ln, self.post_ln_b)
         x = x.reshape(n // (self.merge * self.merge), c.embd * self.merge * self.merge)

@@ -112,13 +112,9 @@ def test_images_are_refused_clearly(made, tmp_path):
         loaded.close()
 
 
-def test_ollamas_single_file_runs_its_text_and_says_why_not_its_images(made, backend,
-                                                                      tmp_path):
-    """Ollama's qwen25vl: llama.cpp's text under its own name and M-RoPE key, beside a tower
-    (v.*, qwen25vl.vision.*) in a layout this runner does not read yet."""
-    from runner.models.vision import ollama
-    from runner.serve.library import SINGLE_FILE_VISION
-
+def test_ollamas_qwen25vl_text_reads_as_llama_cpps(made, backend, tmp_path):
+    """Ollama's qwen25vl: llama.cpp's qwen2vl text under its own name and M-RoPE key (its
+    tower: ../vision/test_ollama_files.py)."""
     from .gguf_edit import rewrite
 
     _, _, path = made("qwen2_5_vl")
@@ -126,15 +122,7 @@ def test_ollamas_single_file_runs_its_text_and_says_why_not_its_images(made, bac
     keys = {key: OLLAMA_ARCHITECTURE + key[len("qwen2vl"):] for key in meta
             if key.startswith("qwen2vl.")}
     keys["qwen2vl.rope.dimension_sections"] = "qwen25vl.rope.mrope_section"
-
-    def with_tower(name, data, arrays):
-        found = {name: data}
-        if name == "output_norm.weight":
-            found["v.patch_embd.weight"] = np.zeros((8, 3, 4, 4), np.float32)
-        return found
-
-    single = rewrite(path, tmp_path / "single.gguf", arch=OLLAMA_ARCHITECTURE, keys=keys,
-                     values={"qwen25vl.vision.block_count": 1}, tensors=with_tower)
+    single = rewrite(path, tmp_path / "single.gguf", arch=OLLAMA_ARCHITECTURE, keys=keys)
     ids = None
     logits = []
     for file in (path, single):
@@ -142,8 +130,29 @@ def test_ollamas_single_file_runs_its_text_and_says_why_not_its_images(made, bac
         ids = ids or loaded.tokenizer.encode(PROMPT, add_special=True)
         logits.append(run.logits(Batch.of_sequence(ids, 0, all_logits=True)))
     np.testing.assert_array_equal(logits[0], logits[1])
+
+
+def test_a_single_file_with_an_unread_tower_runs_its_text_and_says_why(made, tmp_path):
+    """Ollama's qwen3vl files: a tower (v.*, qwen3vl.vision.*) in a layout this runner does
+    not read yet; the text runs, an image is refused with the reason."""
+    from runner.models.vision import ollama
+    from runner.serve.library import SINGLE_FILE_VISION
+
+    from .gguf_edit import rewrite
+
+    _, _, path = made("qwen3_vl")
+
+    def with_tower(name, data, arrays):
+        found = {name: data}
+        if name == "output_norm.weight":
+            found["v.patch_embd.weight"] = np.zeros((8, 3, 4, 4), np.float32)
+        return found
+
+    single = rewrite(path, tmp_path / "single.gguf", values={"qwen3vl.vision.block_count": 1},
+                     tensors=with_tower)
     model = runner.load(single, num_ctx=64, threads=2)
     try:
+        assert model.generate("Hi", stream=False, num_predict=2, temperature=0)
         with pytest.raises(ValueError, match="layout this runner does not read yet"):
             model.generate("[img-0]", images=[b"\x89PNG"], stream=False)
     finally:

@@ -27,13 +27,26 @@ OLLAMA_NAMES = {
                  (".ln2.", ".ffn_norm."), ("mm.input_norm.", "mm.norm."),
                  ("mm.patch_merger.", "mm.patch_merger.merging_layer."),
                  ("mm.1.", "mm.linear_1."), ("mm.2.", "mm.linear_2.")],
+    "qwen2_5_vl": [("v.patch_embd.weight.1", "v.patch_embd_1.weight"),
+                   ("v.patch_embd.weight", "v.patch_embd_0.weight"),
+                   ("v.post_ln.", "v.merger.ln_q."), ("mm.0.", "v.merger.mlp.0."),
+                   ("mm.2.", "v.merger.mlp.2.")],
 }
 # how Ollama's files differ beyond names: the text's architecture, the keys it does not write,
 # the arch-level keys it writes, the rows it leaves out (Pixtral's [IMG_BREAK]: the text
 # model's) and Q and K rows kept as the reference has them (pairs split into halves)
-OLLAMA_ARCH = {"mistral3": "mistral3"}
-UNWRITTEN = {"mistral3": {"attention.layer_norm_epsilon"}}
-ARCH_KEYS = {"mistral3": {"spatial_merge_size": "clip.vision.spatial_merge_size"}}
+OLLAMA_ARCH = {"mistral3": "mistral3", "qwen2_5_vl": "qwen25vl"}
+UNWRITTEN = {"mistral3": {"attention.layer_norm_epsilon"},
+             "qwen2_5_vl": {"feed_forward_length", "image_size"}}
+ARCH_KEYS = {"mistral3": {"spatial_merge_size": "clip.vision.spatial_merge_size"},
+             "qwen2_5_vl": {"vision.spatial_merge_size": "clip.vision.spatial_merge_size",
+                            "vision.window_size": "clip.vision.window_size",
+                            "vision.max_pixels": "clip.vision.image_max_pixels"}}
+# Ollama's Qwen2.5-VL reads no least area from the file (56 x 56 pixels, as the reference's
+# default): an image above it reads alike
+IMAGE_SIZES = {"qwen2_5_vl": (48, 72)}
+# text keys under Ollama's own names
+TEXT_KEYS = {"qwen2_5_vl": {"rope.dimension_sections": "rope.mrope_section"}}
 LEFT_OUT = {"mistral3": {"v.token_embd.img_break"}}
 HALVES = {"mistral3"}
 VISION_KEYS = ("embedding_length", "feed_forward_length", "block_count", "attention.head_count",
@@ -62,6 +75,8 @@ def single_file(model, mmproj, out, family: str, rename=ollama_name):
         value, kind = field.contents(), field.types[0]
         name = arch + field.name[len(ours):] if field.name.startswith(ours + ".") \
             else field.name
+        for theirs, key in TEXT_KEYS.get(family, {}).items():
+            name = name.replace(f"{arch}.{theirs}", f"{arch}.{key}")
         if kind == gguf.GGUFValueType.ARRAY:
             writer.add_array(name, value)
         else:
@@ -76,6 +91,11 @@ def single_file(model, mmproj, out, family: str, rename=ollama_name):
     for key, clip_key in ARCH_KEYS.get(family, {}).items():
         field = tower.fields[clip_key]
         writer.add_key_value(f"{arch}.{key}", field.contents(), field.types[0])
+    if family == "qwen2_5_vl":             # the full-attention blocks, listed
+        pattern = tower.fields["clip.vision.n_wa_pattern"].contents()
+        blocks = tower.fields["clip.vision.block_count"].contents()
+        writer.add_array(f"{arch}.vision.fullatt_block_indexes",
+                         [i for i in range(blocks) if (i + 1) % pattern == 0])
     if family == "gemma3":
         side = tower.fields["clip.vision.image_size"].contents() // \
             tower.fields["clip.vision.patch_size"].contents()
@@ -104,7 +124,7 @@ def halved(rows: np.ndarray, heads: int) -> np.ndarray:
     return rows.reshape(heads, -1, 2, *rows.shape[1:]).swapaxes(1, 2).reshape(rows.shape)
 
 
-@pytest.mark.parametrize("family", ["gemma3", "gemma4", "mistral3"])
+@pytest.mark.parametrize("family", ["gemma3", "gemma4", "mistral3", "qwen2_5_vl"])
 def test_a_single_file_reads_as_the_model_and_its_projector(family, vision_models, tmp_path):
     paths = vision_models(family)
     path = single_file(paths["model"], paths["mmproj"], tmp_path / "single.gguf", family)
@@ -113,7 +133,7 @@ def test_a_single_file_reads_as_the_model_and_its_projector(family, vision_model
     single = runner.load(path, **options)
     try:
         assert single.multimodal is not None
-        image = png(8, 40, 56)
+        image = png(8, *IMAGE_SIZES.get(family, (40, 56)))
         ours = single.multimodal.media(image)[0].embedding()
         expected = pair.multimodal.media(image)[0].embedding()
         if family in HALVES:      # Q and K multiplied in another row order: ggml's tiled
