@@ -50,6 +50,9 @@ QWEN2_VISION = dict(depth=2, embed_dim=32, hidden_size=hf_tiny.SHAPE["hidden_siz
                     temporal_patch_size=2)
 QWEN_PROCESSOR = dict(size={"shortest_edge": 4 * 64, "longest_edge": 64 * 64}, patch_size=4,
                       merge_size=2, temporal_patch_size=2)
+# Qwen's turns (its images stand where the server's [img-N] tags put them)
+CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 # the reference's input naming which positions hold image rows (for its attention masks)
 TYPE_IDS = {"gemma3": "token_type_ids", "gemma4": "mm_token_type_ids",
             "qwen2_5_vl": "mm_token_type_ids", "qwen2_vl": "mm_token_type_ids"}
@@ -162,6 +165,7 @@ def _qwen_checkpoint(directory: Path, seed: int, config_class, model_class,
     model = model_class(config).eval()
     _randomize(model)
     model.save_pretrained(directory)
+    tok.chat_template = CHATML
     tok.save_pretrained(directory)
     (directory / "preprocessor_config.json").write_text(json.dumps(
         {"image_processor_type": "Qwen2VLImageProcessor", **QWEN_PROCESSOR}))

@@ -15,11 +15,18 @@ from .hf_vision import png
 
 IMAGE = png(12, 40, 56)
 GREEDY = {"temperature": 0, "num_predict": 5}
+# the families served, and their projector types (Qwen's rows placed in 2-D by M-RoPE)
+PROJECTORS = {"gemma3": "gemma3", "qwen2_5_vl": "qwen2.5vl_merger"}
+
+
+@pytest.fixture(scope="module", params=list(PROJECTORS))
+def family(request):
+    return request.param
 
 
 @pytest.fixture(scope="module")
-def vision_server(tmp_path_factory, vision_models):
-    paths = vision_models("gemma3")
+def vision_server(tmp_path_factory, vision_models, family):
+    paths = vision_models(family)
     running = ServerProcess.exact(tmp_path_factory, "tiny-vision",
                                   {"model.gguf": paths["model"], "mmproj.gguf": paths["mmproj"]})
     yield running
@@ -27,21 +34,21 @@ def vision_server(tmp_path_factory, vision_models):
 
 
 @pytest.fixture(scope="module")
-def local(vision_models):
-    paths = vision_models("gemma3")
+def local(vision_models, family):
+    paths = vision_models(family)
     model = runner.load(paths["model"], projector=paths["mmproj"], num_ctx=4096, threads=2,
                         kv_cache_type="f32")
     yield model
     model.close()
 
 
-def test_show_reports_vision_and_the_projector(vision_server):
+def test_show_reports_vision_and_the_projector(vision_server, family):
     import ollama
 
     shown = ollama.Client(host=vision_server.url).show("tiny-vision")
     assert "vision" in shown.capabilities
     raw = vision_server.client.post("/api/show", json={"model": "tiny-vision"}).json()
-    assert raw["projector_info"]["clip.projector_type"] == "gemma3"
+    assert raw["projector_info"]["clip.projector_type"] == PROJECTORS[family]
     assert "vision" in [m for m in vision_server.client.get("/api/tags").json()["models"]
                         if m["name"] == "tiny-vision:latest"][0]["capabilities"]
 
