@@ -1,6 +1,7 @@
 """Encoding an image and the prefill of its rows: ours beside llama.cpp's libmtmd.
 
-    python bench/vision.py [--tower gemma3|pixtral] [--threads 2] [--repeat 3] [--layers N]
+    python bench/vision.py [--tower gemma3|pixtral|qwen2.5vl] [--threads 2] [--repeat 3]
+                           [--layers N]
                            [--flash]
 
 A vision tower at its real size with random F16 weights, written once as an mmproj next to
@@ -8,7 +9,11 @@ the store, paired with the real Gemma 3 270M text model (so the projection is 64
 gemma3, SigLIP at 896 px (27 layers 1152 wide with 4304-wide MLPs and 16 heads, pooled to
 256 rows); pixtral, Mistral Small 3.1's (24 layers 1024 wide, 4096-wide gated MLPs, 16
 heads, patches of 14 merged 2 x 2, images up to 1540 px: the 1024 x 768 image makes 74 x 56
-patches, 37 x 28 rows and 27 breaks). Encode: one 1024 x 768 image through the tower and
+patches, 37 x 28 rows and 27 breaks); qwen2.5vl, Qwen2.5-VL 7B's (32 layers 1280 wide,
+3420-wide SwiGLU MLPs, 16 heads, windows of 112 px but in every eighth block, patches of 14
+merged 2 x 2: the 1024 x 768 image is resized to 1036 x 756, 74 x 54 patches, 37 x 27 rows;
+encode only: its layout's <|vision_start|> is not in Gemma 3's vocabulary, and a prefill
+without M-RoPE would not be Qwen's). Encode: one 1024 x 768 image through the tower and
 projector (a new image each time, so no cache hit). Prefill: its rows, with the layout's
 tokens around them, in one batch of the text model. Seconds and rows/s, best of --repeat;
 llama.cpp through llama-cpp-python (`pip install '.[llamacpp]'`), which decodes the rows
@@ -28,10 +33,14 @@ import gguf
 import numpy as np
 from engines import mtmd_chunk
 
+import pyggml
 import runner
 from runner.convert.mmproj import write_vit
 from runner.engine.batch import Batch
 from runner.loading import store
+from runner.loading.loader import open_model
+from runner.models.vision import images
+from runner.multimodal.encoder import Encoder
 from runner.multimodal.media import MediaRow, attach_media, token_ids
 
 TEXT = "gemma3:270m"
@@ -40,7 +49,11 @@ SIGLIP = dict(hidden_size=1152, intermediate_size=4304, num_attention_heads=16,
               hidden_act="gelu_pytorch_tanh")
 PIXTRAL = dict(hidden_size=1024, intermediate_size=4096, num_attention_heads=16,
                image_size=1540, patch_size=14, layer_norm_eps=1e-5, hidden_act="silu")
-LAYERS = {"gemma3": 27, "pixtral": 24}
+QWEN25 = dict(hidden_size=1280, intermediate_size=3420, num_heads=16, patch_size=14, depth=32,
+              window_size=112)
+LAYERS = {"gemma3": 27, "pixtral": 24, "qwen2.5vl": 32}
+PROJECTOR_TYPES = {"qwen2.5vl": "qwen2.5vl_merger"}       # else the tower's name
+ENCODE_ONLY = {"qwen2.5vl"}           # the text model cannot hold its rows (see above)
 
 
 def mmproj(tower: str, layers: int, text_embd: int) -> Path:
@@ -58,7 +71,7 @@ def mmproj(tower: str, layers: int, text_embd: int) -> Path:
 
     partial = path.with_suffix(".part")
     writer = gguf.GGUFWriter(str(partial), "clip")
-    writer.add_string(gguf.Keys.Clip.PROJECTOR_TYPE, tower)
+    writer.add_string(gguf.Keys.Clip.PROJECTOR_TYPE, PROJECTOR_TYPES.get(tower, tower))
     WRITERS[tower](writer, layers, text_embd, matrix, vector)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -112,7 +125,34 @@ def gemma3_tensors(writer, layers: int, text_embd: int, matrix, vector) -> None:
     writer.add_tensor("mm.input_projection.weight", matrix(d, text_embd))
 
 
-WRITERS = {"gemma3": gemma3_tensors, "pixtral": pixtral_tensors}
+def qwen25_tensors(writer, layers: int, text_embd: int, matrix, vector) -> None:
+    d, f, p = QWEN25["hidden_size"], QWEN25["intermediate_size"], QWEN25["patch_size"]
+    write_vit(writer, dict(image_size=560, patch_size=p, hidden_size=d, intermediate_size=f,
+                           num_hidden_layers=layers, num_attention_heads=QWEN25["num_heads"],
+                           rms_norm_eps=1e-6, hidden_act="silu"), text_embd,
+              (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
+    vision = gguf.Keys.ClipVision
+    writer.add_uint32(vision.N_WA_PATTERN, 8)
+    writer.add_uint32(vision.WINDOW_SIZE, QWEN25["window_size"])
+    writer.add_uint32(vision.SPATIAL_MERGE_SIZE, 2)
+    for suffix in ("", ".1"):
+        writer.add_tensor(f"v.patch_embd.weight{suffix}", matrix(d, 3, p, p).reshape(d, 3, p, p))
+    for i in range(layers):
+        for name, shape in (("attn_q", (d, d)), ("attn_k", (d, d)), ("attn_v", (d, d)),
+                            ("attn_out", (d, d)), ("ffn_gate", (f, d)), ("ffn_up", (f, d)),
+                            ("ffn_down", (d, f))):
+            writer.add_tensor(f"v.blk.{i}.{name}.weight", matrix(*shape))
+            writer.add_tensor(f"v.blk.{i}.{name}.bias", vector(shape[0]))
+        for norm in ("ln1", "ln2"):
+            writer.add_tensor(f"v.blk.{i}.{norm}.weight", vector(d, one=True))
+    writer.add_tensor("v.post_ln.weight", vector(d, one=True))
+    writer.add_tensor("mm.0.weight", matrix(4 * d, 4 * d))
+    writer.add_tensor("mm.0.bias", vector(4 * d))
+    writer.add_tensor("mm.2.weight", matrix(text_embd, 4 * d))
+    writer.add_tensor("mm.2.bias", vector(text_embd))
+
+
+WRITERS = {"gemma3": gemma3_tensors, "pixtral": pixtral_tensors, "qwen2.5vl": qwen25_tensors}
 
 
 def photo(seed: int, width: int = 1024, height: int = 768) -> tuple[bytes, np.ndarray]:
@@ -124,7 +164,31 @@ def photo(seed: int, width: int = 1024, height: int = 768) -> tuple[bytes, np.nd
     return out.getvalue(), rgb
 
 
+def ours_encode(text: Path, projector: Path, args) -> tuple[float, float, int]:
+    """The tower alone (through the encoder, as the runner runs it): no prefill."""
+    loaded = open_model(text, projector=projector)
+    cpu = pyggml.cpu_backend(threads=args.threads)
+    loaded.load_projector(cpu.device)
+    tower = loaded.projectors["image"]
+    encoder = Encoder(tower, pyggml.Scheduler([cpu]), flash=args.flash)
+    best = np.inf
+    try:
+        for attempt in range(args.repeat + 1):               # the first warms up
+            data, _ = photo(attempt)
+            pixels = tower.preprocess(images.decode(data))
+            start = time.perf_counter()
+            rows = encoder.encode(b"%d" % attempt, pixels).shape[0]
+            if attempt:
+                best = min(best, time.perf_counter() - start)
+    finally:
+        encoder.close()
+        loaded.close()
+    return best, np.nan, rows
+
+
 def ours(text: Path, projector: Path, args) -> tuple[float, float, int]:
+    if args.tower in ENCODE_ONLY:
+        return ours_encode(text, projector, args)
     model = runner.load(text, projector=projector, threads=args.threads, num_ctx=4096,
                         flash_attn=args.flash)
     multimodal, best = model.multimodal, [np.inf, np.inf]
@@ -185,10 +249,11 @@ def llama_cpp_mtmd(text: Path, projector: Path, args) -> tuple[float, float, int
             new_past = L.llama_pos(0)
             start = time.perf_counter()
             rows = M.mtmd_input_chunk_get_n_tokens(chunk)
-            M.mtmd_helper_decode_image_chunk(mctx, ctx, chunk, embd, 0, 0, 2048,
-                                             ctypes.byref(new_past),
-                                             M.mtmd_helper_post_decode_callback(), None)
-            prefill = time.perf_counter() - start
+            if args.tower not in ENCODE_ONLY:
+                M.mtmd_helper_decode_image_chunk(mctx, ctx, chunk, embd, 0, 0, 2048,
+                                                 ctypes.byref(new_past),
+                                                 M.mtmd_helper_post_decode_callback(), None)
+            prefill = time.perf_counter() - start if args.tower not in ENCODE_ONLY else np.inf
             L.llama_memory_seq_rm(L.llama_get_memory(ctx), 0, 0, -1)
             M.mtmd_input_chunks_free(chunks)
             M.mtmd_bitmap_free(bitmap)
@@ -222,9 +287,13 @@ def main() -> None:
           f"{args.threads} threads, flash attention {'on' if args.flash else 'off'}")
     print(f"{'engine':<10} {'rows':>5} {'encode s':>9} {'prefill s':>10} {'prefill rows/s':>15}")
     for name, encode, prefill, n in rows:
-        print(f"{name:<10} {n:>5} {encode:>9.3f} {prefill:>10.3f} {n / prefill:>15.1f}")
+        timed = np.isfinite(prefill)
+        print(f"{name:<10} {n:>5} {encode:>9.3f} {f'{prefill:.3f}' if timed else '-':>10} "
+              f"{f'{n / prefill:.1f}' if timed else '-':>15}")
     if len(rows) == 2:
-        print(f"{'ratio':<10} {rows[1][1] / rows[0][1]:>9.2f} {rows[1][2] / rows[0][2]:>10.2f}"
+        prefills = rows[1][2] / rows[0][2] if np.isfinite(rows[0][2]) else np.nan
+        print(f"{'ratio':<10} {rows[1][1] / rows[0][1]:>9.2f} "
+              f"{f'{prefills:.2f}' if np.isfinite(prefills) else '-':>10}"
               "   (llama.cpp time / ours: above 1, ours is faster)")
 
 
