@@ -67,7 +67,6 @@ def tokenizer(kind: str):
 
 
 def gemma3(directory: Path, seed: int = 0) -> Path:
-    import torch
     from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig,
                               SiglipVisionConfig)
 
@@ -80,16 +79,10 @@ def gemma3(directory: Path, seed: int = 0) -> Path:
                           mm_tokens_per_image=4, boi_token_index=ids["<start_of_image>"],
                           eoi_token_index=ids["<end_of_image>"],
                           image_token_index=ids["<image_soft_token>"])
-    torch.manual_seed(seed)
-    model = Gemma3ForConditionalGeneration(config).eval()
-    _randomize(model)
-    model.save_pretrained(directory)
-    tok.save_pretrained(directory)
-    return directory
+    return _saved(Gemma3ForConditionalGeneration, config, tok, directory, seed)
 
 
 def llava(directory: Path, seed: int = 0) -> Path:
-    import torch
     from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
 
     tok = tokenizer("llama")
@@ -98,12 +91,7 @@ def llava(directory: Path, seed: int = 0) -> Path:
     config = LlavaConfig(text_config=text.to_dict(), vision_config=CLIPVisionConfig(**CLIP).to_dict(),
                          image_token_index=tok.convert_tokens_to_ids("<image>"),
                          image_seq_length=16)
-    torch.manual_seed(seed)
-    model = LlavaForConditionalGeneration(config).eval()
-    _randomize(model)
-    model.save_pretrained(directory)
-    tok.save_pretrained(directory)
-    return directory
+    return _saved(LlavaForConditionalGeneration, config, tok, directory, seed)
 
 
 def mistral3(directory: Path, seed: int = 0) -> Path:
@@ -148,7 +136,6 @@ def _qwen_checkpoint(directory: Path, seed: int, config_class, model_class,
                      vision: dict) -> Path:
     import json
 
-    import torch
 
     tok = tokenizer("qwen2")
     ids = {t: tok.convert_tokens_to_ids(t) for t in IMAGE_TOKENS["qwen2"]}
@@ -161,12 +148,8 @@ def _qwen_checkpoint(directory: Path, seed: int, config_class, model_class,
         video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],
         vision_end_token_id=ids["<|vision_end|>"])
-    torch.manual_seed(seed)
-    model = model_class(config).eval()
-    _randomize(model)
-    model.save_pretrained(directory)
     tok.chat_template = CHATML
-    tok.save_pretrained(directory)
+    _saved(model_class, config, tok, directory, seed)
     (directory / "preprocessor_config.json").write_text(json.dumps(
         {"image_processor_type": "Qwen2VLImageProcessor", **QWEN_PROCESSOR}))
     return directory
@@ -178,7 +161,6 @@ def _pixtral_checkpoint(directory: Path, seed: int, config_class, model_class, p
     settings saved."""
     import json
 
-    import torch
     from transformers import MistralConfig, PixtralVisionConfig
 
     tok = tokenizer("mistral")
@@ -188,11 +170,7 @@ def _pixtral_checkpoint(directory: Path, seed: int, config_class, model_class, p
     config = config_class(text_config=text.to_dict(),
                           vision_config=PixtralVisionConfig(**PIXTRAL).to_dict(),
                           image_token_index=tok.convert_tokens_to_ids("[IMG]"), **settings)
-    torch.manual_seed(seed)
-    model = model_class(config).eval()
-    _randomize(model)
-    model.save_pretrained(directory)
-    tok.save_pretrained(directory)
+    _saved(model_class, config, tok, directory, seed)
     (directory / "preprocessor_config.json").write_text(json.dumps(
         {"image_processor_type": "PixtralImageProcessor", **processor}))
     return directory
@@ -253,6 +231,18 @@ def set_gemma4_buffers(model, bound: float) -> None:
                 value.copy_(torch.randn_like(value))
             elif name.endswith("std_scale"):
                 value.copy_(0.5 + torch.rand_like(value))
+
+
+def _saved(model_class, config, tok, directory: Path, seed: int) -> Path:
+    """A model of config, made with seed and randomized, saved with tok into directory."""
+    import torch
+
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    _randomize(model)
+    model.save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory
 
 
 def _randomize(model) -> None:
