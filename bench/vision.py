@@ -40,6 +40,7 @@ from runner.engine.batch import Batch
 from runner.loading import store
 from runner.loading.loader import open_model
 from runner.models.vision import images
+from runner.models.vision.images import CLIP_MEAN, CLIP_STD
 from runner.multimodal.encoder import Encoder
 from runner.multimodal.media import MediaRow, attach_media, token_ids
 
@@ -84,7 +85,7 @@ def mmproj(tower: str, layers: int, text_embd: int) -> Path:
 def pixtral_tensors(writer, layers: int, text_embd: int, matrix, vector) -> None:
     d, f, p = PIXTRAL["hidden_size"], PIXTRAL["intermediate_size"], PIXTRAL["patch_size"]
     write_vit(writer, dict(PIXTRAL, num_hidden_layers=layers), text_embd,
-              (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
+              CLIP_MEAN, CLIP_STD)
     writer.add_uint32(gguf.Keys.ClipVision.SPATIAL_MERGE_SIZE, 2)
     writer.add_tensor("v.patch_embd.weight", matrix(d, 3, p, p).reshape(d, 3, p, p))
     writer.add_tensor("v.pre_ln.weight", vector(d, one=True))
@@ -130,7 +131,7 @@ def qwen25_tensors(writer, layers: int, text_embd: int, matrix, vector) -> None:
     write_vit(writer, dict(image_size=560, patch_size=p, hidden_size=d, intermediate_size=f,
                            num_hidden_layers=layers, num_attention_heads=QWEN25["num_heads"],
                            rms_norm_eps=1e-6, hidden_act="silu"), text_embd,
-              (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))
+              CLIP_MEAN, CLIP_STD)
     vision = gguf.Keys.ClipVision
     writer.add_uint32(vision.N_WA_PATTERN, 8)
     writer.add_uint32(vision.WINDOW_SIZE, QWEN25["window_size"])

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..models.vision import FEATURE_LAYER
 from ..models.vision.gemma4v import MAX_TOKENS
+from ..models.vision.images import CLIP_MEAN, CLIP_STD
 from . import audio_tower, qwen_vl_tower
 from .architectures import permute
 from .checkpoint import Checkpoint, CheckpointError
@@ -67,9 +68,6 @@ def gemma3_hparams(writer: gguf.GGUFWriter, checkpoint: Checkpoint) -> None:
     write_vit(writer, vision, config["text_config"]["hidden_size"], (0.5, 0.5, 0.5),
               (0.5, 0.5, 0.5))
     writer.add_uint32(VISION.Projector.SCALE_FACTOR, side // per_side)
-
-
-CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
 
 
 def llava_hparams(writer: gguf.GGUFWriter, checkpoint: Checkpoint) -> None:

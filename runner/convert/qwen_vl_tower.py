@@ -15,11 +15,11 @@ import re
 import gguf
 import numpy as np
 
+from ..models.vision.images import CLIP_MEAN, CLIP_STD
 from ..models.vision.qwen_vl import DEFAULT_WINDOW, MAX_PIXELS, MIN_PIXELS
 from .checkpoint import Checkpoint, CheckpointError
 
 VISION = gguf.Keys.ClipVision
-CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
 PREFIXES = ("model.visual.", "visual.")
 BLOCK = re.compile(r"^blocks\.(\d+)\.(.+)\.(weight|bias)$")
 BLOCK_NAMES = {"norm1": "ln1", "norm2": "ln2", "attn.proj": "attn_out",

@@ -37,17 +37,19 @@ class Qwen3(Llama):
     rope_mode = "neox"
 
 
-def interleaved_axes(config):
-    """Qwen3-VL's M-RoPE interleaves its axes over a head's pairs."""
-    config.rope.interleaved = True
-    return config
+class InterleavedAxes:
+    """Qwen3-VL's M-RoPE interleaves its axes over a head's pairs (llama.cpp's IMROPE)."""
+
+    @classmethod
+    def config_of(cls, meta: dict):
+        config = super().config_of(meta)
+        config.rope.interleaved = True
+        return config
 
 
 @register("qwen3vl")
-class Qwen3VL(Qwen3):
-    @classmethod
-    def config_of(cls, meta: dict):
-        return interleaved_axes(super().config_of(meta))
+class Qwen3VL(InterleavedAxes, Qwen3):
+    pass
 
 
 @dataclass
@@ -97,7 +99,5 @@ class Qwen3Moe(Qwen3):
 
 
 @register("qwen3vlmoe")
-class Qwen3VLMoe(Qwen3Moe):
-    @classmethod
-    def config_of(cls, meta: dict):
-        return interleaved_axes(super().config_of(meta))
+class Qwen3VLMoe(InterleavedAxes, Qwen3Moe):
+    pass

@@ -25,13 +25,27 @@ def axes(items: list, start: int, end: int, position: int) -> tuple[np.ndarray, 
     position of items[start] (which is not inside an image), and the rope position of the
     item after them."""
     out = np.empty((AXES, end - start), np.int32)
+    return out, _walk(items, start, end, position, out)
+
+
+def position_at(items: list, n: int, known: tuple[int, int] = (0, 0)) -> int:
+    """The rope position of items[n] (n not inside an image), walking on from known: an
+    earlier (index, rope position) pair of the same items."""
+    start, position = known if known[0] <= n else (0, 0)
+    return _walk(items, start, n, position)
+
+
+def _walk(items: list, start: int, end: int, position: int, out=None) -> int:
+    """The rope position after items[start:end] (items[start] at position); each item's
+    positions written into out's columns where it is given."""
     base = span = None                     # the image being walked: its time and extent
     for j in range(start, end):
         item = items[j]
         if type(item) is not MediaRow:
             if base is not None:
                 position, base = base + span, None
-            out[:, j - start] = position
+            if out is not None:
+                out[:, j - start] = position
             position += 1
             continue
         spots = item.media.pixels.spots
@@ -39,15 +53,7 @@ def axes(items: list, start: int, end: int, position: int) -> tuple[np.ndarray, 
             if base is not None:
                 position = base + span
             base, span = position, item.media.rows if spots is None else int(spots.max()) + 1
-        row, col = (0, item.index) if spots is None else spots[item.index]
-        out[:, j - start] = (base, base + row, base + col, base)
-    if base is not None:
-        position = base + span
-    return out, position
-
-
-def position_at(items: list, n: int, known: tuple[int, int] = (0, 0)) -> int:
-    """The rope position of items[n] (n not inside an image), walking on from known: an
-    earlier (index, rope position) pair of the same items."""
-    start, position = known if known[0] <= n else (0, 0)
-    return axes(items, start, n, position)[1]
+        if out is not None:
+            row, col = (0, item.index) if spots is None else spots[item.index]
+            out[:, j - start] = (base, base + row, base + col, base)
+    return position if base is None else base + span

@@ -16,6 +16,8 @@ from PIL import Image, ImageOps
 
 RESAMPLE = {"bilinear": Image.Resampling.BILINEAR, "bicubic": Image.Resampling.BICUBIC}
 MAX_PIXELS = 64 * 1024 * 1024        # a decompression bomb is refused, not decoded
+# OpenAI CLIP's normalization, which LLaVA's, Pixtral's and Qwen-VL's processors use
+CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
 
 
 class ImageError(ValueError):

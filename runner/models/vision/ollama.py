@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import gguf
 
+from .images import CLIP_MEAN, CLIP_STD
 from .qwen_vl import FULL_BLOCKS
 
 VISION = gguf.Keys.ClipVision
@@ -67,7 +68,7 @@ LAYOUTS = {
         (r"^mm\.norm\.", "mm.input_norm."),
         (r"^mm\.patch_merger\.merging_layer\.", "mm.patch_merger."),
         (r"^mm\.linear_([12])\.", r"mm.\1.")],
-        mean=(0.48145466, 0.4578275, 0.40821073), std=(0.26862954, 0.26130258, 0.27577711),
+        mean=CLIP_MEAN, std=CLIP_STD,
         keys={VISION.USE_GELU: False, VISION.USE_SILU: True, HALVES: True,
               VISION.Attention.LAYERNORM_EPS: 1e-5},
         arch_keys={"spatial_merge_size": VISION.SPATIAL_MERGE_SIZE},
@@ -78,7 +79,7 @@ LAYOUTS = {
         (r"^v\.patch_embd_1\.weight$", "v.patch_embd.weight.1"),
         (r"^v\.merger\.ln_q\.", "v.post_ln."),
         (r"^v\.merger\.mlp\.([02])\.", r"mm.\1.")],
-        mean=(0.48145466, 0.4578275, 0.40821073), std=(0.26862954, 0.26130258, 0.27577711),
+        mean=CLIP_MEAN, std=CLIP_STD,
         keys={VISION.USE_GELU: False, VISION.USE_SILU: True, VISION.IMAGE_SIZE: 560},
         arch_keys={"vision.spatial_merge_size": VISION.SPATIAL_MERGE_SIZE,
                    "vision.window_size": VISION.WINDOW_SIZE,

@@ -131,7 +131,7 @@ class QwenVision:
                   "ffn_down": (e, f)}
         block = QwenVisionBlock()
         for name, shape in shapes.items():
-            take = weights.optional if name in ("ffn_gate",) else weights.take
+            take = weights.optional if name == "ffn_gate" else weights.take  # Qwen2-VL: none
             setattr(block, name, take(f"{prefix}{name}.weight", shape))
             setattr(block, f"{name}_b", weights.optional(f"{prefix}{name}.bias", shape[:1]))
         return block
@@ -141,7 +141,8 @@ class QwenVision:
         m = Metadata(meta, "clip")
         if VISION.FEED_FORWARD_LENGTH not in meta:        # Ollama's files do not say it
             ffn = weights.tensors.get("v.blk.0.ffn_up.weight")
-            meta = dict(meta, **{VISION.FEED_FORWARD_LENGTH: ffn.shape[0]}) if ffn else meta
+            if ffn is not None:
+                meta = dict(meta, **{VISION.FEED_FORWARD_LENGTH: ffn.shape[0]})
         config = ViTConfig.from_metadata(meta)
         if config.head_dim % 4:
             raise ModelError(f"A head of {config.head_dim} cannot be split into row and "
