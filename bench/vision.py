@@ -1,6 +1,7 @@
 """Encoding an image and the prefill of its rows: ours beside llama.cpp's libmtmd.
 
-    python bench/vision.py [--tower gemma3|pixtral|qwen2.5vl] [--threads 2] [--repeat 3]
+    python bench/vision.py [--tower gemma3|pixtral|qwen2.5vl|qwen3vl] [--threads 2]
+                           [--repeat 3]
                            [--layers N]
                            [--flash]
 
@@ -13,7 +14,12 @@ patches, 37 x 28 rows and 27 breaks); qwen2.5vl, Qwen2.5-VL 7B's (32 layers 1280
 3420-wide SwiGLU MLPs, 16 heads, windows of 112 px but in every eighth block, patches of 14
 merged 2 x 2: the 1024 x 768 image is resized to 1036 x 756, 74 x 54 patches, 37 x 27 rows;
 encode only: its layout's <|vision_start|> is not in Gemma 3's vocabulary, and a prefill
-without M-RoPE would not be Qwen's). Encode: one 1024 x 768 image through the tower and
+without M-RoPE would not be Qwen's); qwen3vl, Qwen3-VL 8B's (27 layers 1152 wide, 4304-wide
+tanh-GELU MLPs, 16 heads, a 48 x 48 learned position table, patches of 16 merged 2 x 2, no
+windows, deepstack mergers after blocks 8, 16 and 24: the 1024 x 768 image makes 64 x 48
+patches, 32 x 24 rows; encode only, and its mergers project to 160 so that a row and its
+three deepstack rows fill Gemma 3's 640, where the real model's 4096 each would add about a
+twentieth to the work). Encode: one 1024 x 768 image through the tower and
 projector (a new image each time, so no cache hit). Prefill: its rows, with the layout's
 tokens around them, in one batch of the text model. Seconds and rows/s, best of --repeat;
 llama.cpp through llama-cpp-python (`pip install '.[llamacpp]'`), which decodes the rows
@@ -52,9 +58,11 @@ PIXTRAL = dict(hidden_size=1024, intermediate_size=4096, num_attention_heads=16,
                image_size=1540, patch_size=14, layer_norm_eps=1e-5, hidden_act="silu")
 QWEN25 = dict(hidden_size=1280, intermediate_size=3420, num_heads=16, patch_size=14, depth=32,
               window_size=112)
-LAYERS = {"gemma3": 27, "pixtral": 24, "qwen2.5vl": 32}
-PROJECTOR_TYPES = {"qwen2.5vl": "qwen2.5vl_merger"}       # else the tower's name
-ENCODE_ONLY = {"qwen2.5vl"}           # the text model cannot hold its rows (see above)
+QWEN3 = dict(hidden_size=1152, intermediate_size=4304, num_heads=16, patch_size=16, depth=27,
+             positions=48 * 48, deepstack=(8, 16, 24))
+LAYERS = {"gemma3": 27, "pixtral": 24, "qwen2.5vl": 32, "qwen3vl": 27}
+PROJECTOR_TYPES = {"qwen2.5vl": "qwen2.5vl_merger", "qwen3vl": "qwen3vl_merger"}  # else its name
+ENCODE_ONLY = {"qwen2.5vl", "qwen3vl"}  # the text model cannot hold their rows (see above)
 
 
 def mmproj(tower: str, layers: int, text_embd: int) -> Path:
@@ -153,7 +161,42 @@ def qwen25_tensors(writer, layers: int, text_embd: int, matrix, vector) -> None:
     writer.add_tensor("mm.2.bias", vector(text_embd))
 
 
-WRITERS = {"gemma3": gemma3_tensors, "pixtral": pixtral_tensors, "qwen2.5vl": qwen25_tensors}
+def qwen3_tensors(writer, layers: int, text_embd: int, matrix, vector) -> None:
+    d, f, p = QWEN3["hidden_size"], QWEN3["intermediate_size"], QWEN3["patch_size"]
+    deepstack = [i for i in QWEN3["deepstack"] if i < layers]
+    out = text_embd // (1 + len(deepstack))              # the rows side by side fill text_embd
+    write_vit(writer, dict(image_size=768, patch_size=p, hidden_size=d, intermediate_size=f,
+                           num_hidden_layers=layers, num_attention_heads=QWEN3["num_heads"],
+                           layer_norm_eps=1e-6), out, (0.5,) * 3, (0.5,) * 3)
+    vision = gguf.Keys.ClipVision
+    writer.add_uint32(vision.SPATIAL_MERGE_SIZE, 2)
+    writer.add_array(vision.IS_DEEPSTACK_LAYERS, [i in deepstack for i in range(layers)])
+    for suffix in ("", ".1"):
+        writer.add_tensor(f"v.patch_embd.weight{suffix}", matrix(d, 3, p, p).reshape(d, 3, p, p))
+    writer.add_tensor("v.patch_embd.bias", vector(d))
+    writer.add_tensor("v.position_embd.weight", matrix(QWEN3["positions"], d).astype(np.float32))
+    for i in range(layers):
+        for name, shape in (("attn_qkv", (3 * d, d)), ("attn_out", (d, d)), ("ffn_up", (f, d)),
+                            ("ffn_down", (d, f))):
+            writer.add_tensor(f"v.blk.{i}.{name}.weight", matrix(*shape))
+            writer.add_tensor(f"v.blk.{i}.{name}.bias", vector(shape[0]))
+        for norm in ("ln1", "ln2"):
+            writer.add_tensor(f"v.blk.{i}.{norm}.weight", vector(d, one=True))
+            writer.add_tensor(f"v.blk.{i}.{norm}.bias", vector(d))
+    mergers = [("v.post_ln", "mm.0", "mm.2", d)] + \
+        [(f"v.deepstack.{i}.norm", f"v.deepstack.{i}.fc1", f"v.deepstack.{i}.fc2", 4 * d)
+         for i in deepstack]
+    for norm, fc1, fc2, width in mergers:
+        writer.add_tensor(f"{norm}.weight", vector(width, one=True))
+        writer.add_tensor(f"{norm}.bias", vector(width))
+        writer.add_tensor(f"{fc1}.weight", matrix(4 * d, 4 * d))
+        writer.add_tensor(f"{fc1}.bias", vector(4 * d))
+        writer.add_tensor(f"{fc2}.weight", matrix(out, 4 * d))
+        writer.add_tensor(f"{fc2}.bias", vector(out))
+
+
+WRITERS = {"gemma3": gemma3_tensors, "pixtral": pixtral_tensors, "qwen2.5vl": qwen25_tensors,
+           "qwen3vl": qwen3_tensors}
 
 
 def photo(seed: int, width: int = 1024, height: int = 768) -> tuple[bytes, np.ndarray]:

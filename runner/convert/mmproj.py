@@ -263,6 +263,8 @@ TOWERS = {
         rename=pixtral_rename, extra=pixtral_break, permute_qk=True),
     "qwen2_5_vl": VisionTower("qwen2.5vl_merger", qwen_vl_hparams, plan=qwen_vl_tower.plan),
     "qwen2_vl": VisionTower("qwen2vl_merger", qwen_vl_hparams, plan=qwen_vl_tower.plan),
+    "qwen3_vl": VisionTower("qwen3vl_merger", qwen_vl_hparams, plan=qwen_vl_tower.plan),
+    "qwen3_vl_moe": VisionTower("qwen3vl_merger", qwen_vl_hparams, plan=qwen_vl_tower.plan),
 }
 
 

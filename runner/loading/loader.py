@@ -107,11 +107,12 @@ def _attach(loaded: Loaded, projector_file: pyggml.GGUFFile, meta: dict, tensors
     for modality in present:
         kind = meta.get(MODALITIES[modality][1]) or meta.get("clip.projector_type")
         projector = projector_class(kind).from_metadata(meta, weights)
-        width, embd = projector.config.projection, loaded.model.config.embd
+        width = getattr(projector, "row_width", projector.config.projection)
+        embd = loaded.model.media_width()
         if width != embd:
             raise ValueError(f"The projector {where} makes {modality} rows {width} wide, but "
-                             f"the text model's embeddings are {embd} wide: they do not "
-                             "belong together.")
+                             f"the text model reads rows {embd} wide: they do not belong "
+                             "together.")
         loaded.projectors[modality] = projector
     loaded.projector_file = projector_file
     loaded.projector_tensors = {t.name: t for name, t in weights.tensors.items()

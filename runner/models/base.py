@@ -145,6 +145,10 @@ class Transformer:
         their earlier rows; none: images are causal like text."""
         return ()
 
+    def media_width(self) -> int:
+        """Floats in an image row the graph reads (Inputs.media): one embedding."""
+        return self.config.embd
+
 
 @dataclass
 class TransformerConfig:
@@ -173,9 +177,20 @@ class Inputs:
     outputs: pyggml.Tensor      # int32 (n_out,)
     n_tokens: int
     embeddings: bool = False    # return the final hidden states of the outputs, not logits
-    media: pyggml.Tensor | None = None         # float32 (M, E): image rows' embeddings
+    # float32 (M, E), image rows' embeddings; (M, E x parts) where the model reads more
+    # than one embedding a row (TextModel.media_width)
+    media: pyggml.Tensor | None = None
     media_rows: pyggml.Tensor | None = None    # int32 (M,): the rows of the batch they fill
 
     def splice(self, x):
         """x (T, E), the token embeddings, with the image rows in place of their tokens'."""
-        return x if self.media is None else x.set_rows(self.media, self.media_rows)
+        return x if self.media is None else x.set_rows(self.media_part(0, x.shape[1]),
+                                                       self.media_rows)
+
+    def media_part(self, part: int, width: int):
+        """(M, width): the part-th embedding of each image row."""
+        if self.media.shape[1] == width:
+            return self.media
+        row, item = self.media.strides
+        return self.media.view((self.media.shape[0], width), part * width * item,
+                               (row, item)).cont()

@@ -48,6 +48,10 @@ class TextModel(Protocol):
     def media_windows(self) -> tuple:
         """The windows in whose masks an image's rows see each other both ways."""
 
+    def media_width(self) -> int:
+        """Floats in an image row its graph reads: embd, or more (Qwen3-VL's deepstack
+        embeddings follow the row's own); a projector's rows must be as wide."""
+
     def position_axes(self) -> int:
         """Positions per token its graph reads (1; 4 with M-RoPE: time, row, column, none)."""
 
@@ -64,6 +68,8 @@ class Projector(Protocol):
 
     layout: Layout                  # the token texts around its rows in the prompt
     max_rows: int                   # the most rows one item becomes
+    # optional: floats in each row it makes, where more than config.projection (Qwen3-VL)
+    row_width: int
 
     @classmethod
     def from_metadata(cls, meta: dict, weights: Weights) -> Projector:

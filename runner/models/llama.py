@@ -122,13 +122,17 @@ class Llama(Transformer):
             a = attention(kv, i, q, k, v, 1.0 / math.sqrt(c.head_dim))        # (T, H*D)
             x = x.add(block.attn_output.mul_mat(a))
             h = x.rms_norm(c.norm_eps).mul(block.ffn_norm)
-            x = x.add(self._ffn(block, h))
+            x = self._layer_output(i, x.add(self._ffn(block, h)), inputs)
         x = x.get_rows(inputs.outputs)                                       # (n_out, E)
         x = x.rms_norm(c.norm_eps).mul(self.output_norm)
         return self.project(x, inputs)                                       # (n_out, vocab)
 
     def position_axes(self) -> int:
         return self.config.rope.axes
+
+    def _layer_output(self, i: int, x, inputs):
+        """Layer i's output x (T, E) as the next layer reads it (Qwen3-VL adds to it)."""
+        return x
 
     def _queries(self, q, inputs):
         """The rotated queries (T, H, D) as attention takes them (Mistral 3 scales them)."""

@@ -9,7 +9,8 @@ The text models of Qwen2-VL and Qwen2.5-VL (qwen2vl; Ollama's qwen25vl), Qwen3-V
 (qwen3vl) and its MoE (qwen3vlmoe) are these with M-RoPE (rope.py): each section of a head's
 pairs rotates by one axis of a position (time, row, column), laid out in blocks (Qwen2-VL)
 or interleaved (Qwen3-VL, llama.cpp's IMROPE). An image's rows take their row and column
-on those axes (the engine computes them, multimodal/axes.py)."""
+on those axes (the engine computes them, multimodal/axes.py). Qwen3-VL's image rows also
+bring deepstack embeddings for its first layers (Qwen3VLText)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,12 @@ class Qwen3(Llama):
     rope_mode = "neox"
 
 
-class InterleavedAxes:
-    """Qwen3-VL's M-RoPE interleaves its axes over a head's pairs (llama.cpp's IMROPE)."""
+class Qwen3VLText:
+    """Qwen3-VL's text models: M-RoPE's axes interleaved over a head's pairs (llama.cpp's
+    IMROPE), and deepstack: an image row brings, after its embedding, one more for each of
+    the first n_deepstack_layers layers, added to that layer's output at the row."""
+
+    deepstack_layers = 0
 
     @classmethod
     def config_of(cls, meta: dict):
@@ -46,9 +51,27 @@ class InterleavedAxes:
         config.rope.interleaved = True
         return config
 
+    @classmethod
+    def from_metadata(cls, meta: dict, weights: Weights):
+        model = super().from_metadata(meta, weights)
+        m = Metadata(meta, meta["general.architecture"])
+        model.deepstack_layers = int(m.get(LLM.NUM_DEEPSTACK_LAYERS, 0))
+        return model
+
+    def media_width(self) -> int:
+        return self.config.embd * (1 + self.deepstack_layers)
+
+    def _layer_output(self, i: int, x, inputs):
+        """x (T, E), with the i-th deepstack embedding added at the image rows."""
+        if inputs.media is None or i >= self.deepstack_layers:
+            return x
+        rows = inputs.media_rows
+        added = x.get_rows(rows).add(inputs.media_part(i + 1, x.shape[1]))    # (M, E)
+        return x.set_rows(added, rows)
+
 
 @register("qwen3vl")
-class Qwen3VL(InterleavedAxes, Qwen3):
+class Qwen3VL(Qwen3VLText, Qwen3):
     pass
 
 
@@ -99,5 +122,5 @@ class Qwen3Moe(Qwen3):
 
 
 @register("qwen3vlmoe")
-class Qwen3VLMoe(InterleavedAxes, Qwen3Moe):
+class Qwen3VLMoe(Qwen3VLText, Qwen3Moe):
     pass

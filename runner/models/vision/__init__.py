@@ -51,4 +51,4 @@ class Layout:
 
 
 # the modules register themselves
-from . import clip, gemma4v, pixtral, qwen_vl, siglip  # noqa: E402,F401
+from . import clip, gemma4v, pixtral, qwen3_vl, qwen_vl, siglip  # noqa: E402,F401

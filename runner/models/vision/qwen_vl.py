@@ -40,11 +40,11 @@ VISION = gguf.Keys.ClipVision
 ROPE_BASE, ROPE_CONTEXT = 10000.0, 32768          # the vision rope's, as llama.cpp's
 DEFAULT_MERGE = 2
 DEFAULT_WINDOW = 112                    # Qwen2.5-VL's window_size, in pixels
-MIN_PIXELS = 56 * 56                    # the reference processor's least area
+MIN_CELLS = 4                           # the reference processor's least area, in cells
 # the most: 1280 merged cells an image, the model card's suggested max_pixels (the reference
 # processor allows 16384, Ollama 2675, llama.cpp 4096, whose full-attention blocks need
 # gigabytes of scores); a file's clip.vision.image_max_pixels says otherwise
-MAX_PIXELS = 28 * 28 * 1280
+MAX_CELLS = 1280
 MASKED = -1e30                          # a score outside the window (-inf once in F16)
 # ours: the blocks that see the whole image, listed (Ollama's files list them; llama.cpp's
 # say every n_wa_pattern-th)
@@ -55,6 +55,8 @@ FULL_BLOCKS = "clip.vision.fullatt_block_indexes"
 class QwenVisionBlock(Block):
     ln1: Tensor | None = None
     ln1_b: Tensor | None = None
+    attn_qkv: Tensor | None = None          # Qwen3-VL's: Q, K and V in one (3D, D)
+    attn_qkv_b: Tensor | None = None
     attn_q: Tensor | None = None
     attn_q_b: Tensor | None = None
     attn_k: Tensor | None = None
@@ -105,12 +107,13 @@ class QwenVision:
 
     def __init__(self, config: ViTConfig, weights: Weights, merge: int = DEFAULT_MERGE,
                  window: int = DEFAULT_WINDOW, full_blocks=None,
-                 pixels: tuple[int, int] = (MIN_PIXELS, MAX_PIXELS)):
-        """full_blocks: the blocks that see the whole image (None: all, no windows)."""
+                 pixels: tuple[int, int] | None = None):
+        """full_blocks: the blocks that see the whole image (None: all, no windows); pixels:
+        the least and most pixels of a resized image (None: MIN_CELLS and MAX_CELLS)."""
         c = self.config = config
         self.merge, self.window = merge, window
         self.full_blocks = None if full_blocks is None else frozenset(full_blocks)
-        self.min_pixels, self.max_pixels = pixels
+        self.min_pixels, self.max_pixels = pixels or default_pixels(c.patch, merge)
         kernel = (c.embd, 3, c.patch, c.patch)
         self.patch_embd = [weights.take("v.patch_embd.weight", kernel),
                            weights.take("v.patch_embd.weight.1", kernel)]
@@ -126,9 +129,10 @@ class QwenVision:
     def _bind_block(self, weights: Weights, i: int) -> QwenVisionBlock:
         c, prefix = self.config, f"v.blk.{i}."
         e, f = c.embd, c.ffn
-        shapes = {"ln1": (e,), "attn_q": (e, e), "attn_k": (e, e), "attn_v": (e, e),
-                  "attn_out": (e, e), "ln2": (e,), "ffn_gate": (f, e), "ffn_up": (f, e),
-                  "ffn_down": (e, f)}
+        projections = {"attn_qkv": (3 * e, e)} if f"{prefix}attn_qkv.weight" in weights.tensors \
+            else {"attn_q": (e, e), "attn_k": (e, e), "attn_v": (e, e)}
+        shapes = {"ln1": (e,), **projections, "attn_out": (e, e), "ln2": (e,),
+                  "ffn_gate": (f, e), "ffn_up": (f, e), "ffn_down": (e, f)}
         block = QwenVisionBlock()
         for name, shape in shapes.items():
             take = weights.optional if name == "ffn_gate" else weights.take  # Qwen2-VL: none
@@ -150,11 +154,9 @@ class QwenVision:
         full, pattern = m.get(FULL_BLOCKS), int(m.get(VISION.N_WA_PATTERN, 0))
         if full is None and pattern:
             full = [i for i in range(config.layers) if (i + 1) % pattern == 0]
-        return cls(config, weights, int(m.get(VISION.SPATIAL_MERGE_SIZE, DEFAULT_MERGE)),
-                   int(m.get(VISION.WINDOW_SIZE, DEFAULT_WINDOW)),
-                   None if full is None else [int(i) for i in full],
-                   (int(m.get(VISION.IMAGE_MIN_PIXELS, MIN_PIXELS)),
-                    int(m.get(VISION.IMAGE_MAX_PIXELS, MAX_PIXELS))))
+        merge = int(m.get(VISION.SPATIAL_MERGE_SIZE, DEFAULT_MERGE))
+        return cls(config, weights, merge, int(m.get(VISION.WINDOW_SIZE, DEFAULT_WINDOW)),
+                   None if full is None else [int(i) for i in full], file_pixels(m, config, merge))
 
     @property
     def cell(self) -> int:
@@ -194,13 +196,8 @@ class QwenVision:
                 flash: bool = False):
         """patches (P, 3*p*p) in merge order, positions int32 (4 * P,) rows, columns, rows,
         columns, windows float32 (P,) each patch's window -> (P / merge^2, text embd)."""
-        c, n = self.config, patches.shape[0]
-        ctx = patches.context
-        x = None
-        for kernel in self.patch_embd:            # the temporal pair's two kernels
-            matrix = ctx.bind(kernel).reshape(c.embd, 3 * c.patch * c.patch)
-            product = matrix.mul_mat(patches)                                 # (P, D)
-            x = product if x is None else x.add(product)
+        n = patches.shape[0]
+        x = self._embed(patches)                                              # (P, D)
         mask = None
         if windows is not None:
             across = windows.reshape(1, n).repeat(n, n).sub(windows.reshape(n, 1))  # (P, P)
@@ -210,10 +207,24 @@ class QwenVision:
         for i, block in enumerate(self.blocks):
             whole = self.full_blocks is None or i in self.full_blocks
             x = self._block(x, block, positions, None if whole else mask, flash)
-        x = self._norm(x, self.post_ln, self.post_ln_b)
-        x = x.reshape(n // (self.merge * self.merge), c.embd * self.merge * self.merge)
+        return self._merged(x)                                                # (L, E)
+
+    def _embed(self, patches):
+        """patches (P, 3*p*p) -> (P, D): the temporal pair's two kernels, summed."""
+        c, ctx = self.config, patches.context
+        x = None
+        for kernel in self.patch_embd:
+            matrix = ctx.bind(kernel).reshape(c.embd, 3 * c.patch * c.patch)
+            product = matrix.mul_mat(patches)                                 # (P, D)
+            x = product if x is None else x.add(product)
+        return x
+
+    def _merged(self, x):
+        """x (P, D), the last block's -> (P / merge^2, E): the merger."""
+        c, cell = self.config, self.merge * self.merge
+        x = self._norm(x, self.post_ln, self.post_ln_b).reshape(x.shape[0] // cell, c.embd * cell)
         h = self.mm_0.mul_mat(x).add(self.mm_0_b).gelu_erf()
-        return self.mm_2.mul_mat(h).add(self.mm_2_b)                          # (L, E)
+        return self.mm_2.mul_mat(h).add(self.mm_2_b)
 
     def _norm(self, x, weight, bias):
         """LayerNorm where the file has a bias (Qwen2-VL), else RMSNorm (Qwen2.5-VL)."""
@@ -222,11 +233,9 @@ class QwenVision:
             x.rms_norm(eps).mul(weight)
 
     def _block(self, x, block: QwenVisionBlock, positions, mask, flash: bool):
-        c, n = self.config, x.shape[0]
+        c = self.config
         h = self._norm(x, block.ln1, block.ln1_b)
-        q, k, v = (linear(w, b, h).reshape(n, c.heads, c.head_dim)
-                   for w, b in ((block.attn_q, block.attn_q_b), (block.attn_k, block.attn_k_b),
-                                (block.attn_v, block.attn_v_b)))
+        q, k, v = self._qkv(block, h)                                         # (P, H, Dh)
         q, k = (t.rope_multi(positions, c.head_dim // 2, [c.head_dim // 4] * 4, "vision",
                              freq_base=ROPE_BASE, n_ctx_orig=ROPE_CONTEXT) for t in (q, k))
         a = attend_all(q, k, v, 1.0 / math.sqrt(c.head_dim), flash, mask)       # (P, D)
@@ -238,6 +247,32 @@ class QwenVision:
         else:
             up = getattr(up, ACTIVATIONS[c.activation])()
         return x.add(linear(block.ffn_down, block.ffn_down_b, up))
+
+
+    def _qkv(self, block: QwenVisionBlock, h):
+        """h (P, D) -> queries, keys and values (P, H, Dh), from one product or three."""
+        c, n = self.config, h.shape[0]
+        if block.attn_qkv is None:
+            return tuple(linear(w, b, h).reshape(n, c.heads, c.head_dim) for w, b in (
+                (block.attn_q, block.attn_q_b), (block.attn_k, block.attn_k_b),
+                (block.attn_v, block.attn_v_b)))
+        qkv = linear(block.attn_qkv, block.attn_qkv_b, h)                     # (P, 3D)
+        row, item = qkv.strides
+        return tuple(qkv.view((n, c.heads, c.head_dim), part * c.embd * item,
+                              (row, c.head_dim * item, item)).cont() for part in range(3))
+
+
+def default_pixels(patch: int, merge: int) -> tuple[int, int]:
+    """The least and most pixels of a resized image, MIN_CELLS and MAX_CELLS cells."""
+    area = (patch * merge) ** 2
+    return MIN_CELLS * area, MAX_CELLS * area
+
+
+def file_pixels(m: Metadata, config: ViTConfig, merge: int) -> tuple[int, int]:
+    """The file's clip.vision.image_min/max_pixels, each defaulting as default_pixels."""
+    least, most = default_pixels(config.patch, merge)
+    return (int(m.get(VISION.IMAGE_MIN_PIXELS, least)),
+            int(m.get(VISION.IMAGE_MAX_PIXELS, most)))
 
 
 def linear(weight, bias, x):

@@ -48,6 +48,10 @@ QWEN25_VISION = dict(depth=4, hidden_size=32, intermediate_size=48, num_heads=2,
 QWEN2_VISION = dict(depth=2, embed_dim=32, hidden_size=hf_tiny.SHAPE["hidden_size"],
                     mlp_ratio=2, num_heads=2, patch_size=4, spatial_merge_size=2,
                     temporal_patch_size=2)
+# Qwen3-VL: LayerNorm blocks, a learned 4 x 4 position table, deepstack after blocks 0 and 2
+QWEN3_VISION = dict(depth=3, hidden_size=32, intermediate_size=48, num_heads=2, patch_size=4,
+                    spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16,
+                    deepstack_visual_indexes=[0, 2], out_hidden_size=hf_tiny.SHAPE["hidden_size"])
 QWEN_PROCESSOR = dict(size={"shortest_edge": 4 * 64, "longest_edge": 64 * 64}, patch_size=4,
                       merge_size=2, temporal_patch_size=2)
 # Qwen's turns (its images stand where the server's [img-N] tags put them)
@@ -55,7 +59,8 @@ CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_
           "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 # the reference's input naming which positions hold image rows (for its attention masks)
 TYPE_IDS = {"gemma3": "token_type_ids", "gemma4": "mm_token_type_ids",
-            "qwen2_5_vl": "mm_token_type_ids", "qwen2_vl": "mm_token_type_ids"}
+            "qwen2_5_vl": "mm_token_type_ids", "qwen2_vl": "mm_token_type_ids",
+            "qwen3_vl": "mm_token_type_ids", "qwen3_vl_moe": "mm_token_type_ids"}
 GEMMA4_PROCESSOR = dict(patch_size=4, max_soft_tokens=70, pooling_kernel_size=3)
 
 
@@ -132,17 +137,39 @@ def qwen2_vl(directory: Path, seed: int = 0) -> Path:
                             QWEN2_VISION)
 
 
-def _qwen_checkpoint(directory: Path, seed: int, config_class, model_class,
-                     vision: dict) -> Path:
-    import json
+def qwen3_vl(directory: Path, seed: int = 0) -> Path:
+    """A tiny Qwen3-VL: interleaved M-RoPE over pairs 4, 2 and 2 of 8, two deepstack layers."""
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
+    return _qwen_checkpoint(directory, seed, Qwen3VLConfig, Qwen3VLForConditionalGeneration,
+                            QWEN3_VISION, {"mrope_section": [4, 2, 2], "mrope_interleaved": True},
+                            {"image_mean": [0.5] * 3, "image_std": [0.5] * 3})
+
+
+def qwen3_vl_moe(directory: Path, seed: int = 0) -> Path:
+    """Qwen3-VL's tower before a text model of 4 experts, 2 chosen."""
+    from transformers import Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration
+
+    return _qwen_checkpoint(directory, seed, Qwen3VLMoeConfig,
+                            Qwen3VLMoeForConditionalGeneration, QWEN3_VISION,
+                            {"mrope_section": [4, 2, 2], "mrope_interleaved": True},
+                            {"image_mean": [0.5] * 3, "image_std": [0.5] * 3},
+                            dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                                 decoder_sparse_step=1))
+
+
+def _qwen_checkpoint(directory: Path, seed: int, config_class, model_class, vision: dict,
+                     rope: dict | None = None, processor: dict | None = None,
+                     text_settings: dict | None = None) -> Path:
+    import json
 
     tok = tokenizer("qwen2")
     ids = {t: tok.convert_tokens_to_ids(t) for t in IMAGE_TOKENS["qwen2"]}
     text = dict(hf_tiny.SHAPE, vocab_size=len(tok), head_dim=16, tie_word_embeddings=False,
                 eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id,
                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                                 "mrope_section": [2, 3, 3]})
+                                 **(rope or {"mrope_section": [2, 3, 3]})},
+                **(text_settings or {}))
     config = config_class(
         text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
@@ -151,7 +178,7 @@ def _qwen_checkpoint(directory: Path, seed: int, config_class, model_class,
     tok.chat_template = CHATML
     _saved(model_class, config, tok, directory, seed)
     (directory / "preprocessor_config.json").write_text(json.dumps(
-        {"image_processor_type": "Qwen2VLImageProcessor", **QWEN_PROCESSOR}))
+        {"image_processor_type": "Qwen2VLImageProcessor", **QWEN_PROCESSOR, **(processor or {})}))
     return directory
 
 
@@ -285,14 +312,15 @@ def reference_model(directory: Path):
 
 
 def features(model, processed: dict) -> np.ndarray:
-    """The projector's rows for one image's processor output."""
+    """The projector's rows for one image's processor output (Qwen3-VL's: each followed by
+    its deepstack rows)."""
     import torch
 
     inputs = {name: torch.tensor(value) for name, value in processed.items()}
     with torch.no_grad():
         out = model.model.get_image_features(**inputs)
-    rows = out.pooler_output
-    return (rows[0] if isinstance(rows, (tuple, list)) else rows[0]).numpy()
+    deep = [feature[0] for feature in getattr(out, "deepstack_features", None) or []]
+    return torch.cat([out.pooler_output[0], *deep], dim=-1).numpy()
 
 
 def logits(model, ids: list[int], processed: list[dict], image_token: int):
@@ -345,6 +373,10 @@ def processed(kind: str, data: bytes) -> dict:
         "pixtral": lambda: transformers.PixtralImageProcessorPil(**PIXTRAL_12B_PROCESSOR),
         "qwen2_5_vl": lambda: transformers.Qwen2VLImageProcessorPil(**QWEN_PROCESSOR),
         "qwen2_vl": lambda: transformers.Qwen2VLImageProcessorPil(**QWEN_PROCESSOR),
+        "qwen3_vl": lambda: transformers.Qwen2VLImageProcessorPil(
+            **QWEN_PROCESSOR, image_mean=[0.5] * 3, image_std=[0.5] * 3),
+        "qwen3_vl_moe": lambda: transformers.Qwen2VLImageProcessorPil(
+            **QWEN_PROCESSOR, image_mean=[0.5] * 3, image_std=[0.5] * 3),
     }
     out = processors[kind]()(Image.open(io.BytesIO(data)), return_tensors="np")
     return {name: out[name] for name in ("pixel_values", "image_position_ids", "image_sizes",

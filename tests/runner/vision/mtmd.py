@@ -11,7 +11,8 @@ import numpy as np
 
 def mtmd_rows(model_path, mmproj_path, rgb: np.ndarray) -> np.ndarray:
     """float32 (rows, embd): libmtmd's embedding of the image rgb (H, W, 3) uint8, or of
-    the audio rgb (samples,) float32 at 16 kHz."""
+    the audio rgb (samples,) float32 at 16 kHz (embd: the model's input width, Qwen3-VL's
+    deepstack embeddings included)."""
     import llama_cpp
     import llama_cpp.mtmd_cpp as mtmd
 
@@ -44,7 +45,7 @@ def mtmd_rows(model_path, mmproj_path, rgb: np.ndarray) -> np.ndarray:
         bitmaps = (mtmd.mtmd_bitmap_p_ctypes * 1)(bitmap)
         if mtmd.mtmd_tokenize(ctx, chunks, ctypes.byref(text), bitmaps, 1) != 0:
             raise RuntimeError("mtmd_tokenize failed.")
-        embd = llama_cpp.llama_model_n_embd(model)
+        embd = llama_cpp.llama_model_n_embd_inp(model)
         for i in range(mtmd.mtmd_input_chunks_size(chunks)):
             chunk = mtmd.mtmd_input_chunks_get(chunks, i)
             if mtmd.mtmd_input_chunk_get_type(chunk) != wanted:

@@ -48,23 +48,24 @@ QWEN_IMAGES = {"odd": png(5, 37, 61), "small": png(6, 9, 7), "alpha": png(7, 30,
                "large": png(10, 120, 90)}
 
 
+@pytest.mark.parametrize("kind", ["qwen2_5_vl", "qwen3_vl"])     # CLIP's normalization, 0.5's
 @pytest.mark.parametrize("name", list(QWEN_IMAGES))
-def test_qwen_vl_pixels_are_the_reference_processors(name, vision_models):
+def test_qwen_vl_pixels_are_the_reference_processors(name, kind, vision_models):
     """The smart resize, patches in merge order and the grid, bit for bit (the reference
     given the image turned upright, as transformers' load_image turns it; its own RGB
     conversion composites transparency onto white, as ours)."""
     from PIL import ImageOps
-    from transformers import Qwen2VLImageProcessorPil
 
     from runner.loading.loader import open_model
 
-    from .hf_vision import QWEN_PROCESSOR
+    from .hf_vision import processed
 
-    paths = vision_models("qwen2_5_vl")
+    paths = vision_models(kind)
     projector = open_model(paths["model"], projector=paths["mmproj"]).projectors["image"]
     data = QWEN_IMAGES[name]
-    upright = ImageOps.exif_transpose(Image_of(data))
-    expected = Qwen2VLImageProcessorPil(**QWEN_PROCESSOR)(upright, return_tensors="np")
+    out = io.BytesIO()
+    ImageOps.exif_transpose(Image_of(data)).save(out, "PNG")       # upright, losslessly
+    expected = processed(kind, out.getvalue())
     ours = projector.preprocess(images.decode(data))
     patch = projector.config.patch
     frames = expected["pixel_values"].reshape(-1, 3, 2, patch, patch)

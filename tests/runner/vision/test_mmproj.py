@@ -43,15 +43,24 @@ REQUIRED_TENSORS = {       # checkpoint kind -> (projector type, its tensors)
     "qwen2_vl": ("qwen2vl_merger", ["v.patch_embd.weight", "v.patch_embd.weight.1",
                                     "v.post_ln.weight", "v.post_ln.bias", "mm.0.weight",
                                     "mm.2.weight"]),
+    # the deepstack mergers follow blocks 0 and 2 of the tiny tower
+    "qwen3_vl": ("qwen3vl_merger", ["v.patch_embd.weight", "v.patch_embd.weight.1",
+                                    "v.patch_embd.bias", "v.position_embd.weight",
+                                    "v.post_ln.weight", "mm.0.weight", "mm.0.bias",
+                                    "mm.2.weight", "mm.2.bias",
+                                    *[f"v.deepstack.{i}.{t}.{k}" for i in (0, 2)
+                                      for t in ("norm", "fc1", "fc2")
+                                      for k in ("weight", "bias")]]),
 }
 # the image a kind is encoded at, where its own size would be resized (differently: llama.cpp
 # keeps Qwen's images between 8 and 4096 cells, the tiny processor between 4 and 64)
-SIZES = {"qwen2_5_vl": (40, 56), "qwen2_vl": (40, 56)}
+SIZES = {"qwen2_5_vl": (40, 56), "qwen2_vl": (40, 56), "qwen3_vl": (40, 56)}
 # where llama.cpp departs from transformers (which ours matches to 1e-4, test_encoders):
 # its LLaVA graph puts the class token last yet reads rows 1..P and its projector uses tanh
 # GELU; its Gemma 4 resizes images its own way (bilinear, to other sizes)
 DEPARTS = {"llava", "gemma4"}
 BLOCK_TENSORS = ["ln1", "ln2", "attn_q", "attn_k", "attn_v", "attn_out", "ffn_up", "ffn_down"]
+FUSED_BLOCK_TENSORS = ["ln1", "ln2", "attn_qkv", "attn_out", "ffn_up", "ffn_down"]   # Qwen3-VL's
 
 
 @pytest.mark.parametrize("kind", list(REQUIRED_TENSORS))
@@ -65,8 +74,8 @@ def test_the_mmproj_carries_what_llama_cpp_requires(kind, vision_models):
     assert len(meta["clip.vision.image_mean"]) == len(meta["clip.vision.image_std"]) == 3
     names = set(projector.tensors_info)
     layers = meta["clip.vision.block_count"]
-    wanted = tensors + [f"v.blk.{i}.{t}.weight" for i in range(layers)
-                                       for t in BLOCK_TENSORS]
+    block = FUSED_BLOCK_TENSORS if kind == "qwen3_vl" else BLOCK_TENSORS
+    wanted = tensors + [f"v.blk.{i}.{t}.weight" for i in range(layers) for t in block]
     assert [name for name in wanted if name not in names] == []
 
 

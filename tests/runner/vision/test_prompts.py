@@ -22,7 +22,8 @@ from runner.multimodal.media import MediaRow, attach_media, token_ids
 from . import hf_vision
 from .hf_vision import png
 
-KINDS = ["gemma3", "llava", "gemma4", "mistral3", "pixtral", "qwen2_5_vl", "qwen2_vl"]
+KINDS = ["gemma3", "llava", "gemma4", "mistral3", "pixtral", "qwen2_5_vl", "qwen2_vl",
+         "qwen3_vl", "qwen3_vl_moe"]
 IMAGE_A, IMAGE_B = png(1, 40, 56), png(2, 20, 12)
 IMG_BREAK = hf_vision.tokenizer("mistral").convert_tokens_to_ids("[IMG_BREAK]")
 LONG = " and then".join(["The cat sat on the mat"] * 4)        # beyond the window of 8
