@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import httpx
 
@@ -121,9 +120,15 @@ def stop(client: Client, model: str) -> int:
     return 0
 
 
-def pull(client: Client, model: str) -> int:
-    for chunk in client.stream("/api/pull", {"model": model}):
-        print(chunk["status"], file=sys.stderr)
+def pull(client: Client, model: str, insecure: bool = False) -> int:
+    from ..registry.progress import Bars
+
+    bars = Bars()
+    try:
+        for chunk in client.stream("/api/pull", {"model": model, "insecure": insecure}):
+            bars(chunk)
+    finally:
+        bars.close()
     return 0
 
 

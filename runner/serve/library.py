@@ -28,6 +28,7 @@ from gguf import GGMLQuantizationType
 from pyggml.gguf_reader import Header
 
 from ..loading import store
+from ..registry.names import ModelName
 from ..tokenizer.template import renderer_for, template_for
 from .fim import fim_tokens
 
@@ -35,7 +36,6 @@ from .fim import fim_tokens
 # ollama.py's LAYOUTS; named here, as the server loads no model code: a test holds them equal)
 SINGLE_FILE_VISION = ("gemma3", "gemma4", "mistral3", "qwen25vl")
 
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?(:[A-Za-z0-9._-]+)?$")
 DIGEST = re.compile(r"^sha256[:-]([0-9a-f]{64})$")
 # general.file_type as llama.cpp's converter writes it (llama_ftype)
 FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
@@ -69,12 +69,16 @@ def _parsed(path: str, size: int, mtime_ns: int) -> Header:
 
 
 def normalize(name: str) -> str:
-    """'foo' -> 'foo:latest'; names are matched without regard to case."""
+    """'foo' -> 'foo:latest', 'registry.ollama.ai/library/foo' -> 'foo:latest' (Ollama's
+    shortest display, registry/names.py); names are matched without regard to case."""
     name = str(name).strip()
-    if len(name) > LONGEST_NAME or not NAME.match(name):
-        raise ValueError(f"{name!r} is not a model name ([namespace/]model[:tag], letters, "
-                         "digits, '.', '_' and '-').")
-    return (name if ":" in name else name + ":latest").lower()
+    if len(name) > LONGEST_NAME:
+        raise ValueError(f"{name!r} is not a model name (at most {LONGEST_NAME} characters).")
+    try:
+        return ModelName.parse(name).display.lower()
+    except ValueError:
+        raise ValueError(f"{name!r} is not a model name ([host/][namespace/]model[:tag], "
+                         "letters, digits, '.', '_' and '-').") from None
 
 
 @dataclass
@@ -89,6 +93,7 @@ class Entry:
     projector: Path | None = None     # the vision encoder's mmproj file
     messages: list | None = None      # a conversation every chat starts with (MESSAGE)
     license: str | None = None
+    go_template: str | None = None    # a pulled model's Ollama template (the file's wins)
     _metadata: dict | None = field(default=None, repr=False)
     _projector_metadata: dict | None = field(default=None, repr=False)
 
@@ -247,7 +252,7 @@ class Library:
             raise ModelNotFound(f'model "{name}" not found: its projector {projector} is gone')
         return Entry(name, path, digest, manifest.get("template"), manifest.get("system"),
                      manifest.get("parameters") or {}, projector, manifest.get("messages"),
-                     manifest.get("license"))
+                     manifest.get("license"), manifest.get("go_template"))
 
     def _source_path(self, source: str) -> Path:
         found = DIGEST.match(source)
@@ -337,12 +342,24 @@ class Library:
         header_of(path)                                    # a GGUF, or a ValueError
         return f"sha256:{found.group(1)}" if found else str(path)
 
+    def add_pulled(self, name: str, fields: dict) -> Entry:
+        """A pulled model: fields "model" (and "projector") blob digests already in the
+        store, and what its manifest brought (go_template, system, parameters, messages,
+        license)."""
+        key = normalize(name)
+        for part in ("model", "projector"):
+            if part in fields:
+                self._source(fields[part])                 # in the store, and a GGUF
+        self._write_manifest(key, {"parameters": {}, **fields})
+        return self.get(key)
+
     def copy(self, source: str, destination: str) -> None:
         entry = self.get(source)
         model = f"sha256:{entry.digest}" if entry.path.parent == self.blobs else str(entry.path)
         manifest = {"model": model, "digest": entry.digest, "template": entry.template,
                     "system": entry.system, "parameters": entry.parameters,
-                    "messages": entry.messages, "license": entry.license}
+                    "messages": entry.messages, "license": entry.license,
+                    "go_template": entry.go_template}
         if entry.projector is not None:
             manifest["projector"] = str(entry.projector)
         self._write_manifest(normalize(destination), manifest)

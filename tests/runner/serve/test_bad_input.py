@@ -46,7 +46,8 @@ NATIVE = [
     ("/api/copy", {"source": SMOL, "destination": "bad name!"}, 400, "not a model name"),
     ("/api/delete", {"model": "nosuch"}, 404, "not found"),
     ("/api/create", {"model": "x"}, 400, "neither"),
-    ("/api/pull", {"model": "nosuch:7b"}, 404, "not a model"),
+    ("/api/pull", {"model": "bad name!", "stream": False}, 400, "not a model name"),
+    ("/api/pull", {"model": "http://127.0.0.1:1/ns/m", "stream": False}, 400, "--insecure"),
     ("/api/blobs/sha256:zz", b"data", 400, "invalid digest"),
     # the probes: hostile or unlucky bodies
     ("/api/generate", b'{"model": "smollm2:135m", "prompt": "\\ud800"}', 400, "invalid JSON"),
