@@ -124,7 +124,8 @@ class Entry:
         return int(self.metadata.get(f"{self.architecture}.context_length") or 2048)
 
     def capabilities(self) -> list[str]:
-        meta, arch, template = self.metadata, self.architecture, self.chat_template or ""
+        meta, arch = self.metadata, self.architecture
+        template = self.chat_template or self.go_template or ""
         found = ["embedding" if meta.get(f"{arch}.pooling_type") else "completion"]
         built_in = renderer_for(meta) is not None        # harmony: tools and reasoning
         if "tools" in template or built_in:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..tokenizer.go_values import render_go
 from ..tokenizer.template import render, renderer_for
 from .fim import fim_prompt, fim_tokens
 from .library import Entry
@@ -47,6 +48,10 @@ def chat_prompt(entry: Entry, messages: list[dict], tools: list | None,
                 think: str | None) -> Prompt:
     """think: None (not said), "off" or a level."""
     template, built_in = entry.chat_template, renderer_for(entry.metadata)
+    if template is None and built_in is None and entry.go_template:
+        text = render_go(entry.go_template, messages, tools,
+                         None if think is None else think != "off", think)
+        return Prompt(without_bos(entry, text), format_for(entry.go_template))
     if template is None and built_in is None:
         raise ValueError(f'"{entry.name}" has no chat template; use /api/generate with raw')
     fmt = format_for(template) if built_in is None else \
@@ -81,6 +86,8 @@ def generate_prompt(entry: Entry, prompt: str, system: str | None, template: str
         [{"role": "user", "content": prompt}]
     if built_in is not None:
         return built_in[1](messages)
+    if template is None and entry.go_template:
+        return without_bos(entry, render_go(entry.go_template, messages))
     if template is None:
         return prompt if not system else f"{system}\n\n{prompt}"
     extra = {"suffix": suffix, "prompt": prompt} if suffix else {}

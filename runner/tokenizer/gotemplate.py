@@ -1,0 +1,401 @@
+"""Go's text/template, the subset Ollama's model templates use, for pulled models whose GGUF
+carries no chat template of its own.
+
+The language: text and {{ actions }} with trim markers ({{- and -}}) and comments; fields
+(.Messages, .Function.Name, $.Tools, $var.Field, (pipeline).Field), string, number and
+boolean constants, variables declared (:=) and assigned (=) with Go's scopes, pipelines
+(a | f: the value as f's last argument); if / else if / else, range (over lists and maps,
+with $i, $v :=, else, break and continue), with; the functions and, or, not, eq, ne, lt,
+le, gt, ge, len, index, slice, print, printf, println, and Ollama's json, currentDate and
+yesterdayDate. Values print as Go prints them; maps, lists and the structs Ollama hands its
+templates (tools, tool call arguments) print as JSON, as their String methods do.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from dataclasses import dataclass, field
+
+ACTION = re.compile(r"\{\{(-\s)?(.*?)(\s-)?\}\}", re.S)
+TOKEN = re.compile(r"""\s*(?:(?P<str>"(?:\\.|[^"\\])*"|`[^`]*`)
+    |(?P<num>-?\d+(?:\.\d+)?)|(?P<var>\$\w*(?:\.\w+)*)|(?P<field>(?:\.\w+)+|\.)
+    |(?P<op>:=|=|\||\(|\)|,)|(?P<ident>\w+))""", re.X)
+
+
+class GoTemplateError(ValueError):
+    pass
+
+
+class Struct(dict):
+    """A Go struct a template reads by field (its Go names) and prints as its JSON."""
+
+    def __init__(self, fields: dict, as_json):
+        super().__init__(fields)
+        self.as_json = as_json
+
+
+@dataclass
+class Node:
+    kind: str                          # text, print, if, range, with, break, continue, set
+    text: str = ""
+    pipe: list = field(default_factory=list)
+    names: list = field(default_factory=list)           # declared or assigned variables
+    declare: bool = True
+    body: list = field(default_factory=list)
+    otherwise: list = field(default_factory=list)
+
+
+def parse(source: str) -> list[Node]:
+    segments, position = [], 0
+    for match in ACTION.finditer(source):
+        text = source[position:match.start()]
+        if match.group(1):
+            text = text.rstrip()
+        if segments and segments[-1][0] == "trim":
+            text = text.lstrip()
+            segments.pop()
+        segments.append(("text", text))
+        inner = match.group(2).strip()
+        if not inner.startswith("/*"):
+            segments.append(("action", inner))
+        if match.group(3):
+            segments.append(("trim", ""))
+        position = match.end()
+    tail = source[position:]
+    if segments and segments[-1][0] == "trim":
+        tail = tail.lstrip()
+        segments.pop()
+    segments.append(("text", tail))
+    return _block(segments, 0, top=True)[0]
+
+
+def _block(segments, i: int, top: bool = False):
+    """Nodes from segments[i] to the end of their block: (nodes, index after, stopper)."""
+    nodes = []
+    while i < len(segments):
+        kind, text = segments[i]
+        i += 1
+        if kind == "text":
+            if text:
+                nodes.append(Node("text", text))
+            continue
+        words = text.split(None, 1)
+        head = words[0] if words else ""
+        rest = words[1] if len(words) > 1 else ""
+        if head in ("end", "else"):
+            if top:
+                raise GoTemplateError(f"unexpected {{{{{head}}}}} in the template")
+            return nodes, (i, head, rest)
+        if head in ("if", "range", "with"):
+            node = _control(head, rest)
+            node.body, (i, stop, after) = _block(segments, i)
+            if stop == "else" and head == "if" and after.startswith("if "):
+                nested = Node("if")
+                nodes_else, i = _else_if(segments, i, after[3:], nested)
+                node.otherwise = nodes_else
+            elif stop == "else":
+                node.otherwise, (i, stop, _) = _block(segments, i)
+                if stop != "end":
+                    raise GoTemplateError(f"{{{{{head}}}}} has two {{{{else}}}} branches")
+            nodes.append(node)
+        elif head in ("break", "continue"):
+            nodes.append(Node(head))
+        else:
+            names, declare, pipe = _assignment(text)
+            nodes.append(Node("set" if names else "print", pipe=pipe, names=names,
+                              declare=declare))
+    if not top:
+        raise GoTemplateError("the template ends inside a block (a missing {{end}})")
+    return nodes, (i, None, "")
+
+
+def _else_if(segments, i: int, condition: str, node: Node):
+    """An {{else if}} chain as a nested if; (its nodes, index after the chain's end)."""
+    node.pipe = _pipeline(_tokens(condition))
+    node.body, (i, stop, after) = _block(segments, i)
+    if stop == "else" and after.startswith("if "):
+        node.otherwise, i = _else_if(segments, i, after[3:], Node("if"))
+    elif stop == "else":
+        node.otherwise, (i, _, _) = _block(segments, i)
+    return [node], i
+
+
+def _control(head: str, rest: str) -> Node:
+    names, declare, pipe = _assignment(rest)
+    return Node(head, pipe=pipe, names=names, declare=declare)
+
+
+def _assignment(text: str):
+    tokens = _tokens(text)
+    for op in (":=", "="):
+        if ("op", op) in tokens:
+            at = tokens.index(("op", op))
+            names = [t[1] for t in tokens[:at] if t[0] == "var"]
+            return names, op == ":=", _pipeline(tokens[at + 1:])
+    return [], True, _pipeline(tokens)
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    tokens, position = [], 0
+    text = text.rstrip()
+    while position < len(text):
+        match = TOKEN.match(text, position)
+        if not match or match.end() == position:
+            raise GoTemplateError(f"cannot read {text[position:position + 20]!r} in an action")
+        kind = match.lastgroup
+        tokens.append((kind, match.group(kind)))
+        position = match.end()
+    return tokens
+
+
+def _pipeline(tokens: list) -> list:
+    """[command, ...]; a command is a list of operands (the first may be a function)."""
+    commands, command, i = [], [], 0
+    while i < len(tokens):
+        kind, value = tokens[i]
+        if (kind, value) == ("op", "("):
+            end = _closing(tokens, i)
+            operand = ("pipe", _pipeline(tokens[i + 1:end]))
+            i = end + 1
+            if i < len(tokens) and tokens[i][0] == "field" and tokens[i][1] != ".":
+                operand = ("chain", operand, tokens[i][1])
+                i += 1
+            command.append(operand)
+            continue
+        if (kind, value) == ("op", "|"):
+            commands.append(command)
+            command = []
+        elif kind != "op":
+            command.append((kind, value))
+        i += 1
+    commands.append(command)
+    if any(not c for c in commands):
+        raise GoTemplateError("an empty command in a pipeline")
+    return commands
+
+
+def _closing(tokens, i: int) -> int:
+    depth = 0
+    for j in range(i, len(tokens)):
+        if tokens[j] == ("op", "("):
+            depth += 1
+        elif tokens[j] == ("op", ")"):
+            depth -= 1
+            if depth == 0:
+                return j
+    raise GoTemplateError("an unclosed '(' in an action")
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+class _Stop(Exception):
+    pass
+
+
+def execute(nodes: list[Node], data, stop_after: str | None = None) -> str:
+    """The text of nodes over data; stop_after: a field name after whose first printing
+    nothing more is written (Ollama cuts a legacy template after .Response)."""
+    out = []
+    try:
+        _run(nodes, data, [{"$": data}], out, stop_after)
+    except _Stop:
+        pass
+    return "".join(out)
+
+
+def _run(nodes, dot, scopes, out, stop_after):
+    for node in nodes:
+        if node.kind == "text":
+            out.append(node.text)
+        elif node.kind == "print":
+            out.append(go_string(_pipe(node.pipe, dot, scopes)))
+            if stop_after and _mentions(node.pipe, stop_after):
+                raise _Stop
+        elif node.kind == "set":
+            value = _pipe(node.pipe, dot, scopes)
+            if node.declare:
+                scopes[-1][node.names[0]] = value
+            else:
+                next(s for s in reversed(scopes) if node.names[0] in s)[node.names[0]] = value
+        elif node.kind == "break":
+            raise _Break
+        elif node.kind == "continue":
+            raise _Continue
+        elif node.kind in ("if", "with"):
+            value = _pipe(node.pipe, dot, scopes)
+            scope = dict(zip(node.names, [value])) if node.names else {}
+            branch = node.body if truthy(value) else node.otherwise
+            inner = value if node.kind == "with" and truthy(value) else dot
+            _run(branch, inner, scopes + [scope], out, stop_after)
+        else:
+            _range(node, dot, scopes, out, stop_after)
+
+
+def _range(node, dot, scopes, out, stop_after):
+    value = _pipe(node.pipe, dot, scopes)
+    pairs = sorted(value.items()) if isinstance(value, dict) else \
+        list(enumerate(value)) if isinstance(value, (list, tuple)) else \
+        list(enumerate(range(value))) if isinstance(value, int) else None
+    if pairs is None and value is not None:
+        raise GoTemplateError(f"range cannot walk a {type(value).__name__}")
+    if not pairs:
+        _run(node.otherwise, dot, scopes + [{}], out, stop_after)
+        return
+    for key, item in pairs:
+        names = node.names
+        scope = {names[0]: item} if len(names) == 1 else \
+            dict(zip(names, (key, item))) if names else {}
+        try:
+            _run(node.body, item, scopes + [scope], out, stop_after)
+        except _Break:
+            break
+        except _Continue:
+            continue
+
+
+def _mentions(pipe, name: str) -> bool:
+    return any(op[0] == "field" and name in op[1].split(".") for command in pipe
+               for op in command)
+
+
+def _pipe(pipe, dot, scopes):
+    value, first = None, True
+    for command in pipe:
+        args = None if first else [value]
+        value = _command(command, dot, scopes, args)
+        first = False
+    return value
+
+
+def _command(command, dot, scopes, extra):
+    head = command[0]
+    if head[0] == "ident" and head[1] not in ("true", "false", "nil"):
+        if head[1] not in FUNCTIONS:
+            raise GoTemplateError(f'function "{head[1]}" not defined')
+        args = [_operand(op, dot, scopes) for op in command[1:]] + (extra or [])
+        try:
+            return FUNCTIONS[head[1]](*args)
+        except (TypeError, IndexError, KeyError) as error:
+            raise GoTemplateError(f"error calling {head[1]}: {error}") from None
+    if len(command) > 1 or extra:
+        raise GoTemplateError("a value cannot take arguments")
+    return _operand(head, dot, scopes)
+
+
+def _operand(op, dot, scopes):
+    kind = op[0]
+    if kind == "str":
+        return json.loads(op[1]) if op[1].startswith('"') else op[1][1:-1]
+    if kind == "num":
+        return float(op[1]) if "." in op[1] else int(op[1])
+    if kind == "ident":
+        return {"true": True, "false": False, "nil": None}[op[1]] if op[1] in (
+            "true", "false", "nil") else FUNCTIONS[op[1]]()
+    if kind == "field":
+        return dot if op[1] == "." else _fields(dot, op[1])
+    if kind == "var":
+        name, _, path = op[1].partition(".")
+        found = next((s[name] for s in reversed(scopes) if name in s), _MISSING)
+        if found is _MISSING:
+            raise GoTemplateError(f"undefined variable {name}")
+        return _fields(found, "." + path) if path else found
+    if kind == "pipe":
+        return _pipe(op[1], dot, scopes)
+    if kind == "chain":
+        return _fields(_operand(op[1], dot, scopes), op[2])
+    raise GoTemplateError(f"cannot evaluate {op!r}")
+
+
+_MISSING = object()
+
+
+def _fields(value, path: str):
+    for name in path.strip(".").split("."):
+        if isinstance(value, dict):
+            value = value.get(name)
+        elif value is None:
+            return None
+        else:
+            raise GoTemplateError(f"can't evaluate field {name} in a {type(value).__name__}")
+    return value
+
+
+def truthy(value) -> bool:
+    return bool(value) if value is not None else False
+
+
+def go_json(value) -> str:
+    """json.Marshal's text: compact, <, > and & escaped."""
+    def plain(v):
+        if isinstance(v, Struct):
+            return plain(v.as_json)
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return v
+    text = json.dumps(plain(value), separators=(",", ":"), ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def go_string(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value)) if abs(value) < 1e21 else repr(value)
+    if isinstance(value, (dict, list, tuple)):
+        return go_json(value)
+    return str(value)
+
+
+def _compare(op):
+    def check(a, b):
+        try:
+            return op(a, b)
+        except TypeError:
+            raise GoTemplateError(f"incompatible types for comparison: {a!r} and {b!r}") \
+                from None
+    return check
+
+
+def _printf(form: str, *args) -> str:
+    converted = re.sub(r"%[vsdq]", lambda m: "%r" if m.group() == "%q" else "%s", form)
+    return converted % tuple(json.dumps(a) if isinstance(a, str) and "%q" in form
+                             else go_string(a) for a in args)
+
+
+FUNCTIONS = {
+    "and": lambda *a: next((x for x in a if not truthy(x)), a[-1]),
+    "or": lambda *a: next((x for x in a if truthy(x)), a[-1]),
+    "not": lambda a: not truthy(a),
+    "eq": lambda a, *b: any(_compare(lambda x, y: x == y)(a, x) for x in b),
+    "ne": _compare(lambda a, b: a != b),
+    "lt": _compare(lambda a, b: a < b), "le": _compare(lambda a, b: a <= b),
+    "gt": _compare(lambda a, b: a > b), "ge": _compare(lambda a, b: a >= b),
+    "len": lambda a: len(a or ()),
+    "index": lambda a, *keys: _index(a, keys),
+    "slice": lambda a, *bounds: a[bounds[0]:bounds[1] if len(bounds) > 1 else None]
+    if bounds else a,
+    "print": lambda *a: " ".join(go_string(x) for x in a),
+    "println": lambda *a: " ".join(go_string(x) for x in a) + "\n",
+    "printf": _printf,
+    "json": go_json,
+    "currentDate": lambda *_: datetime.date.today().isoformat(),
+    "yesterdayDate": lambda *_: (datetime.date.today() - datetime.timedelta(1)).isoformat(),
+}
+
+
+def _index(value, keys):
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else value[key]
+    return value
