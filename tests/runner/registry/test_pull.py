@@ -161,3 +161,19 @@ def test_no_network_is_said_plainly(tmp_path):
     with pytest.raises(PullError, match="Could not reach the registry"):
         pull(f"http://127.0.0.1:{free_port()}/library/tiny", Library(tmp_path / "s"),
              insecure=True)
+
+
+def test_a_full_disk_is_said_plainly_and_keeps_the_parts(registry, tmp_path, quick,
+                                                         monkeypatch):
+    import errno
+    import os
+
+    def pwrite(fd, data, offset):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(transfer.os, "pwrite", pwrite)
+    library = Library(tmp_path / "store")
+    with pytest.raises(PullError, match="No space left on the disk") as error:
+        pull(name_at(registry), library, insecure=True)
+    assert error.value.status == 507 and pulled(library) == []
+    assert not (library.blobs / f"sha256-{model_digest(registry)[7:]}").exists()

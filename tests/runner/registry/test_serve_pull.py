@@ -31,6 +31,7 @@ def servers(model_paths, tmp_path_factory):
     served = Served()
     served.add_model("library/tiny:1b", [("model", model_paths["smollm2"])] +
                      [(kind, files / kind) for kind in texts])
+    served.add_model("library/gemma3:270m", [("model", model_paths["gemma3"])])
     small = served.add_blob(model_paths["smollm2"])
     served.repos["someone/Tiny-GGUF"] = {"Tiny-Q4_K_M.gguf": small, "Tiny-Q8_0.gguf": small}
     served.repos["someone/Seeing-GGUF"] = {"Seeing-Q4_K_M.gguf": small,
@@ -126,16 +127,21 @@ def test_the_quant_is_chosen_as_ollama_chooses():
         choose(["README.md", "mmproj.gguf"], "latest")
 
 
-def test_the_cli_pulls_in_process_with_a_progress_line(servers, tmp_path):
+def test_the_cli_pulls_in_process_with_a_progress_line(servers, tmp_path, model_paths):
+    """Gemma 3 270M: 253 MB, three parts of Ollama's 100 MB, fetched in parallel."""
     registry, _ = servers
     env = {**os.environ, "RUNNER_MODELS": str(tmp_path / "store"),
            "RUNNER_HOST": "127.0.0.1:1"}                          # no server: in process
     done = subprocess.run([sys.executable, "-m", "runner", "pull", "--insecure",
-                           f"http://{registry.host}/library/tiny:1b"], env=env,
+                           f"http://{registry.host}/library/gemma3:270m"], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"{registry.host}/library/tiny:1b"
+    assert done.stdout.strip() == f"{registry.host}/library/gemma3:270m"
     assert "pulling manifest" in done.stderr and "success" in done.stderr
+    digest = registry.served.manifests["library/gemma3:270m"]["layers"][0]["digest"]
+    assert len(registry.served.ranges(digest)) == 3
+    blob = tmp_path / "store" / "blobs" / f"sha256-{digest[7:]}"
+    assert blob.stat().st_size == model_paths["gemma3"].stat().st_size
     refused = subprocess.run([sys.executable, "-m", "runner", "pull",
                               f"http://{registry.host}/library/tiny:1b"], env=env,
                              capture_output=True, text=True, timeout=300)
