@@ -91,7 +91,8 @@ def close(ours, expected):
     ("Look: [img-0] what is it?", [IMAGE_A]),
     ("First [img-0] then [img-1] which is larger?", [IMAGE_A, IMAGE_B]),
     (LONG + " [img-0] " + LONG, [IMAGE_B]),
-], ids=["one", "two", "long"])
+    ("Q: Hello there.\nA: Hi! How can I help?\nQ: What is in [img-0] now?\nA:", [IMAGE_A]),
+], ids=["one", "two", "long", "between-turns"])
 def test_logits_with_images_are_the_references(model, hf, prompt, images):
     items = model.prompt_items(prompt, images)
     rows = sum(model.multimodal.media(image)[0].rows for image in images)
