@@ -69,7 +69,11 @@ def pull(text: str, library, insecure: bool = False, progress: Progress = lambda
         elif kind in LAYERS and layer["size"] <= SMALL:
             fields[LAYERS[kind]] = _read(library, layer["digest"], kind)
     progress({"status": "writing manifest"})
-    entry = library.add_pulled(name.display, fields)
+    try:
+        entry = library.add_pulled(name.display, fields)
+    except ValueError as error:
+        raise PullError(f"{name.display}'s model layer is not a GGUF file this runner reads "
+                        f"({error}); no model was stored.") from None
     progress({"status": "success"})
     return entry
 

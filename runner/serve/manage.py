@@ -172,6 +172,8 @@ async def _pulled(request: ModelRequest, library):
             registry_pull(request.model, library, request.insecure, report)
         except PullError as error:
             report(error)
+        except (OSError, ValueError) as error:            # a layer this runner cannot read
+            report(PullError(f"Pulling {request.model} failed: {error}"))
         finally:
             report(done)
 

@@ -177,3 +177,17 @@ def test_a_full_disk_is_said_plainly_and_keeps_the_parts(registry, tmp_path, qui
         pull(name_at(registry), library, insecure=True)
     assert error.value.status == 507 and pulled(library) == []
     assert not (library.blobs / f"sha256-{model_digest(registry)[7:]}").exists()
+
+
+def test_a_model_layer_that_is_not_a_gguf_is_refused(tmp_path, quick):
+    (tmp_path / "weights.bin").write_bytes(b"not a GGUF file at all")
+    served = Served()
+    served.add_model("library/odd:1b", [("model", tmp_path / "weights.bin")])
+    server = RegistryServer(served)
+    try:
+        library = Library(tmp_path / "store")
+        with pytest.raises(PullError, match="not a GGUF file this runner reads"):
+            pull(f"http://{server.host}/library/odd:1b", library, insecure=True)
+        assert pulled(library) == []
+    finally:
+        server.close()
