@@ -128,13 +128,14 @@ def test_the_quant_is_chosen_as_ollama_chooses():
 
 
 def test_the_cli_pulls_in_process_with_a_progress_line(servers, tmp_path, model_paths):
-    """Gemma 3 270M: 253 MB, three parts of Ollama's 100 MB, fetched in parallel."""
+    """Gemma 3 270M: 253 MB, three parts of Ollama's 100 MB, fetched in parallel (run away
+    from the checkout, whose source tree would shadow the installed package)."""
     registry, _ = servers
     env = {**os.environ, "RUNNER_MODELS": str(tmp_path / "store"),
            "RUNNER_HOST": "127.0.0.1:1"}                          # no server: in process
     done = subprocess.run([sys.executable, "-m", "runner", "pull", "--insecure",
                            f"http://{registry.host}/library/gemma3:270m"], env=env,
-                          capture_output=True, text=True, timeout=300)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"{registry.host}/library/gemma3:270m"
     assert "pulling manifest" in done.stderr and "success" in done.stderr
@@ -144,6 +145,6 @@ def test_the_cli_pulls_in_process_with_a_progress_line(servers, tmp_path, model_
     assert blob.stat().st_size == model_paths["gemma3"].stat().st_size
     refused = subprocess.run([sys.executable, "-m", "runner", "pull",
                               f"http://{registry.host}/library/tiny:1b"], env=env,
-                             capture_output=True, text=True, timeout=300)
+                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert refused.returncode != 0 and "--insecure" in refused.stderr
     assert "Traceback" not in refused.stderr
