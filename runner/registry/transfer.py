@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import re
@@ -28,13 +27,13 @@ from typing import Callable
 
 import httpx
 
+from ..loading import store
 from .names import ModelName
 
 MANIFEST_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
 PARTS, PART_MIN, PART_MAX = 16, 100 * 1000 * 1000, 1000 * 1000 * 1000
 MAX_TRIES = 6
 BACKOFF = 0.5                            # seconds before the second try, doubling after
-CHUNK = 1 << 20
 TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 
@@ -209,7 +208,7 @@ class Download:
                     done.result()
         finally:
             os.close(fd)
-        actual = _sha256(self.partial)
+        actual = store.sha256_of(self.partial)
         if actual != _hex_of(self.digest):
             self._discard()
             raise PullError(f"The blob {self.digest[:19]} from {self.registry.name.host} has "
@@ -272,10 +271,3 @@ class Download:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
 
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
