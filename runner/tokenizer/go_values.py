@@ -6,30 +6,40 @@ kept apart), with .Tools; an older one that does not is executed once per turn w
 
 from __future__ import annotations
 
-from .gotemplate import Struct, execute, parse
+from .gotemplate import Budget, GoTemplateError, Struct, execute, parse
 
 
 def render_go(template: str, messages: list[dict], tools: list | None = None,
               think: bool | None = None, think_level: str | None = None) -> str:
-    nodes = parse(template)
+    """The prompt; GoTemplateError (a ValueError) naming what failed."""
+    try:
+        return _render(template, messages, tools, think, think_level)
+    except GoTemplateError as error:
+        raise GoTemplateError(f"The model's Go template failed: {error}.") from None
+
+
+def _render(template: str, messages: list[dict], tools: list | None, think: bool | None,
+            think_level: str | None) -> str:
+    nodes, budget = parse(template), Budget()             # one budget for every turn
     common = {"Think": bool(think), "ThinkLevel": think_level or "",
               "IsThinkSet": think is not None, "Response": ""}
     system = "\n\n".join(m.get("content") or "" for m in messages if m.get("role") == "system")
     if "Messages" in template:
         turns = [_message(m) for m in _collated(messages)]
         return execute(nodes, {**common, "System": system, "Messages": turns,
-                               "Tools": [_tool(t) for t in tools] if tools else None})
+                               "Tools": [_tool(t) for t in tools] if tools else None}, None,
+                       budget)
     out, turn = [], {"System": "", "Prompt": "", "Response": ""}
     for message in _collated(messages):
         role, content = message.get("role"), message.get("content") or ""
         if role == "system" and (turn["Prompt"] or turn["Response"]) or \
                 role == "user" and turn["Response"]:
-            out.append(execute(nodes, {**common, **turn}))
+            out.append(execute(nodes, {**common, **turn}, None, budget))
             turn = {"System": "", "Prompt": "", "Response": ""}
         key = {"system": "System", "user": "Prompt", "assistant": "Response"}.get(role)
         if key:
             turn[key] = content
-    out.append(execute(nodes, {**common, **turn}, stop_after="Response"))
+    out.append(execute(nodes, {**common, **turn}, "Response", budget))
     return "".join(out)
 
 

@@ -9,6 +9,10 @@ with $i, $v :=, else, break and continue), with; the functions and, or, not, eq,
 le, gt, ge, len, index, slice, print, printf, println, and Ollama's json, currentDate and
 yesterdayDate. Values print as Go prints them; maps, lists and the structs Ollama hands its
 templates (tools, tool call arguments) print as JSON, as their String methods do.
+
+A template comes from whoever published the model, so a render is bounded as the Jinja
+sandbox bounds one (sandbox.py's time and size): a range over a huge number, a value doubled
+in a loop, a printf width or blocks nested past reason stop with a GoTemplateError.
 """
 
 from __future__ import annotations
@@ -16,7 +20,10 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import time
 from dataclasses import dataclass, field
+
+from .sandbox import LONGEST, SECONDS, WIDE_FORMAT
 
 ACTION = re.compile(r"\{\{(-\s)?(.*?)(\s-)?\}\}", re.S)
 TOKEN = re.compile(r"""\s*(?:(?P<str>"(?:\\.|[^"\\])*"|`[^`]*`)
@@ -26,6 +33,24 @@ TOKEN = re.compile(r"""\s*(?:(?P<str>"(?:\\.|[^"\\])*"|`[^`]*`)
 
 class GoTemplateError(ValueError):
     pass
+
+
+class Budget:
+    """One render's bounds: seconds of work and LONGEST characters written or held."""
+
+    def __init__(self, seconds: float = SECONDS):
+        self.seconds, self.deadline = seconds, time.monotonic() + seconds
+        self.left = LONGEST
+
+    def tick(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise GoTemplateError(f"the template ran longer than {self.seconds:g} s")
+
+    def write(self, out: list, text: str) -> None:
+        self.left -= len(text)
+        if self.left < 0:
+            raise GoTemplateError(f"the template wrote more than {LONGEST} characters")
+        out.append(text)
 
 
 class Struct(dict):
@@ -48,6 +73,13 @@ class Node:
 
 
 def parse(source: str) -> list[Node]:
+    try:
+        return _parse(source)
+    except RecursionError:
+        raise GoTemplateError("the template's blocks are nested too deeply") from None
+
+
+def _parse(source: str) -> list[Node]:
     segments, position = [], 0
     for match in ACTION.finditer(source):
         text = source[position:match.start()]
@@ -200,18 +232,32 @@ class _Stop(Exception):
     pass
 
 
-def execute(nodes: list[Node], data, stop_after: str | None = None) -> str:
+def execute(nodes: list[Node], data, stop_after: str | None = None,
+            budget: Budget | None = None) -> str:
     """The text of nodes over data; stop_after: a field name after whose first printing
-    nothing more is written (Ollama cuts a legacy template after .Response)."""
-    out = []
+    nothing more is written (Ollama cuts a legacy template after .Response). budget: the
+    bounds this render shares with others of the same prompt (a new one where None)."""
+    out, budget = [], budget or Budget()
     try:
-        _run(nodes, data, [{"$": data}], out, stop_after)
+        _run(nodes, data, [{"$": data}], _Output(out, budget), stop_after)
     except _Stop:
         pass
+    except RecursionError:
+        raise GoTemplateError("the template's blocks are nested too deeply") from None
     return "".join(out)
 
 
+@dataclass
+class _Output:
+    pieces: list
+    budget: Budget
+
+    def append(self, text: str) -> None:
+        self.budget.write(self.pieces, text)
+
+
 def _run(nodes, dot, scopes, out, stop_after):
+    out.budget.tick()
     for node in nodes:
         if node.kind == "text":
             out.append(node.text)
@@ -243,13 +289,14 @@ def _range(node, dot, scopes, out, stop_after):
     value = _pipe(node.pipe, dot, scopes)
     pairs = sorted(value.items()) if isinstance(value, dict) else \
         list(enumerate(value)) if isinstance(value, (list, tuple)) else \
-        list(enumerate(range(value))) if isinstance(value, int) else None
+        enumerate(range(value)) if type(value) is int else None         # lazily: any size
     if pairs is None and value is not None:
         raise GoTemplateError(f"range cannot walk a {type(value).__name__}")
-    if not pairs:
+    if not pairs or type(value) is int and value <= 0:
         _run(node.otherwise, dot, scopes + [{}], out, stop_after)
         return
     for key, item in pairs:
+        out.budget.tick()
         names = node.names
         scope = {names[0]: item} if len(names) == 1 else \
             dict(zip(names, (key, item))) if names else {}
@@ -282,9 +329,12 @@ def _command(command, dot, scopes, extra):
             raise GoTemplateError(f'function "{head[1]}" not defined')
         args = [_operand(op, dot, scopes) for op in command[1:]] + (extra or [])
         try:
-            return FUNCTIONS[head[1]](*args)
-        except (TypeError, IndexError, KeyError) as error:
+            value = FUNCTIONS[head[1]](*args)
+        except (TypeError, IndexError, KeyError, ValueError) as error:
             raise GoTemplateError(f"error calling {head[1]}: {error}") from None
+        if isinstance(value, str) and len(value) > LONGEST:
+            raise GoTemplateError(f"{head[1]} made a value of more than {LONGEST} characters")
+        return value
     if len(command) > 1 or extra:
         raise GoTemplateError("a value cannot take arguments")
     return _operand(head, dot, scopes)
@@ -369,6 +419,8 @@ def _compare(op):
 
 
 def _printf(form: str, *args) -> str:
+    if WIDE_FORMAT.search(form) or re.search(r"%[-+ #0\d]*\.\d{7,}", form):
+        raise GoTemplateError("printf's width or precision is above the limit")
     converted = re.sub(r"%[vsdq]", lambda m: "%r" if m.group() == "%q" else "%s", form)
     return converted % tuple(json.dumps(a) if isinstance(a, str) and "%q" in form
                              else go_string(a) for a in args)

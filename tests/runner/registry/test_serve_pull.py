@@ -20,6 +20,10 @@ from .registry_server import RegistryServer, Served
 from .test_pull import GO_TEMPLATE, PARAMS, SYSTEM
 
 
+# a template that doubles a string until it would fill the memory
+HOSTILE = '{{ $x := "ab" }}{{ range 64 }}{{ $x = printf "%s%s" $x $x }}{{ end }}{{ $x }}'
+
+
 @pytest.fixture(scope="module")
 def servers(model_paths, tmp_path_factory):
     """A registry holding library/tiny:1b (smollm2 with a Go template, system and params) and
@@ -32,6 +36,9 @@ def servers(model_paths, tmp_path_factory):
     served.add_model("library/tiny:1b", [("model", model_paths["smollm2"])] +
                      [(kind, files / kind) for kind in texts])
     served.add_model("library/gemma3:270m", [("model", model_paths["gemma3"])])
+    (files / "hostile").write_text(HOSTILE)             # Gemma 3's GGUF has no template
+    served.add_model("library/hostile:1b", [("model", model_paths["gemma3"]),
+                                            ("template", files / "hostile")])
     small = served.add_blob(model_paths["smollm2"])
     served.repos["someone/Tiny-GGUF"] = {"Tiny-Q4_K_M.gguf": small, "Tiny-Q8_0.gguf": small}
     served.repos["someone/Seeing-GGUF"] = {"Seeing-Q4_K_M.gguf": small,
@@ -96,6 +103,23 @@ def test_pull_errors_are_statuses_with_a_sentence(servers, body, status, message
     assert reply.status_code == status and message in reply.json()["error"]
     streamed = server.client.post("/api/pull", json=body)
     assert streamed.status_code == 200 and message in streamed.text.splitlines()[-1]
+
+
+def test_a_hostile_template_is_a_400_and_the_server_serves_on(servers):
+    registry, server = servers
+    name = f"http://{registry.host}/library/hostile:1b"
+    pulled = server.client.post("/api/pull", json={"model": name, "insecure": True,
+                                                   "stream": False})
+    assert pulled.status_code == 200, pulled.text
+    chat = server.client.post("/api/chat", json={
+        "model": f"{registry.host}/library/hostile:1b", "stream": False,
+        "messages": [{"role": "user", "content": "Hi"}]})
+    assert chat.status_code == 400
+    assert "Go template failed: printf made a value of more than" in chat.json()["error"]
+    raw = server.client.post("/api/generate", json={
+        "model": f"{registry.host}/library/hostile:1b", "prompt": "Hi", "raw": True,
+        "stream": False, "options": {"num_predict": 2}})
+    assert raw.status_code == 200 and raw.json()["done"]
 
 
 def test_hugging_face_names_pick_the_quant_and_the_projector(servers):

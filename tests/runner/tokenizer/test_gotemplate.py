@@ -10,7 +10,7 @@ import pytest
 from runner.serve.library import Entry
 from runner.serve.prompts import chat_prompt
 from runner.tokenizer.go_values import render_go
-from runner.tokenizer.gotemplate import GoTemplateError, execute, parse
+from runner.tokenizer.gotemplate import Budget, GoTemplateError, execute, parse
 from runner.tokenizer.template import render, template_for
 
 
@@ -53,6 +53,27 @@ def test_the_language_writes_what_go_writes(source, data, expected):
 def test_bad_templates_are_clear_errors(source, message):
     with pytest.raises(GoTemplateError, match=message):
         go(source, {"A": 1})
+
+
+@pytest.mark.parametrize("source,message", [
+    ("{{ range 1000000000 }}{{ end }}", "ran longer than 0.2 s"),
+    ("{{ range 1000000000 }}" + "x" * 1000 + "{{ end }}", "wrote more than"),
+    ('{{ $x := "ab" }}{{ range 64 }}{{ $x = printf "%s%s" $x $x }}{{ end }}', "printf made"),
+    ('{{ printf "%999999999d" 1 }}', "width or precision is above the limit"),
+    ('{{ printf "%.99999999f" 1.5 }}', "width or precision is above the limit"),
+    ("{{ if 1 }}" * 5000 + "{{ end }}" * 5000, "nested too deeply"),
+    ('{{ printf "%y" 1 }}', "unsupported format character"),
+    ("{{ range true }}x{{ end }}", "range cannot walk a bool"),
+])
+def test_a_strangers_template_is_bounded(source, message):
+    """A pulled model's template is anyone's: it stops with an error, never runs away."""
+    with pytest.raises(GoTemplateError, match=message):
+        execute(parse(source), {}, budget=Budget(seconds=0.2))
+
+
+def test_render_go_names_the_template_in_its_error():
+    with pytest.raises(ValueError, match=r"^The model's Go template failed: .*nested too"):
+        render_go("{{ with 1 }}" * 5000, [{"role": "user", "content": "hi"}])
 
 
 # Ollama's templates for these families, in its style (reads .Messages), and an old one
