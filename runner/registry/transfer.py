@@ -9,13 +9,15 @@ pull cut short (a dropped connection, a killed process) resumes where each part 
 broken transfer is retried from there (MAX_TRIES, backing off), and a later pull finds the
 parts. Only a file whose sha256 is its digest is renamed to `sha256-<hex>`; one that is not
 is removed. A registry that answers 401 with a Bearer challenge is asked for an anonymous
-token (the Docker token flow), then asked again.
+token (the Docker token flow), then asked again. Two pulls of one blob at once (two clients,
+or a server and the CLI) take turns through a lock file beside it: the second finds it done.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import re
@@ -96,9 +98,11 @@ class Registry:
             progress(size)
             return target
         blobs.mkdir(parents=True, exist_ok=True)
-        download = Download(self, digest, size, target)
         try:
-            download.run(progress)
+            with _only_puller(target):
+                if not target.exists():            # else another pull fetched it meanwhile
+                    Download(self, digest, size, target).run(progress)
+                progress(size)
         except OSError as error:
             if error.errno == errno.ENOSPC:
                 raise PullError(f"No space left on the disk of {blobs} while pulling "
@@ -145,6 +149,22 @@ class Registry:
         except (httpx.HTTPError, ValueError, KeyError):
             raise PullError(f"The registry {self.name.host} refused a token for "
                             f"{self.name.display} (is it private?).") from None
+
+
+@contextlib.contextmanager
+def _only_puller(target: Path):
+    """Hold target's lock file (one holder across threads and processes); it is removed
+    once target exists, after which whoever waited on it finds target and goes."""
+    lock = target.with_name(f".{target.name}.lock")
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if target.exists():
+                with contextlib.suppress(FileNotFoundError):
+                    lock.unlink()
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _check(response: httpx.Response, what: str) -> None:

@@ -191,3 +191,19 @@ def test_a_model_layer_that_is_not_a_gguf_is_refused(tmp_path, quick):
         assert pulled(library) == []
     finally:
         server.close()
+
+
+def test_two_pulls_of_one_model_at_once_fetch_it_once(registry, tmp_path, quick):
+    """Two clients pulling the same model together (a UI and a CLI, say): the blob is
+    fetched once, both pulls succeed, nothing is left half-written."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    library = Library(tmp_path / "store")
+    with ThreadPoolExecutor(2) as pool:
+        entries = list(pool.map(lambda _: pull(name_at(registry), library, insecure=True),
+                                range(2)))
+    assert entries[0].path == entries[1].path and entries[0].size > 0
+    parts = -(-entries[0].size // (8 * MiB))
+    assert len(registry.served.ranges(model_digest(registry))) == parts
+    assert leftovers(library) == [] and pulled(library) == [entries[0].name]
+    assert list(library.blobs.glob(".*.lock")) == []
