@@ -117,7 +117,10 @@ class Entry:
 
     @property
     def chat_template(self) -> str | None:
-        return self.template or template_for(self.metadata)
+        """The Jinja template: the manifest's, the file's own, else (unless the model was
+        pulled with Ollama's Go template, which then wins) the family's fallback."""
+        return self.template or self.metadata.get("tokenizer.chat_template") or \
+            (None if self.go_template else template_for(self.metadata))
 
     @property
     def context_length(self) -> int:

@@ -138,3 +138,19 @@ def test_a_pulled_model_without_a_chat_template_uses_its_go_template(model_paths
     assert pulled.chat_template is None
     assert chat_prompt(pulled, WITH_SYSTEM, None, None).text == \
         chat_prompt(own, WITH_SYSTEM, None, None).text
+
+
+def test_a_pulled_go_template_wins_over_the_familys_fallback(model_paths):
+    """Gemma 3's GGUF carries no template: Ollama's (pulled with it) is used, not ours."""
+    from runner.serve.library import header_of
+
+    meta = header_of(model_paths["gemma3"]).metadata
+    assert "tokenizer.chat_template" not in meta
+    source = "<{{ range .Messages }}{{ .Role }}:{{ .Content }};{{ end }}>"
+    pulled = Entry("gemma3:270m", model_paths["gemma3"], "0" * 64, go_template=source,
+                   _metadata=meta)
+    assert pulled.chat_template is None
+    assert chat_prompt(pulled, [{"role": "user", "content": "Hi"}], None, None).text == \
+        "<user:Hi;>"
+    fallback = Entry("gemma3:270m", model_paths["gemma3"], "0" * 64, _metadata=meta)
+    assert "<end_of_turn>" in fallback.chat_template
