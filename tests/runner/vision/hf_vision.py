@@ -57,6 +57,11 @@ QWEN_PROCESSOR = dict(size={"shortest_edge": 4 * 64, "longest_edge": 64 * 64}, p
 # Qwen's turns (its images stand where the server's [img-N] tags put them)
 CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
           "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+# Mistral's turns (its v7 template, tool calls aside)
+MISTRAL = ("{{ bos_token }}{% for m in messages %}{% if m.role == 'system' %}"
+           "[SYSTEM_PROMPT]{{ m.content }}[/SYSTEM_PROMPT]{% elif m.role == 'user' %}"
+           "[INST]{{ m.content }}[/INST]{% else %}{{ m.content }}{{ eos_token }}{% endif %}"
+           "{% endfor %}")
 # the reference's input naming which positions hold image rows (for its attention masks)
 TYPE_IDS = {"gemma3": "token_type_ids", "gemma4": "mm_token_type_ids",
             "qwen2_5_vl": "mm_token_type_ids", "qwen2_vl": "mm_token_type_ids",
@@ -191,6 +196,7 @@ def _pixtral_checkpoint(directory: Path, seed: int, config_class, model_class, p
     from transformers import MistralConfig, PixtralVisionConfig
 
     tok = tokenizer("mistral")
+    tok.chat_template = MISTRAL
     text = MistralConfig(**{**hf_tiny.SHAPE, **text_settings}, vocab_size=len(tok),
                          bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                          sliding_window=None)
