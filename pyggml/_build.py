@@ -59,6 +59,44 @@ static void pyggml_refuse(const char * message) {
     pyggml_failed = 1;
 }
 
+/* The operands of a graph's first n nodes, kept (restore 0) or put back (restore 1): saved
+   holds n x GGML_MAX_SRC pointers. ggml's scheduler points a node's operands at the copies it
+   makes between backends; put back, the graph can be split and allocated again. */
+static void pyggml_graph_operands(struct ggml_cgraph * graph, int n, struct ggml_tensor ** saved,
+                                  int restore) {
+    for (int i = 0; i < n; i++) {
+        struct ggml_tensor * node = ggml_graph_node(graph, i);
+        for (int j = 0; j < GGML_MAX_SRC; j++) {
+            if (restore) {
+                node->src[j] = saved[i * GGML_MAX_SRC + j];
+            } else {
+                saved[i * GGML_MAX_SRC + j] = node->src[j];
+            }
+        }
+    }
+}
+
+static int pyggml_max_src(void) {
+    return GGML_MAX_SRC;
+}
+
+/* Forget where ctx's tensors live, except in the buffers kept (its own): compute memory
+   another graph's allocation may have reused since (ggml would take them for placed). */
+static void pyggml_detach(struct ggml_context * ctx, struct ggml_backend_buffer ** kept,
+                          int n_kept) {
+    for (struct ggml_tensor * t = ggml_get_first_tensor(ctx); t != NULL;
+         t = ggml_get_next_tensor(ctx, t)) {
+        int keep = t->buffer == NULL;
+        for (int k = 0; k < n_kept && !keep; k++) {
+            keep = t->buffer == kept[k];
+        }
+        if (!keep) {
+            t->buffer = NULL;
+            t->data = NULL;
+        }
+    }
+}
+
 static const char * pyggml_take_error(void) {
     if (!pyggml_failed) {
         return NULL;

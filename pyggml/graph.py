@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .context import Context
 
 INPUT_FLAG = 1          # GGML_TENSOR_FLAG_INPUT
+MAX_SRC = lib.pyggml_max_src()       # operands a node may have
 
 STATUS_TEXT = {
     lib.GGML_STATUS_ALLOC_FAILED: "a buffer could not be allocated",
@@ -45,8 +46,23 @@ class Graph:
                                          "with graphs=N to make room for N graphs"))
         self._ptr = raw              # lives in the context's memory
         self.outputs = list(outputs)
+        self._operands = None        # every node's operands as built (see pristine())
         for tensor in self.outputs:
             self.expand(tensor)
+
+    def pristine(self) -> None:
+        """Put back the operands the graph was built with, before a scheduler splits it:
+        splitting it over several backends points nodes at copies in the scheduler's own
+        memory, which the next split frees (kept at the first call, put back at the others;
+        nodes expanded since are kept as they are)."""
+        n = self.n_nodes
+        if self._operands is not None:
+            kept = len(self._operands) // MAX_SRC
+            lib.pyggml_graph_operands(self.ptr, min(n, kept), self._operands, 1)
+            if kept == n:
+                return
+        self._operands = ffi.new("struct ggml_tensor *[]", n * MAX_SRC)
+        lib.pyggml_graph_operands(self.ptr, n, self._operands, 0)
 
     @property
     def ptr(self):
@@ -127,7 +143,6 @@ class Scheduler:
         self._in_flight: Computation | None = None
         self._allocated: weakref.WeakSet[Context] = weakref.WeakSet()
         self._current: tuple | None = None       # (graph, its node count) allocated last
-        self._split: weakref.WeakSet[Graph] = weakref.WeakSet()   # split over several backends
         self._index_inputs: dict = {}          # of the graph allocated last
         self._inputs_on_host = False           # all of its inputs in host memory
         self._lock = threading.Lock()
@@ -157,6 +172,7 @@ class Scheduler:
         """Size the compute buffers for graph (the largest graph you will run) up front."""
         self.wait()
         self._current = None
+        graph.pristine()
         self._apply_placements(graph)
         if not lib.ggml_backend_sched_reserve(self.ptr, graph.ptr):
             raise GGMLError("Could not reserve compute memory for the graph (out of memory"
@@ -167,6 +183,7 @@ class Scheduler:
         weights and caches may sit in dummy buffers: see BufferType.dummy)."""
         self.wait()
         self._current = None
+        graph.pristine()
         self._apply_placements(graph)
         sizes = ffi.new("size_t[]", len(self.backends))
         lib.ggml_backend_sched_reserve_size(self.ptr, graph.ptr, sizes)
@@ -189,23 +206,19 @@ class Scheduler:
         llama.cpp does when it reuses a graph; queued inline with its inputs in host memory,
         it does not even wait for that graph's compute in flight: ggml copies a compute's
         inputs before it returns, and the devices run the next compute after it. A graph
-        split over several backends cannot be allocated again once another graph was: ggml's
-        scheduler rewrote its operands to the copies it made between backends (build it
-        anew)."""
+        allocated before another is allocated anew (split again from its own operands), so
+        several graphs can be kept and taken in turn."""
         self._check_size(graph)
         shape = (graph, graph.n_nodes)
         if self._current != shape or not self._queues_behind:
             self.wait()
         if self._current != shape:
-            if graph in self._split:
-                raise GGMLError("This graph was split over several backends for an earlier "
-                                "allocation, and another graph was allocated since; build it "
-                                "again instead of reusing it.")
             self._current = None
             if graph.context in self._allocated:
                 # its tensors still point into compute memory that another graph's allocation
                 # may have freed since; ggml would take them for pre-allocated
                 _detach_compute_memory(graph.context)
+            graph.pristine()
             lib.ggml_backend_sched_reset(self.ptr)
             self._apply_placements(graph)
             if not lib.ggml_backend_sched_alloc_graph(self.ptr, graph.ptr):
@@ -213,8 +226,6 @@ class Scheduler:
                 raise GGMLError("Could not allocate compute memory for the graph (out of "
                                 f"memory{'; ' + failure if failure else ''}).")
             self._current = shape
-            if len(self.backends) > 1:
-                self._split.add(graph)
             ctx = graph.context
             self._index_inputs = {ptr: what for ptr, (_, what) in ctx.index_limits.items()
                                   if ptr.buffer != ffi.NULL and ptr.flags & INPUT_FLAG}
@@ -315,12 +326,5 @@ def _compute(sched, cgraph) -> int:
 
 def _detach_compute_memory(ctx: Context) -> None:
     """Forget where ctx's tensors live in compute memory (everything but its own buffers)."""
-    fixed = {_address(b.ptr) for b in ctx.keepalive if isinstance(b, Buffer) and b._ptr is not None}
-    for tensor in ctx.tensors():
-        raw = tensor.ptr
-        if raw.buffer != ffi.NULL and _address(raw.buffer) not in fixed:
-            raw.buffer, raw.data = ffi.NULL, ffi.NULL
-
-
-def _address(ptr) -> int:
-    return int(ffi.cast("uintptr_t", ptr))
+    kept = [b.ptr for b in ctx.keepalive if isinstance(b, Buffer) and b._ptr is not None]
+    lib.pyggml_detach(ctx.ptr, ffi.new("struct ggml_backend_buffer *[]", kept), len(kept))

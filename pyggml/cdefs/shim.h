@@ -3,6 +3,12 @@
 const char * pyggml_take_error(void);   /* the message of the last failed guarded call, or NULL */
 void pyggml_install_abort_hook(void);
 
+/* a graph's operands kept or put back (see _build.py), and compute memory forgotten */
+void pyggml_graph_operands(struct ggml_cgraph * graph, int n, struct ggml_tensor ** saved,
+                           int restore);
+int pyggml_max_src(void);
+void pyggml_detach(struct ggml_context * ctx, struct ggml_backend_buffer ** kept, int n_kept);
+
 /* ggml's log lines, delivered to Python's logging (pyggml/log.py) */
 extern "Python" void pyggml_on_log(enum ggml_log_level level, const char * text, void * user);
 

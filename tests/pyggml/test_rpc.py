@@ -87,6 +87,37 @@ def test_an_inline_scheduler_queues_a_graph_behind_its_last_compute(server):
         np.testing.assert_array_equal(total.numpy(), np.full(4, 15, np.float32))
 
 
+def test_graphs_split_over_two_backends_are_taken_in_turn(server):
+    """Two graphs, each split between the remote device and the CPU, allocated and computed
+    in turn (as an engine keeps a graph per shape): each is split again from the operands it
+    was built with, since the scheduler's copies of the last split are gone."""
+    remote = pyggml.rpc.connect(server.endpoint)[0].open()
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((6, 8)).astype(np.float32)
+    with pyggml.Context(graphs=0) as storage, pyggml.Scheduler([remote]) as sched:
+        weight = storage.new_tensor("F32", (6, 8))
+        storage.allocate(remote).mark_weights()
+        weight.set(w)
+        graphs = []
+        for rows in (3, 5):
+            ctx = pyggml.Context()
+            inp = ctx.new_tensor("F32", (rows, 8)).set_input()
+            product = ctx.bind(weight).mul_mat(inp)                   # remote
+            out = product.silu().scale(2.0).set_output()
+            sched.place(out, sched.backends[-1])                   # the CPU: a copy between
+            graphs.append((ctx, ctx.graph(out), inp, out))
+        for turn in range(6):
+            ctx, graph, inp, out = graphs[turn % 2]
+            x = rng.standard_normal(inp.shape).astype(np.float32)
+            sched.compute(graph, {inp: x})
+            assert sched.n_splits == 2
+            expected = x @ w.T
+            np.testing.assert_allclose(out.numpy(), 2 * expected / (1 + np.exp(-expected)),
+                                       rtol=1e-5, atol=1e-6)
+        for ctx, *_ in graphs:
+            ctx.close()
+
+
 def test_an_unreachable_server_is_an_error_within_seconds():
     start = time.monotonic()
     with pytest.raises(GGMLError, match="cannot be reached"):
