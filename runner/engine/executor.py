@@ -6,9 +6,11 @@ Building the next step while the current one computes hides the Python graph-bui
 behind the compute; the token values arrive at launch.
 
 A graph's structure depends only on the batch's size, its number of outputs and the cache
-cells it sees (n_kv); positions, tokens, slots and masks are inputs. So the last graph is
-kept and reused while that shape holds, as llama.cpp does: decode steps rebuild once every
-256 tokens.
+cells it sees (n_kv); positions, tokens, slots and masks are inputs. So graphs are kept and
+reused while that shape holds, as llama.cpp reuses its last one: decode steps rebuild once
+every 256 tokens. The last KEPT_GRAPHS shapes are kept, not only the last: parallel
+sequences make batches of a few sizes in turn, a prompt's chunk interrupts decoding, and a
+shape met again costs an allocation (the scheduler splits it anew), not a build.
 
 Chained steps, where every layer sits on GPUs or RPC servers: each graph also writes its
 greedy choices into a small tensor on the output device (the chain), and the next graph
@@ -19,6 +21,7 @@ back from the next graph's host-side copy once that is queued.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -33,6 +36,7 @@ from ..models.base import Inputs
 from .batch import Batch
 
 GRAPH_NODES = 16384
+KEPT_GRAPHS = 4       # graphs kept for reuse, the least recently used given up first
 CANDIDATES = 64       # the most logits a sampled step reads from a device (Ollama's top_k: 40)
 
 
@@ -80,7 +84,7 @@ class Executor:
         graphs inline); chain_rows: the most outputs a chained step has (one a sequence)."""
         self.model, self.kv, self.scheduler = model, kv, scheduler
         self.choose_on_device = choose_on_device
-        self._kept: Step | None = None      # the last graph, reused while its shape holds
+        self._kept: OrderedDict[Shape, Step] = OrderedDict()   # graphs by shape, oldest first
         self._read: dict[str, np.ndarray] = {}      # what finish(reuse=True) reads into
         self._chain = _chain(chain_on, chain_rows) if choose_on_device and chain_on else None
 
@@ -91,7 +95,7 @@ class Executor:
 
     def build(self, batch: Batch, embeddings: bool = False, candidates: bool = False,
               chained: bool = False) -> Step:
-        """Take cache cells for the batch and build its graph, or reuse the last one of the
+        """Take cache cells for the batch and build its graph, or reuse a kept one of the
         same shape (batch.tokens may be placeholders until launch). embeddings: the graph
         returns final hidden states instead of logits. candidates: it also picks each row's
         largest logits on the device (where it chooses there). chained: some tokens will
@@ -103,16 +107,15 @@ class Executor:
                              "a device that queues graphs.")
         key = Shape(len(batch), len(batch.outputs), self.kv.current.shape, embeddings,
                     batch.n_media, candidates, chained)
-        kept = self._kept
-        if kept is not None and kept.key == key:
-            kept.batch = batch
-            kept.kv_inputs.prepare(self.kv.current)
-            return kept
-        step = self._build(batch, key)
+        step = self._kept.get(key)
+        if step is not None:
+            self._kept.move_to_end(key)
+            step.batch = batch
+        else:
+            step = self._kept[key] = self._build(batch, key)
+            if len(self._kept) > KEPT_GRAPHS:
+                self._retire(self._kept.popitem(last=False)[1])
         step.kv_inputs.prepare(self.kv.current)
-        if kept is not None:
-            self._retire(kept)
-        self._kept = step
         return step
 
     def worst_case(self, n: int, embeddings: bool = False) -> Step:
@@ -260,10 +263,9 @@ class Executor:
             self.kv.remove(int(seq), int(batch.positions.min()))
 
     def forget(self) -> None:
-        """Drop the kept graph (after a failed compute, whose graph may not be reused)."""
-        if self._kept is not None:
-            self._retire(self._kept)
-            self._kept = None
+        """Drop the kept graphs (after a failed compute, whose graph may not be reused)."""
+        while self._kept:
+            self._retire(self._kept.popitem()[1])
 
     def abandon(self, step: Step) -> None:
         """After a failure: step, launched or not, will not be finished (nor its graph
@@ -296,7 +298,6 @@ class Executor:
         hits = kv.shift_cells(seq, p0, p1)
         if not any(hit.any() for hit in hits.values()):
             return
-        self.forget()           # a graph split over devices is not allocated again after another
         with pyggml.Context(max_tensors=16 * len(kv.layers) + 8,
                             graph_size=16 * len(kv.layers) + 8) as ctx:
             shifts = {w: ctx.new_tensor("I32", (len(hit),), name=f"k_shift_{w}").set_input()

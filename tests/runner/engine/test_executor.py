@@ -1,0 +1,82 @@
+"""The executor keeps a graph per shape (the last KEPT_GRAPHS): a shape met again takes its
+kept graph, allocated anew, and computes what a fresh graph computes, on the CPU and with
+the layers on a device the scheduler splits the graph for (an RPC server on loopback, as a
+GPU); the least recently used is given up."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import runner
+from runner.engine import executor as executor_module
+from runner.engine.batch import Batch
+
+from ...rpc_servers import rpc_server
+
+PROMPT = [1, 504, 3458, 282, 4649, 314, 7042, 30, 216, 1204, 1550, 5423]
+
+
+@pytest.fixture(scope="module")
+def server():
+    with rpc_server(threads=2) as running:
+        yield running
+
+
+@pytest.fixture(scope="module", params=["cpu", "rpc"])
+def model(request, model_paths, server):
+    devices = dict(num_gpu=0) if request.param == "cpu" else \
+        dict(rpc=[server.endpoint], num_gpu=-1)
+    loaded = runner.load(model_paths["smollm2"], num_ctx=256, parallel=2, repack=False,
+                         threads=2, **devices)
+    yield loaded
+    loaded.close()
+
+
+def logits(model, batch: Batch):
+    """(the step that computed batch, its logits)."""
+    step = model.executor.build(batch)
+    model.executor.launch(step)
+    return step, model.executor.finish(step)
+
+
+def prompt_then(model, steps: int):
+    """The prompt's logits, then steps decode steps' (greedy), from an empty cache."""
+    model.kv.remove(0)
+    found, tokens = [], list(PROMPT)
+    step, rows = logits(model, Batch.of_sequence(tokens, 0))
+    found.append((step, rows))
+    for _ in range(steps):
+        tokens.append(int(rows[-1].argmax()))
+        step, rows = logits(model, Batch.of_sequence(tokens[-1:], len(tokens) - 1))
+        found.append((step, rows))
+    model.kv.remove(0)
+    return found
+
+
+def test_a_shape_met_again_takes_its_kept_graph_and_computes_the_same(model):
+    model.executor.forget()
+    first = prompt_then(model, 3)                  # the prompt's graph, then the decode's
+    again = prompt_then(model, 3)                  # the prompt's kept graph: not the last
+    assert again[0][0] is first[0][0] and again[1][0] is first[1][0]
+    for (_, ours), (_, theirs) in zip(first, again):
+        np.testing.assert_array_equal(ours, theirs)
+    model.executor.forget()
+    fresh = prompt_then(model, 3)
+    assert fresh[0][0] is not first[0][0]
+    for (_, ours), (_, theirs) in zip(first, fresh):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_the_least_recently_used_graph_is_given_up(model):
+    model.executor.forget()
+    kept = executor_module.KEPT_GRAPHS
+
+    def step_of(n: int):                          # a prompt of n tokens: a shape of its own
+        model.kv.remove(0)
+        return logits(model, Batch.of_sequence(PROMPT[:n], 0))[0]
+
+    steps = [step_of(n) for n in range(2, 3 + kept)]          # one more than are kept
+    assert step_of(2 + kept) is steps[-1]
+    assert steps[0].ctx.closed and step_of(2) is not steps[0]
+    model.kv.remove(0)
