@@ -176,7 +176,9 @@ class Cells:
         if window is not None and not causal and not isinstance(window, tuple):
             visible &= np.abs(pos - token_pos) <= window // 2
         elif window is not None:
-            visible &= pos >= first_seen(window, token_pos)
+            earliest = first_seen(window, token_pos)                             # (T, 1)
+            if earliest.max() > 0:             # else every token sees back to position 0
+                visible &= pos >= earliest
         mask = np.full(visible.shape, -np.inf, dtype)         # quicker than np.where
         np.copyto(mask, 0, where=visible)
         return mask
