@@ -3,10 +3,14 @@ decoding, placing the token in the cache and taking the kept graph), computing i
 inputs (slots, masks), the scheduler's allocation, filling the inputs, the launch, the
 compute itself, and reading the logits. A prompt's graph is new (its shape differs from the
 last step's), so nothing is reused or overlapped: this is what a lone prompt pays before its
-first token. With --decode N, N single-token steps follow the prompt, each reusing the kept
-graph and reading into one array as the batch loop does, but with nothing overlapped: every
-phase but the compute is what Python adds to a decode step (llama.cpp's whole step is its
-compute plus a little C++).
+first token. A second row ("reused") times the same prompt step again from an empty cache,
+reusing the graph the first built (the shape held): what Python adds to a prompt step whose
+shape recurs (llama-bench's repetitions, prompts of one length); a third ("kept") reuses it
+after a decode step's graph ran in between, so that the scheduler allocates it anew, as the
+executor's kept graphs are when their shape comes back. With --decode N, N single-token steps
+follow the prompt, each reusing the kept graph and reading into one array as the batch loop
+does, but with nothing overlapped: every phase but the compute is what Python adds to a
+decode step (llama.cpp's whole step is its compute plus a little C++).
 
     python bench/prefill_host.py [--prompt 500] [--decode N] [--threads 2] [--repeat 5]
         [--flash] [--device CUDA0] [--model NAME_OR_PATH ...]
@@ -59,11 +63,21 @@ def timed_step(engine: Ours, batch: Batch, step=None) -> tuple[dict[str, float],
     return dict(zip(PHASES, (b - a for a, b in zip(marks, marks[1:])))), step
 
 
-def prompt_phases(engine: Ours, tokens: list[int]) -> dict[str, float]:
-    """Milliseconds of each phase of one prompt step from an empty cache."""
+def prompt_phases(engine: Ours, tokens: list[int], graph: str) -> dict[str, float]:
+    """Milliseconds of each phase of one prompt step from an empty cache, its graph: "new";
+    "reused", the graph of a step of the same shape just before; "kept", that graph after
+    a decode step's graph was allocated and computed in between (so it is allocated anew,
+    as the executor's kept graphs are)."""
     engine.kv.remove(0, 0)
     engine.executor.forget()
-    seconds, step = timed_step(engine, Batch.of_sequence(tokens, 0))
+    kept = None
+    if graph != "new":
+        _, kept = timed_step(engine, Batch.of_sequence(tokens, 0))
+    if graph == "kept":
+        _, other = timed_step(engine, Batch.of_sequence(tokens[:1], len(tokens)))
+        other.ctx.close()
+    engine.kv.remove(0, 0)
+    seconds, step = timed_step(engine, Batch.of_sequence(tokens, 0), kept)
     step.ctx.close()
     return {name: value * 1e3 for name, value in seconds.items()}
 
@@ -99,8 +113,8 @@ def main() -> None:
     parser.add_argument("--model", nargs="+", default=["smollm2:135m", "gemma3:270m"])
     args = parser.parse_args()
     unit = "us" if args.decode else "ms"
-    print(f"| model | {' | '.join(PHASES)} | host ({unit}) | host share |")
-    print("|" + " --- |" * (len(PHASES) + 3))
+    print(f"| model | graph | {' | '.join(PHASES)} | host ({unit}) | host share |")
+    print("|" + " --- |" * (len(PHASES) + 4))
     for name in args.model:
         path = model_path(name)
         engine = Ours(path, args.threads, args.flash, repack=args.device is None,
@@ -108,16 +122,22 @@ def main() -> None:
         tokens = token_ids(path, args.prompt)
         if args.decode:
             decode_phases(engine, tokens, 8)                          # warm up
-            runs = [decode_phases(engine, tokens, args.decode) for _ in range(args.repeat)]
+            rows = {"kept": [decode_phases(engine, tokens, args.decode)
+                             for _ in range(args.repeat)]}
         else:
-            prompt_phases(engine, tokens)                             # warm up
-            runs = [prompt_phases(engine, tokens) for _ in range(args.repeat)]
+            prompt_phases(engine, tokens, "new")                      # warm up
+            rows = {"new": [], "reused": [], "kept": []}
+            for _ in range(args.repeat):                              # alternating
+                for graph in rows:
+                    rows[graph].append(prompt_phases(engine, tokens, graph))
         engine.close()
-        median = {p: statistics.median(run[p] for run in runs) for p in PHASES}
-        host = sum(median.values()) - median["compute"]
-        shown = "{:.0f}" if args.decode else "{:.2f}"
-        cells = [shown.format(median[p]) for p in PHASES] + [shown.format(host)]
-        print(f"| {name} | {' | '.join(cells)} | {host / sum(median.values()):.1%} |")
+        for graph, runs in rows.items():
+            median = {p: statistics.median(run[p] for run in runs) for p in PHASES}
+            host = sum(median.values()) - median["compute"]
+            shown = "{:.0f}" if args.decode else "{:.2f}"
+            cells = [shown.format(median[p]) for p in PHASES] + [shown.format(host)]
+            print(f"| {name} | {graph} | {' | '.join(cells)} | "
+                  f"{host / sum(median.values()):.1%} |")
 
 
 if __name__ == "__main__":
