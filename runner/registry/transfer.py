@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import re
@@ -31,6 +30,11 @@ import httpx
 
 from ..loading import store
 from .names import ModelName
+
+try:
+    import fcntl
+except ImportError:                 # Windows: pulls take turns within one process only
+    fcntl = None
 
 MANIFEST_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
 PARTS, PART_MIN, PART_MAX = 16, 100 * 1000 * 1000, 1000 * 1000 * 1000
@@ -156,15 +160,20 @@ def _only_puller(target: Path):
     """Hold target's lock file (one holder across threads and processes); it is removed
     once target exists, after which whoever waited on it finds target and goes."""
     lock = target.with_name(f".{target.name}.lock")
-    with open(lock, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with _IN_PROCESS.setdefault(str(target), threading.Lock()), open(lock, "a") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
             if target.exists():
                 with contextlib.suppress(FileNotFoundError):
                     lock.unlink()
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            if fcntl is not None:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+_IN_PROCESS: dict[str, threading.Lock] = {}         # a blob's lock in this process
 
 
 def _check(response: httpx.Response, what: str) -> None:

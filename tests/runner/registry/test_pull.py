@@ -193,10 +193,16 @@ def test_a_model_layer_that_is_not_a_gguf_is_refused(tmp_path, quick):
         server.close()
 
 
-def test_two_pulls_of_one_model_at_once_fetch_it_once(registry, tmp_path, quick):
+@pytest.mark.parametrize("file_locks", [True, False], ids=["flock", "no-flock"])
+def test_two_pulls_of_one_model_at_once_fetch_it_once(registry, tmp_path, quick, monkeypatch,
+                                                     file_locks):
     """Two clients pulling the same model together (a UI and a CLI, say): the blob is
-    fetched once, both pulls succeed, nothing is left half-written."""
+    fetched once, both pulls succeed, nothing is left half-written (where there are no file
+    locks, as on Windows, the pulls of one process still take turns)."""
     from concurrent.futures import ThreadPoolExecutor
+
+    if not file_locks:
+        monkeypatch.setattr(transfer, "fcntl", None)
 
     library = Library(tmp_path / "store")
     with ThreadPoolExecutor(2) as pool:
