@@ -397,14 +397,15 @@ def test_converted_embedding_gemma_embeds_in_llama_cpp_as_in_ours(tmp_path):
     """An EmbeddingGemma file of ours (its Dense layers included, as llama.cpp's converter
     writes them with --sentence-transformers-dense-modules) in llama.cpp: the same token
     ids, the same vectors (llama.cpp pools, then applies the Dense layers; we apply them to
-    each row, then pool: the same linear map, summed in another order; measured 1.1e-5)."""
+    each row, then pool: the same linear map, summed in another order; measured 1.1e-5 on
+    one machine, 5.1e-5 on an AVX-512 EPYC, whose kernels sum in wider steps)."""
     from runner.convert import convert
 
     from .convert.test_embedding_gemma import TEXTS, embedding_gemma_checkpoint
 
     path = convert(embedding_gemma_checkpoint(tmp_path / "hf"), tmp_path / "emb.gguf", "f32",
                    progress=False)
-    embeds_alike(path, TEXTS, 5e-5, context=256, n_batch=256, n_ubatch=256, type_k=0,
+    embeds_alike(path, TEXTS, 1e-4, context=256, n_batch=256, n_ubatch=256, type_k=0,
                  type_v=0)
 
 
