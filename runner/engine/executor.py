@@ -113,10 +113,18 @@ class Executor:
             step.batch = batch
         else:
             step = self._kept[key] = self._build(batch, key)
-            if len(self._kept) > KEPT_GRAPHS:
-                self._retire(self._kept.popitem(last=False)[1])
+            for old in self._given_up(key):
+                self._retire(self._kept.pop(old))
         step.kv_inputs.prepare(self.kv.current)
         return step
+
+    def _given_up(self, newest: Shape) -> list[Shape]:
+        """The kept shapes to let go once newest is built: any of image rows (its shape
+        seldom recurs, and its batch holds the rows' embeddings), then the least recently
+        used beyond KEPT_GRAPHS."""
+        gone = [k for k in self._kept if k != newest and k.media]
+        rest = [k for k in self._kept if k not in gone]
+        return gone + rest[:max(0, len(rest) - KEPT_GRAPHS)]
 
     def worst_case(self, n: int, embeddings: bool = False) -> Step:
         """The graph of n tokens that sees every cache cell: no step needs more compute

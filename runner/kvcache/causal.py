@@ -308,8 +308,10 @@ class GraphView:
         self._values = values
 
     def feed(self) -> None:
-        """Fill this graph's cache inputs (after the scheduler allocated the graph)."""
-        for tensor, value in self._values:
+        """Fill this graph's cache inputs (after the scheduler allocated the graph); the
+        arrays are let go (a kept graph would hold a prompt's masks, T x n_kv each)."""
+        values, self._values = self._values, ()
+        for tensor, value in values:
             tensor.set(value)
 
     def put(self, layer: int, k, v):

@@ -80,3 +80,37 @@ def test_the_least_recently_used_graph_is_given_up(model):
     assert step_of(2 + kept) is steps[-1]
     assert steps[0].ctx.closed and step_of(2) is not steps[0]
     model.kv.remove(0)
+
+
+def test_a_graph_of_image_rows_is_let_go_once_another_is_built(model):
+    """Its shape seldom recurs, and its batch holds the rows' embeddings."""
+    model.executor.forget()
+    embd = model.executor.model.config.embd
+    model.kv.remove(0)
+    with_rows = Batch.of_sequence(PROMPT[:6], 0)
+    with_rows.media = np.zeros((2, embd), np.float32)
+    with_rows.media_rows = np.array([2, 3], np.int32)
+    image_step = logits(model, with_rows)[0]
+    model.kv.remove(0)
+    assert logits(model, Batch.of_sequence(PROMPT[:6], 0))[0] is not image_step
+    assert image_step.ctx.closed
+    model.kv.remove(0)
+
+
+def test_image_rows_on_a_split_graph_give_the_cpus_logits(model_paths, server):
+    """Rows spliced in place of tokens where the layers sit on another device (an RPC
+    server, as a GPU): the same logits as the CPU's (the splice once crashed the server)."""
+    found = {}
+    for where, devices in (("cpu", dict(num_gpu=0)),
+                           ("rpc", dict(rpc=[server.endpoint], num_gpu=-1))):
+        loaded = runner.load(model_paths["smollm2"], num_ctx=64, repack=False, threads=2,
+                             **devices)
+        try:
+            batch = Batch.of_sequence(PROMPT[:6], 0, all_logits=True)
+            rows = np.random.default_rng(5).standard_normal((2, loaded.executor.model.config.embd))
+            batch.media = rows.astype(np.float32)
+            batch.media_rows = np.array([2, 3], np.int32)
+            found[where] = logits(loaded, batch)[1]
+        finally:
+            loaded.close()
+    np.testing.assert_allclose(found["rpc"], found["cpu"], atol=1e-4)
