@@ -183,9 +183,11 @@ class Inputs:
     media_rows: pyggml.Tensor | None = None    # int32 (M,): the rows of the batch they fill
 
     def splice(self, x):
-        """x (T, E), the token embeddings, with the image rows in place of their tokens'."""
-        return x if self.media is None else x.set_rows(self.media_part(0, x.shape[1]),
-                                                       self.media_rows)
+        """x (T, E), the token embeddings, with the image rows in place of their tokens'
+        (written into a copy: written into the lookup's own node, which lives with the
+        embeddings on the CPU, the write crashed an RPC server that ran it)."""
+        return x if self.media is None else x.cont().set_rows(self.media_part(0, x.shape[1]),
+                                                              self.media_rows)
 
     def media_part(self, part: int, width: int):
         """(M, width): the part-th embedding of each image row."""
