@@ -59,7 +59,6 @@ class Step:
     inputs: Inputs
     kv_inputs: GraphView
     logits: pyggml.Tensor
-    key: Shape
     choices: pyggml.Tensor | None = None   # int32 (outputs,): each row's largest logit
     candidates: tuple | None = None    # int32 (outputs, k) ids and their logits (outputs, k, 1)
     token_input: pyggml.Tensor | None = None   # int32 (T,): the tokens given (inputs.tokens
@@ -68,7 +67,7 @@ class Step:
     chain_rows: pyggml.Tensor | None = None    # int32 (T,): each token's row of tokens + chain
     chained: pyggml.Tensor | None = None       # int32 (T, 1): the tokens it computed, on the CPU
     computation: pyggml.Computation | None = None
-    retired: bool = False         # replaced as the kept graph: close once finished
+    retired: bool = False         # no longer kept: close once finished
 
 
 class Executor:
@@ -181,7 +180,7 @@ class Executor:
                 values = logits.reshape(rows, vocab, 1).get_rows(ids)     # (outputs, k, 1)
                 candidates = ids, values.set_output()
                 outputs += candidates
-        return Step(batch, ctx, ctx.graph(*outputs), inputs, kv_inputs, logits, key, choices,
+        return Step(batch, ctx, ctx.graph(*outputs), inputs, kv_inputs, logits, choices,
                     candidates, token_input, writes_chain, chain_rows, chained)
 
     def launch(self, step: Step, tokens=None, sources=None) -> None:

@@ -183,9 +183,10 @@ class Inputs:
     media_rows: pyggml.Tensor | None = None    # int32 (M,): the rows of the batch they fill
 
     def splice(self, x):
-        """x (T, E), the token embeddings, with the image rows in place of their tokens'
-        (written into a copy: written into the lookup's own node, which lives with the
-        embeddings on the CPU, the write crashed an RPC server that ran it)."""
+        """x (T, E), the token embeddings, with the image rows in place of their tokens'.
+        The rows go into a copy: written into the lookup's own node, which lives with the
+        embeddings on the CPU, the write ran on the layers' device against CPU memory (it
+        crashed an RPC server)."""
         return x if self.media is None else x.cont().set_rows(self.media_part(0, x.shape[1]),
                                                               self.media_rows)
 

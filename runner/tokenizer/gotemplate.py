@@ -46,11 +46,10 @@ class Budget:
         if time.monotonic() > self.deadline:
             raise GoTemplateError(f"the template ran longer than {self.seconds:g} s")
 
-    def write(self, out: list, text: str) -> None:
+    def spend(self, text: str) -> None:
         self.left -= len(text)
         if self.left < 0:
             raise GoTemplateError(f"the template wrote more than {LONGEST} characters")
-        out.append(text)
 
 
 class Struct(dict):
@@ -253,7 +252,8 @@ class _Output:
     budget: Budget
 
     def append(self, text: str) -> None:
-        self.budget.write(self.pieces, text)
+        self.budget.spend(text)
+        self.pieces.append(text)
 
 
 def _run(nodes, dot, scopes, out, stop_after):
