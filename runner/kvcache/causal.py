@@ -98,7 +98,6 @@ class CausalCache:
                 ggml_type, (n, v_dims) if flash else (v_dims, n), name=f"cache_v_l{i}"))
         self.buffers = self._allocate(backends) if allocate else []
         self._placement = None
-        self._v_rows: dict[tuple, np.ndarray] = {}
 
     def _allocate(self, backends) -> list[pyggml.Buffer]:
         """One buffer per device, holding the layers it computes; zeroed."""
@@ -229,15 +228,6 @@ class CausalCache:
 
     # -- model side -----------------------------------------------------------------------
 
-    def v_rows(self, dims: int, cells: int) -> np.ndarray:
-        """int64 (dims,): where each row of a transposed V cache of dims rows and cells
-        columns starts, in elements (d * cells); made once, as every step's V write indexes
-        from it."""
-        rows = self._v_rows.get((dims, cells))
-        if rows is None:
-            rows = self._v_rows[dims, cells] = np.arange(dims, dtype=np.int64) * cells
-        return rows
-
     def inputs(self, ctx: pyggml.Context, windows=(None,), causal: bool = True,
                block_windows=()) -> "GraphView":
         """block_windows: the windows whose masks let an image's rows see each other."""
@@ -274,13 +264,6 @@ class GraphView:
         mask_type = "F16" if cache.flash else "F32"
         self.masks = {w: ctx.new_tensor(mask_type, (n, self._n_kv(cache.pool_for(w))),
                                         name=f"kq_mask_{w}").set_input() for w in windows}
-        self.v_index = None
-        if not cache.flash:        # per (V rows, pool)
-            self.v_index = {(s.kv_heads * s.v_dim, w): None
-                            for s, w in zip(cache.layers, cache.pool_of)}
-            for d, w in self.v_index:
-                self.v_index[d, w] = ctx.new_tensor("I64", (n * d,),
-                                                    name=f"v_idx_{d}_{w}").set_input()
         self.rotations = Rotations(ctx, cache.key_rotation + cache.value_rotation)
 
     def _n_kv(self, pool) -> int:
@@ -299,12 +282,6 @@ class GraphView:
             values.append((tensor, pool.mask(
                 placement.batch, self._n_kv(pool), window, self.causal,
                 window in self.block_windows, np.float16 if cache.flash else np.float32)))
-        for (dims, window), tensor in (self.v_index or {}).items():
-            # element (t, d) of the new V rows goes to row d, column slot[t] of the
-            # transposed cache, flattened: d * cells + slot[t]
-            rows = cache.v_rows(dims, cache.pools[window].size)
-            index = rows[None, :] + slots[window][:, None]                      # (T, dims)
-            values.append((tensor, index.reshape(-1)))
         self._values = values
 
     def feed(self) -> None:
@@ -328,9 +305,14 @@ class GraphView:
         if cache.flash:
             v_cache = ctx.bind(cache.v[layer]).set_rows(v_flat, self.slots[window])
         else:
-            dims = v_flat.shape[1]
-            column = ctx.bind(cache.v[layer]).reshape(dims * cache.pools[window].size, 1)
-            v_cache = column.set_rows(v_flat.reshape(n * dims, 1), self.v_index[dims, window])
+            # the transposed cache (dims, cells) seen as (dims, cells, 1): rows of one element,
+            # the slots' column written in every one of its dims rows (the slots broadcast)
+            dims, cells = v_flat.shape[1], cache.pools[window].size
+            v_element, element = v_flat.strides[-1], cache.v[layer].strides[-1]
+            columns = ctx.bind(cache.v[layer]).view(
+                (dims, cells, 1), strides=(cells * element, element, element))
+            new = v_flat.view((dims, n, 1), strides=(v_element, dims * v_element, v_element))
+            v_cache = columns.set_rows(new, self.slots[window])
         return k_cache, v_cache
 
     def queries(self, layer: int, q):
