@@ -127,5 +127,10 @@ class Context:
         self.keepalive.append(buffer)
         return buffer
 
+    def place(self, tensor, backend) -> None:
+        """Run tensor's operation on backend (a device's; otherwise the scheduler decides),
+        in every graph of this context a scheduler allocates."""
+        self.placements[tensor.ptr] = backend
+
     def graph(self, *outputs, size: int | None = None):
         return Graph(self, outputs, size or self.graph_size)

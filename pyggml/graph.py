@@ -156,12 +156,22 @@ class Scheduler:
     def place(self, tensor, backend: Backend) -> None:
         """Run tensor's operation on backend (otherwise the scheduler decides), in every
         graph of tensor's context this scheduler allocates."""
-        tensor.context.placements[tensor.ptr] = backend
+        tensor.context.place(tensor, backend)
 
     def _apply_placements(self, graph: Graph) -> None:
         # ggml_backend_sched_reset forgets them: given again before each split of the graph
         for ptr, backend in graph.context.placements.items():
-            lib.ggml_backend_sched_set_tensor_backend(self.ptr, ptr, backend.ptr)
+            lib.ggml_backend_sched_set_tensor_backend(self.ptr, ptr, self._own(backend).ptr)
+
+    def _own(self, backend: Backend) -> Backend:
+        """This scheduler's backend for backend's device (ggml aborts on another one)."""
+        if any(backend is mine for mine in self.backends):
+            return backend
+        mine = next((b for b in self.backends if b.device.name == backend.device.name), None)
+        if mine is None:
+            raise GGMLError(f"An operation is placed on {backend.name}, which this scheduler "
+                            f"does not run (it runs {', '.join(b.name for b in self.backends)}).")
+        return mine
 
     def backend_of(self, tensor) -> Backend | None:
         """The backend that computes tensor in the graph allocated last (None: not in it)."""

@@ -180,3 +180,26 @@ def test_rpc_server_refuses_an_unknown_device_and_a_taken_port(server):
     taken = subprocess.run(run + ["--port", str(server.port)], cwd="/", capture_output=True,
                            text=True, timeout=60)
     assert taken.returncode == 1 and "Cannot listen" in taken.stderr
+
+
+def test_a_node_placed_on_another_backend_of_a_device_runs_on_the_schedulers(server):
+    """A context places nodes on a device's backend; a scheduler runs them on its own backend
+    of that device, and a device it does not run is an error, not ggml's abort."""
+    elsewhere = pyggml.rpc.connect(server.endpoint)[0].open()
+    with pyggml.Context() as ctx:
+        x = ctx.new_tensor("F32", (8,)).set_input()
+        y = x.exp().set_output()
+        graph = ctx.graph(y)
+        ctx.place(y, pyggml.cpu_backend(threads=1))             # not the scheduler's own
+        with pyggml.Scheduler([pyggml.cpu_backend(threads=1)]) as sched:
+            sched.compute(graph, {x: np.zeros(8, np.float32)})
+            assert sched.backend_of(y) is sched.backends[0]
+            np.testing.assert_array_equal(y.numpy(), np.ones(8))
+        ctx.place(y, elsewhere)
+        with pyggml.Scheduler([pyggml.cpu_backend(threads=1)]) as sched:
+            with pytest.raises(pyggml.GGMLError, match="placed on RPC.*which this scheduler "
+                                                        "does not run"):
+                sched.alloc(graph)
+            ctx.place(y, sched.backends[0])
+            sched.compute(graph, {x: np.zeros(8, np.float32)})     # it serves on
+            np.testing.assert_array_equal(y.numpy(), np.ones(8))
