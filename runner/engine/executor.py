@@ -5,8 +5,9 @@ filled, computing on the scheduler's worker thread) and finished (waited for, lo
 Building the next step while the current one computes hides the Python graph-building time
 behind the compute; the token values arrive at launch.
 
-A graph's structure depends only on the batch's size, its number of outputs and the cache
-cells it sees (n_kv); positions, tokens, slots and masks are inputs. So graphs are kept and
+A graph's structure depends only on the batch's size, its number of outputs, the cache
+cells it sees (n_kv) and how many sequences it holds; positions, tokens, slots and what the
+masks are computed from are inputs. So graphs are kept and
 reused while that shape holds, as llama.cpp reuses its last one: decode steps rebuild once
 every 256 tokens. The last KEPT_GRAPHS shapes are kept, not only the last: parallel
 sequences make batches of a few sizes in turn, a prompt's chunk interrupts decoding, and a
@@ -44,7 +45,7 @@ class Shape(NamedTuple):
     """What a graph's structure depends on: a graph is reused while its shape holds."""
     tokens: int
     outputs: int
-    n_kv: tuple               # cache cells it sees, per pool
+    cache: tuple              # cache cells it sees per pool, sequences its masks tell apart
     embeddings: bool          # final hidden states instead of logits
     media: int                # image rows
     candidates: bool          # also picks each row's largest logits on the device
@@ -180,7 +181,9 @@ class Executor:
                 values = logits.reshape(rows, vocab, 1).get_rows(ids)     # (outputs, k, 1)
                 candidates = ids, values.set_output()
                 outputs += candidates
-        return Step(batch, ctx, ctx.graph(*outputs), inputs, kv_inputs, logits, choices,
+        # the masks first: their work memory (T x n_kv each) is free again before the layers'
+        graph = ctx.graph(*kv_inputs.masks.values(), *outputs)
+        return Step(batch, ctx, graph, inputs, kv_inputs, logits, choices,
                     candidates, token_input, writes_chain, chain_rows, chained)
 
     def launch(self, step: Step, tokens=None, sources=None) -> None:

@@ -1,6 +1,6 @@
 """A causal KV cache: one pool of cells shared by sequences, each cell holding one position.
 
-Runner side: start(batch) places the batch's tokens in free cells and prepares the masks;
+Runner side: start(batch) places the batch's tokens in free cells;
 remove(seq, p0, p1) and copy_prefix(src, dst, n) edit sequences; shift_cells(seq, p0, p1)
 and move(seq, p0, p1, delta) serve a position shift (the executor re-rotates the keys);
 holds(seq, n) says whether a prefix of n positions can be resumed.
@@ -20,10 +20,18 @@ with flash attention and an unrotated cache: V is read as a view of K, as llama.
 The cells a graph sees are padded to 256, as llama.cpp pads them, so that a decode step's
 graph (and a GPU's captured CUDA graph) stays the same for 256 tokens; with flash attention
 the mask is F16.
+
+Masks are computed in the graph, on the device that attends, from the position each cell
+holds of each of the batch's sequences (S x n_kv values) and the bounds of what each token
+sees (T values): not computed on the host and copied in, T x n_kv values a step (a 512-token
+prompt chunk at 32k cells is 16M), as llama.cpp does. The transposed V is written through
+the slots alone (broadcast over its rows), not through a T x dims index.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,9 +39,10 @@ import numpy as np
 import pyggml
 from pyggml.numpy_interop import in_range
 
-from .cells import MAX_SEQS, CacheFullError, Cells, pool_size
+from .cells import MAX_SEQS, CacheFullError, Cells, pool_size, seen_bounds
 from .rotation import Rotations, key_rotation, value_rotation
 
+BOUND_PERIOD = 32     # the most values of a token's mask bound repeated along a row
 CACHE_TYPES = {"f16": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0", "f32": "F32"}
 
 
@@ -96,13 +105,14 @@ class CausalCache:
                 self.value_rotation[i] is None
             self.v.append(None if in_keys else self.storage.new_tensor(
                 ggml_type, (n, v_dims) if flash else (v_dims, n), name=f"cache_v_l{i}"))
+        if isinstance(backends, pyggml.Backend):
+            backends = [backends] * len(layers)
+        self.backends = backends           # per layer (None: not known)
         self.buffers = self._allocate(backends) if allocate else []
         self._placement = None
 
     def _allocate(self, backends) -> list[pyggml.Buffer]:
         """One buffer per device, holding the layers it computes; zeroed."""
-        if isinstance(backends, pyggml.Backend):
-            backends = [backends] * len(self.layers)
         groups: dict[int, tuple] = {}
         for layer, backend in enumerate(backends):
             groups.setdefault(id(backend), (backend, []))[1].extend(self.tensors(layer))
@@ -153,10 +163,6 @@ class CausalCache:
         return self.whole.seq
 
     @property
-    def block(self) -> np.ndarray:
-        return self.whole.block
-
-    @property
     def region(self) -> int:
         return self.whole.region
 
@@ -174,11 +180,6 @@ class CausalCache:
         """Whether seq's next token at position n finds what it sees in every pool: the
         rule by which a cached prefix of n positions is resumed (else evaluated again)."""
         return all(pool.holds(seq, n) for pool in self.pools.values())
-
-    def mask(self, batch, n_kv: int, window, causal: bool = True, blocks: bool = False,
-             dtype=np.float32) -> np.ndarray:
-        """The whole pool's mask (Cells.mask)."""
-        return self.whole.mask(batch, n_kv, window, causal, blocks, dtype)
 
     def start(self, batch, all_cells: bool = False) -> None:
         """Place the batch in free cells of every pool and prepare slot indices and masks
@@ -245,10 +246,20 @@ class Placement:
     slots: dict
     n_kv: dict
 
+    @functools.cached_property
+    def sequences(self) -> tuple[np.ndarray, np.ndarray]:
+        """The batch's sequences (S,), and each token's index among them, int32 (T,)."""
+        seqs = self.batch.seqs
+        if len(seqs) == 1 or (seqs == seqs[0]).all():
+            return seqs[:1], np.zeros(len(seqs), dtype=np.int32)
+        ids, rows = np.unique(seqs, return_inverse=True)
+        return ids, rows.astype(np.int32)
+
     @property
     def shape(self) -> tuple:
-        """What of the placement a graph's structure depends on."""
-        return tuple(self.n_kv.values())
+        """What of the placement a graph's structure depends on: the cells it sees per pool
+        and how many sequences its masks tell apart."""
+        return (*self.n_kv.values(), len(self.sequences[0]))
 
 
 class GraphView:
@@ -261,32 +272,90 @@ class GraphView:
         n = len(placement.batch)
         self.slots = {w: ctx.new_tensor("I64", (n,), name=f"kv_slots_{w}").set_input()
                       for w in set(cache.pool_of)}
-        mask_type = "F16" if cache.flash else "F32"
-        self.masks = {w: ctx.new_tensor(mask_type, (n, self._n_kv(cache.pool_for(w))),
-                                        name=f"kq_mask_{w}").set_input() for w in windows}
+        self.masks = {}       # window -> its mask, built the first time a layer asks for it
+        self._rows = ctx.new_tensor("I32", (n,), name="kq_rows").set_input()
+        self._floats, self._host, self._views, self._pieces = self._mask_inputs(windows)
         self.rotations = Rotations(ctx, cache.key_rotation + cache.value_rotation)
 
     def _n_kv(self, pool) -> int:
         return self.placement.n_kv[pool.window]
 
+    def _mask_inputs(self, windows):
+        """The masks' float inputs, views of one tensor (one copy a step), and the pieces of
+        one array that prepare() writes them into: per pool ("positions", its window), the
+        position each cell holds of each sequence, (S, n_kv); per window ("first" and
+        "last", the window), each token's bounds, (T, period) each, repeated along a row's
+        period (binary ops repeat a smaller operand along rows quickly, one element at a
+        time slowly); no first bound without a window."""
+        n, sequences = len(self.placement.batch), len(self.placement.sequences[0])
+        layout = []
+        for window in dict.fromkeys(self.cache.pool_for(w).window for w in windows):
+            layout.append((("positions", window), (sequences, self.placement.n_kv[window])))
+        for window in windows:
+            n_kv = self._n_kv(self.cache.pool_for(window))
+            period = min(n_kv & -n_kv, BOUND_PERIOD)
+            layout += [((side, window), (n, period))
+                       for side in ("first", "last") if side == "last" or window is not None]
+        sizes = [rows * columns for _, (rows, columns) in layout]
+        floats = self.ctx.new_tensor("F32", (sum(sizes),), name="kq_inputs").set_input()
+        host = np.empty(sum(sizes), dtype=np.float32)
+        views, pieces, offset = {}, {}, 0
+        for (key, shape), size in zip(layout, sizes):
+            views[key] = floats.view(shape, offset=offset * host.itemsize)
+            pieces[key] = host[offset:offset + size].reshape(shape)
+            offset += size
+        return floats, host, views, pieces
+
+    def _mask(self, window, layer: int):
+        """(T, n_kv) additive mask, F16 with flash attention, else F32: 0 where a token sees
+        a cell, else -inf, computed in the graph on layer's device (not on the host, nor on
+        the CPU and copied over) from inputs of S x n_kv + T values, not T x n_kv: a cell is
+        seen where the position it holds of the token's sequence lies between the token's
+        bounds (seen_bounds), i.e. where (position - first) * (position - last) < 0, or,
+        with no first bound, where position - last < 0; a cell holding none of the
+        sequence's positions (ABSENT) lies beyond every bound."""
+        n, views = len(self.placement.batch), self._views
+        positions = views["positions", self.cache.pool_for(window).window]     # (S, n_kv)
+        held = positions.repeat(n, positions.shape[1]) if positions.shape[0] == 1 else \
+            positions.get_rows(self._rows)                              # (T, n_kv)
+        nodes = [held, held - views["last", window]]                    # < 0: up to last
+        if window is not None:
+            nodes += [held - views["first", window]]
+            nodes += [nodes[-1] * nodes[1]]                             # < 0: in between
+        nodes += [nodes[-1].scale(-math.inf)]
+        nodes += [nodes[-1].clamp(-math.inf, 0.0)]                      # 0 or -inf
+        if self.cache.flash:
+            nodes += [nodes[-1].cast("F16")]
+        if self.cache.backends is not None:
+            for node in nodes:
+                self.ctx.place(node, self.cache.backends[layer])
+        return nodes[-1]
+
     def prepare(self, placement: Placement) -> None:
         """Compute the cache inputs of placement (the batch's cells) now, while an earlier
         step may still be computing with this graph's memory: feed() only copies them."""
-        cache = self.cache
         self.placement = placement
+        batch, (seqs, rows) = placement.batch, placement.sequences
         slots = {w: s.astype(np.int64, copy=False) for w, s in placement.slots.items()}
         values = [*((tensor, slots[w]) for w, tensor in self.slots.items()),
                   *self.rotations.inputs()]
-        for window, tensor in self.masks.items():
-            pool = cache.pool_for(window)
-            values.append((tensor, pool.mask(
-                placement.batch, self._n_kv(pool), window, self.causal,
-                window in self.block_windows, np.float16 if cache.flash else np.float32)))
+        if self.masks:
+            if len(seqs) > 1:
+                values.append((self._rows, rows))
+            for (side, window), piece in self._pieces.items():
+                if side == "positions":
+                    self.cache.pools[window].positions_into(seqs, piece)
+            for window in self.masks:
+                first, last = seen_bounds(batch, window, self.causal,
+                                          window in self.block_windows)
+                self._pieces["last", window][:] = last[:, None]
+                if first is not None:
+                    self._pieces["first", window][:] = first[:, None]
+            values.append((self._floats, self._host))
         self._values = values
 
     def feed(self) -> None:
-        """Fill this graph's cache inputs (after the scheduler allocated the graph); the
-        arrays are let go (a kept graph would hold a prompt's masks, T x n_kv each)."""
+        """Fill this graph's cache inputs (after the scheduler allocated the graph)."""
         values, self._values = self._values, ()
         for tensor, value in values:
             tensor.set(value)
@@ -351,4 +420,9 @@ class GraphView:
             raise ValueError(f"Layer {layer} keeps its cells for window "
                              f"{self.cache.layers[layer].window!r} but attends through "
                              f"window {window!r}.")
+        if window not in self.masks:
+            if layer is None:          # the first layer attending through window
+                layer = next((i for i, s in enumerate(self.cache.layers) if s.window == window),
+                             0)
+            self.masks[window] = self._mask(window, layer)
         return self.masks[window]

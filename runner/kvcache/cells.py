@@ -18,7 +18,8 @@ PAD = 256             # cells a graph sees come in multiples of this (llama.cpp'
 NO_SEQ = 0
 MAX_SEQS = 63          # a cell's sequences are bits of an int64
 GIVE_UP = 64           # the fewest cells a full window pool frees at once (of 1024+)
-NEVER = np.iinfo(np.int32).max      # a position no token reaches
+ABSENT = 2.0 ** 30     # a mask's position for a cell not the token's: past all it sees
+UNBOUNDED = 2.0 ** 29  # the last position a token sees where attention is not causal
 
 
 class CacheFullError(RuntimeError):
@@ -33,6 +34,39 @@ def first_seen(window, position):
     if isinstance(window, tuple):
         return position // window[1] * window[1]
     return np.maximum(position - window + 1, 0)
+
+
+def seen_bounds(batch, window, causal: bool = True, blocks: bool = False):
+    """float32 (T,) twice: just below the first and just above the last position each token
+    of batch sees (a half either way: no cell's position equals a bound), the first None
+    where window is None (a token sees back to the start). Causal: up to its own position,
+    or, blocks, to its image's last row (an image's rows, one run of one sequence in one
+    batch, see each other both ways). Not causal (an encoder): all, and a window n is
+    symmetric, n // 2 positions either side (EmbeddingGemma, as llama.cpp's symmetric window
+    and transformers' bidirectional one count it). window: as first_seen's."""
+    position = batch.positions
+    if not causal and window is not None and not isinstance(window, tuple):
+        first, last = position - window // 2, position + window // 2
+    else:
+        first = None if window is None else first_seen(window, position)
+        last = np.full(len(position), UNBOUNDED) if not causal else \
+            _image_ends(batch) if blocks else position
+    return (None if first is None else np.asarray(first, np.float32) - 0.5,
+            np.asarray(last, np.float32) + 0.5)
+
+
+def _image_ends(batch) -> np.ndarray:
+    """int64 (T,): each token's position, or the last of its image's (its block's rows of
+    its sequence)."""
+    last = batch.positions.copy()
+    rows = np.flatnonzero(batch.blocks >= 0)
+    if len(rows):
+        runs, run = np.unique(batch.blocks[rows] * (MAX_SEQS + 1) + batch.seqs[rows],
+                              return_inverse=True)
+        ends = np.full(len(runs), -1, dtype=np.int64)
+        np.maximum.at(ends, run, batch.positions[rows])
+        last[rows] = ends[run]
+    return last
 
 
 def span(window) -> int:
@@ -53,7 +87,6 @@ class Cells:
         self.size, self.window = size, window
         self.pos = np.full(size, -1, dtype=np.int64)
         self.seq = np.zeros(size, dtype=np.int64)          # bit s set: cell belongs to seq s
-        self.block = np.full(size, -1, dtype=np.int64)     # the image a cell's row is of
         self.region = 0                 # cells per sequence's home region (partition())
 
     def partition(self, sequences: int) -> None:
@@ -99,7 +132,6 @@ class Cells:
         last = max(-1 if free[last] else last, int(slots.max()))
         self.pos[slots] = batch.positions
         self.seq[slots] = 1 << batch.seqs.astype(np.int64)
-        self.block[slots] = batch.blocks
         return slots, self.size if all_cells else min(self.size, -(-(last + 1) // PAD) * PAD)
 
     def _give_up(self, batch, needed: int) -> None:
@@ -137,57 +169,22 @@ class Cells:
 
     def release(self, slots: np.ndarray) -> None:
         """Empty cells place() took (a batch that will not be computed)."""
-        self.seq[slots], self.pos[slots], self.block[slots] = NO_SEQ, -1, -1
+        self.seq[slots], self.pos[slots] = NO_SEQ, -1
 
-    def mask(self, batch, n_kv: int, window, causal: bool = True, blocks: bool = False,
-             dtype=np.float32) -> np.ndarray:
-        """(T, n_kv) additive mask of dtype: 0 where token t of batch may attend to cell c,
-        else -inf. window: as first_seen's. Not causal (an encoder): every cell of the
-        token's sequence, and a window n is symmetric, n // 2 positions either side
-        (EmbeddingGemma, as llama.cpp's symmetric window and transformers' bidirectional one
-        count it). blocks: the rows of one image also see its later rows (within the
-        window). Each (T, n_kv) pass counts for a prompt (a 500-token one is 256k cells):
-        0.15 ms here for one sequence's causal mask, 3.8 before the passes were cut to
-        these."""
-        pos = self.pos[:n_kv].astype(np.int32)                                   # (n_kv,)
-        seqs = batch.seqs
-        first = int(seqs[0])
-        one_sequence = len(seqs) == 1 or (seqs == first).all()
-        if one_sequence:                                  # one row of members
-            member = (self.seq[:n_kv] & (1 << first)) != 0                       # (n_kv,)
-        else:
-            ids, row_of = np.unique(seqs, return_inverse=True)
-            member = ((self.seq[:n_kv] >> ids[:, None].astype(np.int64)) & 1).astype(bool)
-            member = member[row_of]                                              # (T, n_kv)
-        member &= pos >= 0
-        token_pos = batch.positions[:, None]                                     # (T, 1)
-        with_blocks = blocks and (batch.blocks >= 0).any()
-        if causal and one_sequence and not with_blocks:
-            # one pass: a cell of another sequence (or none) lies after every position
-            visible = np.where(member, pos, NEVER) <= token_pos                  # (T, n_kv)
-        elif causal:
-            seen = pos <= token_pos                                              # (T, n_kv)
-            if with_blocks:
-                token_block = batch.blocks[:, None]
-                seen |= (self.block[:n_kv] == token_block) & (token_block >= 0)
-            visible = seen & member
-        else:
-            visible = np.broadcast_to(member, (len(batch), n_kv)).copy()
-        if window is not None and not causal and not isinstance(window, tuple):
-            visible &= np.abs(pos - token_pos) <= window // 2
-        elif window is not None:
-            earliest = first_seen(window, token_pos)                             # (T, 1)
-            if earliest.max() > 0:             # else every token sees back to position 0
-                visible &= pos >= earliest
-        mask = np.full(visible.shape, -np.inf, dtype)         # quicker than np.where
-        np.copyto(mask, 0, where=visible)
-        return mask
+    def positions_into(self, seqs: np.ndarray, out: np.ndarray) -> None:
+        """Write into out, float32 (len(seqs), n_kv), for each sequence of seqs, the position
+        each of the first n_kv cells holds of it, else ABSENT (the cell is empty or
+        another's): a mask's cell side (see seen_bounds)."""
+        n_kv = out.shape[1]
+        bits = 1 << int(seqs[0]) if len(seqs) == 1 else \
+            np.left_shift(1, seqs.astype(np.int64))[:, None]                     # (S, 1)
+        out.fill(ABSENT)
+        np.copyto(out, self.pos[:n_kv], casting="unsafe", where=self.seq[:n_kv] & bits != 0)
 
     def remove(self, seq: int, p0: int = 0, p1: int | None = None) -> None:
         """Drop positions [p0, p1) of seq (p1 None: to the end)."""
         self.seq[self.cells(seq, p0, p1)] &= ~(1 << seq)
-        empty = self.seq == NO_SEQ
-        self.pos[empty], self.block[empty] = -1, -1
+        self.pos[self.seq == NO_SEQ] = -1
 
     def copy_prefix(self, src: int, dst: int, n: int) -> None:
         """Let dst share src's cells for positions [0, n)."""

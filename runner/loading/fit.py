@@ -93,7 +93,8 @@ def measure(model, tensors: dict, placement: Placement, workload: Workload,
     allocating (zero-size buffers stand in for weights and cache); with projectors (a
     Loaded with projectors), theirs too."""
     shapes = model.cache_layers()
-    kv = workload.cache(shapes, None, allocate=False)
+    kv = workload.cache(shapes, [backends[d] for d in placement.layers[:len(shapes)]],
+                        allocate=False)
     with ExitStack() as stack:
         weights, cache = defaultdict(list), defaultdict(list)
         for name, tensor in tensors.items():

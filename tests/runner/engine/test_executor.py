@@ -114,3 +114,21 @@ def test_image_rows_on_a_split_graph_give_the_cpus_logits(model_paths, server):
         finally:
             loaded.close()
     np.testing.assert_allclose(found["rpc"], found["cpu"], atol=1e-4)
+
+
+@pytest.mark.parametrize("tokens", [1, len(PROMPT)])
+def test_the_masks_are_computed_where_the_layers_attend(model, tokens):
+    """The masks are built in the graph from small inputs; with the layers on a device they
+    are computed there (not on the CPU and copied over), a decode step's as a prompt's."""
+    model.kv.remove(0)
+    step, _ = logits(model, Batch.of_sequence(PROMPT[:tokens], 0))
+    scheduler = model.executor.scheduler
+    mask = step.kv_inputs.masks[None]
+    assert mask.shape == (tokens, model.kv.n_kv)
+    readers = [node for node in step.graph.nodes()
+               if any(source.ptr == mask.ptr for source in node.sources())]
+    # the "rpc" model's layers are all on the RPC server, the scheduler's first backend
+    layers_on = scheduler.backends[0]
+    assert readers and {scheduler.backend_of(node) for node in readers} == {layers_on}
+    assert scheduler.backend_of(mask) is layers_on
+    model.kv.remove(0)

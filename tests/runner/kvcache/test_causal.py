@@ -8,7 +8,7 @@ import pytest
 import pyggml
 from runner.engine.batch import Batch
 from runner.kvcache import CausalCache, LayerShape
-from runner.kvcache.causal import CacheFullError, check_cache_type
+from runner.kvcache.causal import CacheFullError, GraphView, Placement, check_cache_type
 
 
 @pytest.fixture(scope="module")
@@ -63,25 +63,46 @@ def test_copy_prefix_shares_cells_and_a_shift_moves_positions(backend):
     assert kv.positions_of(2).tolist() == [0, 1, 2, 2, 3, 4]
 
 
+def computed_mask(kv, batch, n_kv: int, window, causal: bool = True, blocks: bool = False):
+    """The mask a graph computes for batch over the first n_kv cells as they stand (float16
+    with flash attention, float32 without)."""
+    placement = Placement(batch, {None: np.zeros(len(batch), np.int64)}, {None: n_kv})
+    with pyggml.Context(max_tensors=64, graph_size=64) as ctx, \
+            pyggml.Scheduler([pyggml.cpu_backend(threads=1)]) as scheduler:
+        view = GraphView(kv, ctx, placement, (window,), causal, (window,) if blocks else ())
+        mask = view.mask(window)
+        graph = ctx.graph(mask, *view.slots.values())
+        scheduler.alloc(graph)
+        view.prepare(placement)
+        view.feed()
+        scheduler.compute_async(graph).wait()
+        return mask.numpy(copy=True)
+
+
 def test_mask_sees_own_earlier_positions_and_a_window(backend):
     kv = cache(backend, flash=False)
     kv.start(Batch(list(range(4)) + [9, 9], [0, 1, 2, 3, 0, 1], [0, 0, 0, 0, 1, 1]))
-    mask = kv.mask(Batch([0, 0], [3, 1], [0, 1]), kv.n_kv, None)
-    assert np.isfinite(mask[0, :4]).all() and np.isinf(mask[0, 4:]).all()
-    assert np.isfinite(mask[1, 4:6]).all() and np.isinf(mask[1, :4]).all()
-    windowed = kv.mask(Batch([0], [3], [0]), kv.n_kv, 2)
-    assert np.isfinite(windowed[0, 2:4]).all() and np.isinf(windowed[0, :2]).all()
-    encoder = kv.mask(Batch([0], [1], [0]), kv.n_kv, 2, causal=False)   # 1 either side
-    assert np.isfinite(encoder[0, :3]).all() and np.isinf(encoder[0, 3:]).all()
+    mask = computed_mask(kv, Batch([0, 0], [3, 1], [0, 1]), kv.n_kv, None)
+    assert mask.dtype == np.float32
+    assert (mask[0, :4] == 0).all() and np.isneginf(mask[0, 4:]).all()
+    assert (mask[1, 4:6] == 0).all() and np.isneginf(mask[1, :4]).all()
+    windowed = computed_mask(kv, Batch([0], [3], [0]), kv.n_kv, 2)
+    assert (windowed[0, 2:4] == 0).all() and np.isneginf(windowed[0, :2]).all()
+    encoder = computed_mask(kv, Batch([0], [1], [0]), kv.n_kv, 2, causal=False)  # 1 each side
+    assert (encoder[0, :3] == 0).all() and np.isneginf(encoder[0, 3:]).all()
 
 
 def visible_by_rule(kv, batch, n_kv, window, causal, blocks) -> np.ndarray:
     """The mask's rule, cell by cell."""
     out = np.zeros((len(batch), n_kv), dtype=bool)
     for t, (p, s, b) in enumerate(zip(batch.positions, batch.seqs, batch.blocks)):
+        last = p
+        if blocks and b >= 0:                  # its image's rows of its sequence
+            last = max(q for q, s2, b2 in zip(batch.positions, batch.seqs, batch.blocks)
+                       if s2 == s and b2 == b)
         for c in range(n_kv):
             pos, mine = kv.pos[c], (kv.seq[c] >> s) & 1
-            seen = pos <= p or (blocks and b >= 0 and kv.block[c] == b) or not causal
+            seen = pos <= last or not causal
             if isinstance(window, tuple):
                 seen = seen and pos >= p // window[1] * window[1]
             elif window is not None and not causal:           # an encoder's: both sides
@@ -93,25 +114,24 @@ def visible_by_rule(kv, batch, n_kv, window, causal, blocks) -> np.ndarray:
 
 
 @pytest.mark.parametrize("seqs", [1, 3])
-def test_mask_follows_its_rule_cell_by_cell(backend, seqs):
-    """Random cache states (shared cells, images, empty cells), every kind of mask, against
+@pytest.mark.parametrize("flash", [True, False])
+def test_mask_follows_its_rule_cell_by_cell(backend, seqs, flash):
+    """Random cache states (shared cells, empty cells, images), every kind of mask, against
     the rule written out cell by cell; float16 for flash attention."""
     rng = np.random.default_rng(seqs)
-    kv = cache(backend, cells=64)
+    kv = cache(backend, cells=64, flash=flash)
     kv.pos[:] = rng.integers(-1, 40, 64)
     kv.seq[:] = np.where(kv.pos >= 0, rng.integers(1, 1 << seqs, 64), 0)
-    kv.block[:] = rng.integers(-1, 3, 64)
     batch = Batch(np.zeros(12), rng.integers(0, 45, 12), rng.integers(0, seqs, 12),
                   blocks=rng.integers(-1, 3, 12))
     for window in (None, 5, ("chunk", 8)):
         for causal in (True, False):
             for blocks in (False, True):
                 expected = visible_by_rule(kv, batch, 64, window, causal, blocks)
-                for dtype in (np.float32, np.float16):
-                    mask = kv.mask(batch, 64, window, causal, blocks, dtype)
-                    assert mask.dtype == dtype
-                    np.testing.assert_array_equal(mask == 0, expected)
-                    assert np.isneginf(mask[~expected]).all()
+                mask = computed_mask(kv, batch, 64, window, causal, blocks)
+                assert mask.dtype == (np.float16 if flash else np.float32)
+                np.testing.assert_array_equal(mask == 0, expected)
+                assert np.isneginf(mask[~expected]).all()
 
 
 def test_an_images_rows_see_each_other_where_blocks_count(backend):
@@ -120,15 +140,28 @@ def test_an_images_rows_see_each_other_where_blocks_count(backend):
     batch = Batch([5, 6, 0, 0, 0, 8, 5, 0], [0, 1, 2, 3, 4, 5, 0, 1],
                   [0, 0, 0, 0, 0, 0, 1, 1], blocks=[-1, -1, 7, 7, 7, -1, -1, 7])
     kv.start(batch)
-    causal = kv.mask(batch, kv.n_kv, None)
-    both = kv.mask(batch, kv.n_kv, None, blocks=True)
+    causal = computed_mask(kv, batch, kv.n_kv, None)
+    both = computed_mask(kv, batch, kv.n_kv, None, blocks=True)
     assert np.isinf(causal[2, 3:5]).all() and np.isfinite(both[2, 2:5]).all()
     assert np.isinf(both[2, 5]) and np.isinf(both[1, 2])        # text stays causal
     assert np.isinf(both[2, 6:8]).all()                         # another sequence's block
-    windowed = kv.mask(batch, kv.n_kv, 2, blocks=True)
+    windowed = computed_mask(kv, batch, kv.n_kv, 2, blocks=True)
     assert np.isfinite(windowed[3, 2:5]).all() and np.isinf(windowed[4, 2])
-    kv.remove(0, 2)
-    assert (kv.block[kv.seq == 0] == -1).all()
+
+
+def test_a_mask_tells_apart_the_sequences_of_a_batch_and_shapes_its_graph(backend):
+    """A batch of several sequences reads one row of cell positions per sequence; how many
+    is part of the graph's shape, as the cells seen are."""
+    kv = cache(backend, cells=512)
+    kv.start(Batch.of_sequence(list(range(300)), 0, seq=0))
+    one = kv.current.shape
+    kv.start(Batch([1, 2, 3], [300, 0, 0], [0, 1, 2]))        # three sequences
+    assert kv.current.shape == (512, 3) and one == (512, 1)
+    ids, rows = kv.current.sequences
+    assert ids.tolist() == [0, 1, 2] and rows.tolist() == [0, 1, 2]
+    mask = computed_mask(kv, kv.current.batch, kv.n_kv, None)
+    assert (mask[0, :301] == 0).all() and np.isneginf(mask[0, 301:]).all()
+    assert (mask[1] == 0).sum() == 1 and (mask[2] == 0).sum() == 1
 
 
 def test_partition_places_each_sequence_in_its_home_region(backend):
