@@ -12,9 +12,12 @@ follow the prompt, each reusing the kept graph and reading into one array as the
 does, but with nothing overlapped: every phase but the compute is what Python adds to a
 decode step (llama.cpp's whole step is its compute plus a little C++).
 
-    python bench/prefill_host.py [--prompt 500] [--decode N] [--threads 2] [--repeat 5]
-        [--flash] [--device CUDA0] [--model NAME_OR_PATH ...]
+    python bench/prefill_host.py [--prompt 500] [--context N] [--decode N] [--threads 2]
+        [--repeat 5] [--flash] [--device CUDA0] [--model NAME_OR_PATH ...]
 
+--context N: the prompt (and the decode steps) come after N tokens of its sequence already
+in the cache (filled once, by chunks of 512), so that its step sees N + prompt cells, as a
+long conversation's next turn or a long prompt's later chunks do.
 --device puts every layer on that device (as `python -m pyggml` lists it). Medians in
 milliseconds (decoding: microseconds), printed as a table.
 """
@@ -63,34 +66,45 @@ def timed_step(engine: Ours, batch: Batch, step=None) -> tuple[dict[str, float],
     return dict(zip(PHASES, (b - a for a, b in zip(marks, marks[1:])))), step
 
 
-def prompt_phases(engine: Ours, tokens: list[int], graph: str) -> dict[str, float]:
-    """Milliseconds of each phase of one prompt step from an empty cache, its graph: "new";
-    "reused", the graph of a step of the same shape just before; "kept", that graph after
-    a decode step's graph was allocated and computed in between (so it is allocated anew,
-    as the executor's kept graphs are)."""
+def fill(engine: Ours, tokens: list[int]) -> None:
+    """Put tokens in sequence 0 of the empty cache, by chunks of 512."""
     engine.kv.remove(0, 0)
+    for start in range(0, len(tokens), 512):
+        engine.decode(tokens[start:start + 512], start)
+    engine.executor.forget()
+
+
+def prompt_phases(engine: Ours, tokens: list[int], graph: str,
+                  context: int = 0) -> dict[str, float]:
+    """Milliseconds of each phase of one prompt step after context tokens in the cache, its
+    graph: "new"; "reused", the graph of a step of the same shape just before; "kept", that
+    graph after a decode step's graph was allocated and computed in between (so it is
+    allocated anew, as the executor's kept graphs are)."""
+    engine.kv.remove(0, context)
     engine.executor.forget()
     kept = None
     if graph != "new":
-        _, kept = timed_step(engine, Batch.of_sequence(tokens, 0))
+        _, kept = timed_step(engine, Batch.of_sequence(tokens, context))
     if graph == "kept":
-        _, other = timed_step(engine, Batch.of_sequence(tokens[:1], len(tokens)))
+        _, other = timed_step(engine, Batch.of_sequence(tokens[:1], context + len(tokens)))
         other.ctx.close()
-    engine.kv.remove(0, 0)
-    seconds, step = timed_step(engine, Batch.of_sequence(tokens, 0), kept)
+    engine.kv.remove(0, context)
+    seconds, step = timed_step(engine, Batch.of_sequence(tokens, context), kept)
     step.ctx.close()
     return {name: value * 1e3 for name, value in seconds.items()}
 
 
-def decode_phases(engine: Ours, tokens: list[int], steps: int) -> dict[str, float]:
-    """Median microseconds of each phase over steps single-token steps after tokens. The
-    batch is made inside the build phase, as the batch loop makes it each step."""
-    engine.kv.remove(0, 0)
+def decode_phases(engine: Ours, tokens: list[int], steps: int,
+                  context: int = 0) -> dict[str, float]:
+    """Median microseconds of each phase over steps single-token steps after context tokens
+    and then tokens. The batch is made inside the build phase, as the batch loop makes it
+    each step."""
+    engine.kv.remove(0, context)
     engine.executor.forget()
-    _, step = timed_step(engine, Batch.of_sequence(tokens, 0))
+    _, step = timed_step(engine, Batch.of_sequence(tokens, context))
     step.ctx.close()
     runs, kept = [], None
-    for position in range(len(tokens), len(tokens) + steps):
+    for position in range(context + len(tokens), context + len(tokens) + steps):
         start = time.perf_counter()
         batch = Batch.of_sequence([tokens[position % len(tokens)]], position)
         made = time.perf_counter() - start
@@ -104,6 +118,8 @@ def decode_phases(engine: Ours, tokens: list[int], steps: int) -> dict[str, floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompt", type=int, default=500)
+    parser.add_argument("--context", type=int, default=0,
+                        help="tokens already in the cache before the prompt")
     parser.add_argument("--decode", type=int, default=0, metavar="N",
                         help="time N single-token steps after the prompt instead")
     parser.add_argument("--threads", type=int, default=2)
@@ -118,18 +134,21 @@ def main() -> None:
     for name in args.model:
         path = model_path(name)
         engine = Ours(path, args.threads, args.flash, repack=args.device is None,
-                      cells=args.prompt + args.decode + 256, device=args.device)
+                      cells=args.context + args.prompt + args.decode + 256,
+                      device=args.device)
         tokens = token_ids(path, args.prompt)
+        if args.context:
+            fill(engine, token_ids(path, args.context, seed=1))
         if args.decode:
-            decode_phases(engine, tokens, 8)                          # warm up
-            rows = {"kept": [decode_phases(engine, tokens, args.decode)
+            decode_phases(engine, tokens, 8, args.context)            # warm up
+            rows = {"kept": [decode_phases(engine, tokens, args.decode, args.context)
                              for _ in range(args.repeat)]}
         else:
-            prompt_phases(engine, tokens, "new")                      # warm up
+            prompt_phases(engine, tokens, "new", args.context)        # warm up
             rows = {"new": [], "reused": [], "kept": []}
             for _ in range(args.repeat):                              # alternating
                 for graph in rows:
-                    rows[graph].append(prompt_phases(engine, tokens, graph))
+                    rows[graph].append(prompt_phases(engine, tokens, graph, args.context))
         engine.close()
         for graph, runs in rows.items():
             median = {p: statistics.median(run[p] for run in runs) for p in PHASES}

@@ -23,9 +23,9 @@ the mask is F16.
 
 Masks are computed in the graph, on the device that attends, from the position each cell
 holds of each of the batch's sequences (S x n_kv values) and the bounds of what each token
-sees (T values): not computed on the host and copied in, T x n_kv values a step (a 512-token
-prompt chunk at 32k cells is 16M), as llama.cpp does. The transposed V is written through
-the slots alone (broadcast over its rows), not through a T x dims index.
+sees (T values), rather than on the host and copied in (T x n_kv values a step: 16M for a
+512-token prompt chunk at 32k cells), as llama.cpp makes them. The transposed V is written
+through the slots alone (broadcast over its rows), not through a T x dims index.
 """
 
 from __future__ import annotations
@@ -182,9 +182,9 @@ class CausalCache:
         return all(pool.holds(seq, n) for pool in self.pools.values())
 
     def start(self, batch, all_cells: bool = False) -> None:
-        """Place the batch in free cells of every pool and prepare slot indices and masks
-        for its graph. all_cells: its graph sees every cell (the largest graph a batch of
-        its size makes)."""
+        """Place the batch in free cells of every pool (its graph's cache inputs follow from
+        the placement: GraphView.prepare). all_cells: its graph sees every cell (the
+        largest graph a batch of its size makes)."""
         if not in_range(batch.seqs, MAX_SEQS):
             raise ValueError(f"Sequence ids must lie in [0, {MAX_SEQS}), not "
                              f"{sorted(set(batch.seqs.tolist()))}.")
