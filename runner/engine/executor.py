@@ -7,11 +7,11 @@ behind the compute; the token values arrive at launch.
 
 A graph's structure depends only on the batch's size, its number of outputs, the cache
 cells it sees (n_kv) and how many sequences it holds; positions, tokens, slots and what the
-masks are computed from are inputs. So graphs are kept and
-reused while that shape holds, as llama.cpp reuses its last one: decode steps rebuild once
-every 256 tokens. The last KEPT_GRAPHS shapes are kept, not only the last: parallel
-sequences make batches of a few sizes in turn, a prompt's chunk interrupts decoding, and a
-shape met again costs an allocation (the scheduler splits it anew), not a build.
+masks are computed from are inputs. So graphs are kept and reused while that shape holds,
+as llama.cpp reuses its last one: decode steps rebuild once every 256 tokens. The last
+KEPT_GRAPHS shapes are kept, not only the last: parallel sequences make batches of a few
+sizes in turn, a prompt's chunk interrupts decoding, and a shape met again costs an
+allocation (the scheduler splits it anew), not a build.
 
 Chained steps, where every layer sits on GPUs or RPC servers: each graph also writes its
 greedy choices into a small tensor on the output device (the chain), and the next graph

@@ -18,6 +18,7 @@ PAD = 256             # cells a graph sees come in multiples of this (llama.cpp'
 NO_SEQ = 0
 MAX_SEQS = 63          # a cell's sequences are bits of an int64
 GIVE_UP = 64           # the fewest cells a full window pool frees at once (of 1024+)
+# masks compare positions as float32, exact below 2**24 (and a half more below 2**23)
 ABSENT = 2.0 ** 30     # a mask's position for a cell not the token's: past all it sees
 UNBOUNDED = 2.0 ** 29  # the last position a token sees where attention is not causal
 
