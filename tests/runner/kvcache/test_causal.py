@@ -189,3 +189,18 @@ def test_cache_types_are_checked():
         check_cache_type("q4_0", False)
     with pytest.raises(ValueError, match="Unknown KV cache type"):
         check_cache_type("q3", True)
+
+
+@pytest.mark.parametrize("window", [None, 4096, ("chunk", 8192)])
+def test_masks_are_exact_at_positions_of_millions(backend, window):
+    """The masks compare positions as float32 (exact below 2**24, halves below 2**23): at
+    positions of a long context the rule holds to the last cell."""
+    kv = cache(backend, cells=64)
+    start = 8_000_000
+    kv.pos[:] = start + np.arange(64) * 97 % 9000           # spread over 9000 positions
+    kv.seq[:] = 1
+    batch = Batch(np.zeros(6), start + np.array([0, 1, 4095, 4096, 4097, 8999]), np.zeros(6))
+    expected = visible_by_rule(kv, batch, 64, window, True, False)
+    mask = computed_mask(kv, batch, 64, window)
+    np.testing.assert_array_equal(mask == 0, expected)
+    assert 0 < expected.sum() < expected.size
