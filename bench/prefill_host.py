@@ -18,6 +18,7 @@ decode step (llama.cpp's whole step is its compute plus a little C++).
 --context N: the prompt (and the decode steps) come after N tokens of its sequence already
 in the cache (filled once, by chunks of 512), so that its step sees N + prompt cells, as a
 long conversation's next turn or a long prompt's later chunks do.
+
 --device puts every layer on that device (as `python -m pyggml` lists it). Medians in
 milliseconds (decoding: microseconds), printed as a table.
 """

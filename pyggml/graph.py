@@ -165,8 +165,6 @@ class Scheduler:
 
     def _own(self, backend: Backend) -> Backend:
         """This scheduler's backend for backend's device (ggml aborts on another one)."""
-        if any(backend is mine for mine in self.backends):
-            return backend
         mine = next((b for b in self.backends if b.device.name == backend.device.name), None)
         if mine is None:
             raise GGMLError(f"An operation is placed on {backend.name}, which this scheduler "

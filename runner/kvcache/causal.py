@@ -273,7 +273,9 @@ class GraphView:
         self.slots = {w: ctx.new_tensor("I64", (n,), name=f"kv_slots_{w}").set_input()
                       for w in set(cache.pool_of)}
         self.masks = {}       # window -> its mask, built the first time a layer asks for it
-        self._rows = ctx.new_tensor("I32", (n,), name="kq_rows").set_input()
+        # each token's row of the cells' positions, where the batch holds several sequences
+        self._rows = ctx.new_tensor("I32", (n,), name="kq_rows").set_input() \
+            if len(placement.sequences[0]) > 1 else None
         self._floats, self._host, self._views, self._pieces = self._mask_inputs(windows)
         self.rotations = Rotations(ctx, cache.key_rotation + cache.value_rotation)
 
@@ -316,7 +318,7 @@ class GraphView:
         sequence's positions (ABSENT) lies beyond every bound."""
         n, views = len(self.placement.batch), self._views
         positions = views["positions", self.cache.pool_for(window).window]     # (S, n_kv)
-        held = positions.repeat(n, positions.shape[1]) if positions.shape[0] == 1 else \
+        held = positions.repeat(n, positions.shape[1]) if self._rows is None else \
             positions.get_rows(self._rows)                              # (T, n_kv)
         nodes = [held, held - views["last", window]]                    # < 0: up to last
         if window is not None:
@@ -340,7 +342,7 @@ class GraphView:
         values = [*((tensor, slots[w]) for w, tensor in self.slots.items()),
                   *self.rotations.inputs()]
         if self.masks:
-            if len(seqs) > 1:
+            if self._rows is not None:
                 values.append((self._rows, rows))
             for (side, window), piece in self._pieces.items():
                 if side == "positions":
