@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# On the lent GPU machine (../shared/GPU.md), after bench/device/prepare.sh here: installs,
+# builds, makes the twins, then measures phase by phase within a deadline, each phase's
+# output in $OUT (8 files at most come back). Through the device tool:
+#
+#     run(command="bash bench/device/go.sh", carry=[".device"], timeout_s=600)
+#     run(command="bash bench/device/go.sh cpu bert", ...)   # within 30 s: the machine still
+#                                                            # warm, the build is reused
+# Phases (default: all of them, in this order, the issue's first targets first):
+#   build   the wheels into /tmp/site; pyggml with CUDA (sm_90) into build/device-proj
+#           (about 260 s on 16 cores); the twins of the two real models (build/device-twins)
+#   test    the op suite on the GPU (pytest --device CUDA0 tests/pyggml)
+#   check   a greedy continuation with all and half of the layers on the GPU against the CPU
+#   gpu     pp512 / tg128 on the GPU, ours beside llama-bench (-ngl 99), flash attention off, on
+#   loop    prompt and generation through the batch loop on the GPU; 1, 2 and 4 streams
+#   host    a step's host phases on the GPU (bench/prefill_host.py --device CUDA0)
+#   cpu     pp512 / tg64 at 1 to 16 threads on the Xeon, ours beside llama-bench
+#   bert    the f16 BERT that aborted on this AMX CPU (tests/runner/convert/test_bert.py)
+# DEADLINE: seconds after the start by which everything ends (default 560); a phase is cut
+# at the deadline, and one whose estimate no longer fits is skipped. DEVICE_CUDA=0 builds for
+# the CPU alone (a dry run on a machine without a GPU; the GPU phases then fail).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+START=$SECONDS
+DEADLINE=${DEADLINE:-560}
+OUT=${OUT:-/tmp/device-out}
+DIR=${DEVICE_DIR:-.device}
+PROJ=$PWD/build/device-proj
+TWINS=$PWD/build/device-twins
+mkdir -p "$OUT" "$TWINS"
+export PYTHONPATH=$PROJ:/tmp/site PYTHONUNBUFFERED=1
+export LD_LIBRARY_PATH=$PROJ/pyggml${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export DIR PROJ TWINS CORES=$(nproc) CPU_THREADS=${CPU_THREADS:-1,2,4,8,16}
+export SMOL=$TWINS/smollm2.gguf GEMMA=$TWINS/gemma3.gguf LLAMA_BENCH=$PWD/$DIR/llama-bench
+
+say() { echo "[$((SECONDS - START)) s] $*" | tee -a "$OUT/summary.txt"; }
+
+# phase NAME ESTIMATE_S: run phase_NAME into $OUT/NAME.txt, cut at the deadline
+phase() {
+    local name=$1 estimate=$2 left=$((DEADLINE - (SECONDS - START)))
+    if [ "$left" -lt "$estimate" ]; then
+        say "$name: skipped ($left s left, it takes about $estimate)"
+        return
+    fi
+    local began=$SECONDS
+    timeout --kill-after=5 "$left" bash -c "phase_$name" >> "$OUT/$name.txt" 2>&1
+    local status=$?
+    say "$name: exit $status after $((SECONDS - began)) s"
+}
+
+phase_build() {
+    set -e
+    if [ ! -e /tmp/site/.installed ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$DIR"/whl/*.whl
+        touch /tmp/site/.installed
+    fi
+    if [ ! -e "$PROJ/pyggml/build_info.json" ]; then
+        local cuda=()
+        [ "${DEVICE_CUDA:-1}" = 1 ] && cuda=(-C cmake.define.GGML_CUDA=ON
+                                            -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90)
+        CMAKE_BUILD_PARALLEL_LEVEL=$CORES python3 -m pip install --no-build-isolation --no-deps \
+            --no-index --no-compile --target "$PROJ" . "${cuda[@]}" \
+            -C cmake.define.PYGGML_GGML_SOURCE="$PWD/$DIR/ggml"
+    fi
+    python3 -m pyggml
+    for name in smollm2 gemma3; do
+        [ -e "$TWINS/$name.gguf" ] || python3 bench/twin.py make "$DIR/twins/$name.json.gz" \
+            "$TWINS/$name.gguf"
+    done
+    ls -la "$TWINS"
+    "$LLAMA_BENCH" --list-devices
+}
+
+phase_test() {
+    PYTHONSAFEPATH=1 python3 -m pytest -q -p no:cacheprovider --device CUDA0 tests/pyggml
+}
+
+phase_check() {
+    for flash in "" --flash; do
+        python3 bench/offload.py --model "$SMOL" --model "$GEMMA" --prompt 300 --generate 16 \
+            --threads 8 $flash
+    done
+}
+
+phase_gpu() {
+    for model in "$SMOL" "$GEMMA"; do
+        for flash in "" --flash; do
+            python3 bench/threads.py --model "$model" --device CUDA0 --threads 8 --prompt 512 \
+                --generate 128 --repeat 3 --llama-bench "$LLAMA_BENCH" $flash
+        done
+    done
+}
+
+phase_loop() {
+    python3 bench/generate.py --model "$SMOL" --model "$GEMMA" --num-gpu 99 --threads 8 \
+        --repeat 2
+    for flash in "" --flash; do
+        python3 bench/streams.py --model "$SMOL" --model "$GEMMA" --num-gpu 99 --threads 8 \
+            --streams 1,2,4 --repeat 2 $flash
+    done
+}
+
+phase_host() {
+    python3 bench/prefill_host.py --model "$SMOL" "$GEMMA" --device CUDA0 --threads 8 --repeat 3
+    python3 bench/prefill_host.py --model "$SMOL" "$GEMMA" --device CUDA0 --threads 8 \
+        --prompt 64 --decode 64 --repeat 3
+}
+
+phase_cpu() {
+    for model in "$SMOL" "$GEMMA"; do
+        python3 bench/threads.py --model "$model" --threads "$CPU_THREADS" --repeat 2 \
+            --llama-bench "$LLAMA_BENCH"
+    done
+}
+
+phase_bert() {
+    PYTHONSAFEPATH=1 python3 -m pytest -q -p no:cacheprovider -p no:xdist \
+        tests/runner/convert/test_bert.py
+}
+
+export -f phase_build phase_test phase_check phase_gpu phase_loop phase_host phase_cpu phase_bert
+ESTIMATES=(build:300 test:30 check:40 gpu:60 loop:60 host:30 cpu:240 bert:40)
+phases=("$@")
+[ ${#phases[@]} -gt 0 ] || phases=(build test check gpu loop host cpu bert)
+say "go.sh: ${phases[*]} (deadline ${DEADLINE} s, $CORES cores)"
+for name in "${phases[@]}"; do
+    estimate=
+    for entry in "${ESTIMATES[@]}"; do
+        [ "${entry%%:*}" = "$name" ] && estimate=${entry#*:}
+    done
+    if [ -z "$estimate" ]; then
+        say "$name: no such phase"
+        continue
+    fi
+    [ "$name" = build ] || [ -e "$PROJ/pyggml/build_info.json" ] || { say "$name: no build"; continue; }
+    phase "$name" "$estimate"
+done
