@@ -135,3 +135,8 @@ for name in "${phases[@]}"; do
     [ "$name" = build ] || [ -e "$PROJ/pyggml/build_info.json" ] || { say "$name: no build"; continue; }
     phase "$name" "$estimate"
 done
+# the tables, for the reply's output tail (the whole files come back under $OUT)
+for name in test check gpu loop host cpu bert; do
+    [ -s "$OUT/$name.txt" ] && { echo "== $name"; grep -v "^WARNING\|^\[" "$OUT/$name.txt" | tail -n 24; }
+done
+exit 0
