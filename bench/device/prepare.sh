@@ -9,8 +9,9 @@
 #     bash bench/device/prepare.sh              # then: bench/device/go.sh on the machine
 #
 # About 4 minutes on 2 cores, most of it llama-bench; each part is skipped when its output
-# is already there (delete .device/ to start again). DEVICE_PYTHON names the machine's Python
-# (3.12). Nothing here is committed: it is built from the pins (vendor/ggml/pin.json, the
+# is already there (delete .device/ to start again). DEVICE_DIR and DEVICE_PYTHON name
+# another folder and the Python the wheels are for (the machine's is 3.12; a dry run of go.sh
+# here: .device311 and 3.11). Nothing here is committed: it is built from the pins (vendor/ggml/pin.json, the
 # versions installed here) and the model catalog.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
