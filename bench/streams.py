@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import argparse
 import queue
-import threading
 import time
 
-from engines import token_ids
+from engines import model_path, token_ids
 
 import runner
 from runner.api import split_options
@@ -31,31 +30,22 @@ from runner.loading.devices import add_device_flags, device_options
 
 def aggregate(model, path, streams: int, prompt: int, generate: int, seed: int) -> float:
     """Tokens/s of `streams` greedy requests submitted together, generation alone."""
-    sampling, _ = split_options({"temperature": 0})
-    limits = split_options({"num_predict": generate})[1]
-    first_token, finished = [], []
-    lock = threading.Lock()
+    sampling, limits = split_options({"temperature": 0, "num_predict": generate})
     events = queue.Queue()
-
-    def sink(event):
-        now = time.perf_counter()
-        with lock:
-            if "content" in event and len(first_token) == 0:
-                first_token.append(now)
-        events.put((now, event))
-
-    requests = [Request(token_ids(path, prompt, seed=seed * 100 + i), sink, sampling,
-                        limits) for i in range(streams)]
+    requests = [Request(token_ids(path, prompt, seed=seed * 100 + i),
+                        lambda event: events.put((time.perf_counter(), event)), sampling, limits)
+                for i in range(streams)]
     model.engine.submit(*requests)
-    generated = 0
-    while len(finished) < streams:
+    first_token, finished, generated = None, 0, 0
+    while finished < streams:
         now, event = events.get()
         if "error" in event:
             raise RuntimeError(f"A stream failed: {event['error']}")
+        if first_token is None and "content" in event:
+            first_token = now
         if event.get("done"):
-            finished.append(now)
-            generated += event["eval_count"]
-    return generated / (max(finished) - first_token[0])
+            finished, generated, last = finished + 1, generated + event["eval_count"], now
+    return generated / (last - first_token)
 
 
 def main() -> None:
@@ -76,7 +66,7 @@ def main() -> None:
           f"flash {'on' if args.flash else 'off'}, {args.threads} threads)")
     print(f"{'model':<24}" + "".join(f"{f'{n} streams':>12}{'x 1':>6}" for n in counts))
     for name in args.model or store.CATALOG:
-        path = store.resolve(name) if args.model else store.pull(name, progress=False)
+        path = model_path(name)
         row, single = f"{str(name)[-24:]:<24}", None
         for streams in counts:
             model = runner.load(path, num_ctx=(args.prompt + args.generate + 16) * streams,

@@ -118,25 +118,24 @@ phase_bert() {
         tests/runner/convert/test_bert.py
 }
 
-export -f phase_build phase_test phase_check phase_gpu phase_loop phase_host phase_cpu phase_bert
-ESTIMATES=(build:300 test:30 check:40 gpu:60 loop:60 host:30 cpu:240 bert:40)
-phases=("$@")
-[ ${#phases[@]} -gt 0 ] || phases=(build test check gpu loop host cpu bert)
-say "go.sh: ${phases[*]} (deadline ${DEADLINE} s, $CORES cores)"
-for name in "${phases[@]}"; do
-    estimate=
-    for entry in "${ESTIMATES[@]}"; do
-        [ "${entry%%:*}" = "$name" ] && estimate=${entry#*:}
-    done
-    if [ -z "$estimate" ]; then
+PHASES=(build test check gpu loop host cpu bert)
+declare -A ESTIMATE=([build]=300 [test]=30 [check]=40 [gpu]=60 [loop]=60 [host]=30 [cpu]=240
+                     [bert]=40)
+export -f "${PHASES[@]/#/phase_}"
+chosen=("$@")
+[ $# -gt 0 ] || chosen=("${PHASES[@]}")
+say "go.sh: ${chosen[*]} (deadline ${DEADLINE} s, $CORES cores)"
+for name in "${chosen[@]}"; do
+    if [ -z "${ESTIMATE[$name]:-}" ]; then
         say "$name: no such phase"
-        continue
+    elif [ "$name" != build ] && [ ! -e "$PROJ/pyggml/build_info.json" ]; then
+        say "$name: no build"
+    else
+        phase "$name" "${ESTIMATE[$name]}"
     fi
-    [ "$name" = build ] || [ -e "$PROJ/pyggml/build_info.json" ] || { say "$name: no build"; continue; }
-    phase "$name" "$estimate"
 done
 # the tables, for the reply's output tail (the whole files come back under $OUT)
-for name in test check gpu loop host cpu bert; do
+for name in "${PHASES[@]:1}"; do
     [ -s "$OUT/$name.txt" ] && { echo "== $name"; grep -v "^WARNING\|^\[" "$OUT/$name.txt" | tail -n 24; }
 done
 exit 0
