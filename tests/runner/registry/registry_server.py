@@ -35,7 +35,7 @@ class Served:
     repos: dict = field(default_factory=dict)            # HF "user/repo" -> {file: Blob}
     cut: dict = field(default_factory=dict)              # digest -> bytes before the cut
     refuse_after_cut: bool = False                       # later transfers of it: 503
-    was_cut: set = field(default_factory=set)
+    was_cut: dict = field(default_factory=dict)          # digest -> where the cut one began
     corrupt: set = field(default_factory=set)            # digests served with a byte flipped
     token: bool = False                                  # require a Bearer token
     requests: list = field(default_factory=list)         # (method, path, Range header)
@@ -129,7 +129,7 @@ class Handler(BaseHTTPRequestHandler):
             limit = s.cut.pop(blob.digest, None)
             refused = s.refuse_after_cut and blob.digest in s.was_cut
             if limit is not None:
-                s.was_cut.add(blob.digest)
+                s.was_cut[blob.digest] = start
         if refused:
             return self._send(503, b"{}")
         self.send_response(206 if wanted else 200)
