@@ -7,14 +7,16 @@
 #     run(command="bash bench/device/go.sh cpu bert", ...)   # within 30 s: the machine still
 #                                                            # warm, the build is reused
 # Phases (default: all of them, in this order, the issue's first targets first):
-#   build   the wheels into /tmp/site; pyggml with CUDA (sm_90) into build/device-proj
-#           (about 260 s on 16 cores); the twins of the two real models (build/device-twins)
+#   build   the wheels into /tmp/site; pyggml with CUDA (sm_90) into build/device-proj: the
+#           one bench/device/prebuild.sh made here where it was made from these sources,
+#           else built there (about 260 s on 16 cores); the twins of the two real models
 #   test    the op suite on the GPU (pytest --device CUDA0 tests/pyggml)
 #   check   a greedy continuation with all and half of the layers on the GPU against the CPU
 #   gpu     pp512 / tg128 on the GPU, ours beside llama-bench (-ngl 99), flash attention off, on
 #   loop    prompt and generation through the batch loop on the GPU; 1, 2 and 4 streams
 #   host    a step's host phases on the GPU (bench/prefill_host.py --device CUDA0)
-#   cpu     pp512 / tg64 at 1 to 16 threads on the Xeon, ours beside llama-bench
+#   cpu     pp512 / tg64 at 1 to 16 threads on the Xeon, ours beside llama-bench, with a
+#           CPU-only build made for it there (build/device-cpu, about 30 s)
 #   bert    the f16 BERT that aborted on this AMX CPU (tests/runner/convert/test_bert.py)
 # DEADLINE: seconds after the start by which everything ends (default 560); a phase is cut
 # at the deadline, and one whose estimate no longer fits is skipped. DEVICE_CUDA=0 builds for
@@ -28,9 +30,12 @@ DIR=${DEVICE_DIR:-.device}
 PROJ=$PWD/build/device-proj
 TWINS=$PWD/build/device-twins
 mkdir -p "$OUT" "$TWINS"
-export PYTHONPATH=$PROJ:/tmp/site PYTHONUNBUFFERED=1
-export LD_LIBRARY_PATH=$PROJ/pyggml${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export DIR PROJ TWINS CORES=$(nproc) CPU_THREADS=${CPU_THREADS:-1,2,4,8,16}
+CPU_PROJ=$PWD/build/device-cpu
+# The builds come first on the path; `python3 -m` and `-c` run with PYTHONSAFEPATH=1, since
+# from the checkout they would import its sources first (no compiled module there)
+export SYSTEM_LIBRARY_PATH=${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PYTHONPATH=$PROJ:/tmp/site PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$PROJ/pyggml$SYSTEM_LIBRARY_PATH
+export DIR PROJ CPU_PROJ TWINS CORES=$(nproc) CPU_THREADS=${CPU_THREADS:-1,2,4,8,16}
 export SMOL=$TWINS/smollm2.gguf GEMMA=$TWINS/gemma3.gguf LLAMA_BENCH=$PWD/$DIR/llama-bench
 
 say() { echo "[$((SECONDS - START)) s] $*" | tee -a "$OUT/summary.txt"; }
@@ -48,6 +53,34 @@ phase() {
     say "$name: exit $status after $((SECONDS - began)) s"
 }
 
+# pip's build of this checkout into $1, in its own CMake folder $2, with more -C options
+build_into() {
+    local target=$1 cmake_dir=$2
+    shift 2
+    CMAKE_BUILD_PARALLEL_LEVEL=$CORES python3 -m pip install --no-build-isolation --no-deps \
+        --no-index --no-compile --target "$target" . -C build-dir="$cmake_dir" \
+        -C cmake.define.PYGGML_GGML_SOURCE="$PWD/$DIR/ggml" "$@"
+}
+
+# The CUDA build made here (bench/device/prebuild.sh) where its key matches this checkout:
+# the sources as they are, its compiled files beside them
+unpack_prebuilt() {
+    local archive=$DIR/cuda-cp312.tar.xz
+    [ -e "$archive" ] || return 1
+    if [ "$(tar xJf "$archive" -O pyggml/prebuilt-key)" != \
+         "$(bash bench/device/prebuilt_key.sh "$DIR")" ]; then
+        echo "prebuilt: made from other sources, building here"
+        return 1
+    fi
+    mkdir -p "$PROJ" && cp -r pyggml runner "$PROJ" && tar xJf "$archive" -C "$PROJ"
+    if ! PYTHONSAFEPATH=1 python3 -c "import pyggml._ggml"; then
+        echo "prebuilt: does not load, building here"
+        rm -rf "$PROJ"
+        return 1
+    fi
+    echo "prebuilt: $archive"
+}
+
 phase_build() {
     set -e
     if [ ! -e /tmp/site/.installed ]; then
@@ -55,20 +88,31 @@ phase_build() {
         touch /tmp/site/.installed
     fi
     if [ ! -e "$PROJ/pyggml/build_info.json" ]; then
-        local cuda=()
-        [ "${DEVICE_CUDA:-1}" = 1 ] && cuda=(-C cmake.define.GGML_CUDA=ON
-                                            -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90)
-        CMAKE_BUILD_PARALLEL_LEVEL=$CORES python3 -m pip install --no-build-isolation --no-deps \
-            --no-index --no-compile --target "$PROJ" . "${cuda[@]}" \
-            -C cmake.define.PYGGML_GGML_SOURCE="$PWD/$DIR/ggml"
+        if [ "${DEVICE_CUDA:-1}" = 1 ]; then
+            unpack_prebuilt || build_into "$PROJ" build/device-cmake -C cmake.define.GGML_CUDA=ON \
+                -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90
+        else
+            build_into "$PROJ" build/device-cmake
+        fi
     fi
-    python3 -m pyggml
+    PYTHONSAFEPATH=1 python3 -m pyggml
     for name in smollm2 gemma3; do
         [ -e "$TWINS/$name.gguf" ] || python3 bench/twin.py make "$DIR/twins/$name.json.gz" \
             "$TWINS/$name.gguf"
     done
     ls -la "$TWINS"
     "$LLAMA_BENCH" --list-devices
+}
+
+# The cpu and bert phases measure the CPU as its users build for it: -march=native (the
+# prebuilt is not), and no GPU beside it (llama-bench -ngl 0 would still send a prompt's
+# products to one). A CPU-only build of its own where $PROJ has CUDA (about 30 s).
+native_cpu() {
+    [ "${DEVICE_CUDA:-1}" = 1 ] || return 0
+    [ -e "$CPU_PROJ/pyggml/build_info.json" ] || build_into "$CPU_PROJ" build/device-cpu-cmake \
+        -C cmake.define.GGML_CUDA=OFF
+    export PYTHONPATH=$CPU_PROJ:/tmp/site LD_LIBRARY_PATH=$CPU_PROJ/pyggml$SYSTEM_LIBRARY_PATH
+    PYTHONSAFEPATH=1 python3 -m pyggml
 }
 
 phase_test() {
@@ -107,6 +151,7 @@ phase_host() {
 }
 
 phase_cpu() {
+    native_cpu
     for model in "$SMOL" "$GEMMA"; do
         python3 bench/threads.py --model "$model" --threads "$CPU_THREADS" --repeat 2 \
             --llama-bench "$LLAMA_BENCH"
@@ -114,14 +159,15 @@ phase_cpu() {
 }
 
 phase_bert() {
+    native_cpu
     PYTHONSAFEPATH=1 python3 -m pytest -q -p no:cacheprovider -p no:xdist \
         tests/runner/convert/test_bert.py
 }
 
 PHASES=(build test check gpu loop host cpu bert)
-declare -A ESTIMATE=([build]=300 [test]=30 [check]=40 [gpu]=60 [loop]=60 [host]=30 [cpu]=240
+declare -A ESTIMATE=([build]=300 [test]=30 [check]=40 [gpu]=60 [loop]=60 [host]=30 [cpu]=270
                      [bert]=40)
-export -f "${PHASES[@]/#/phase_}"
+export -f "${PHASES[@]/#/phase_}" build_into unpack_prebuilt native_cpu
 chosen=("$@")
 [ $# -gt 0 ] || chosen=("${PHASES[@]}")
 say "go.sh: ${chosen[*]} (deadline ${DEADLINE} s, $CORES cores)"

@@ -22,9 +22,10 @@ mkdir -p "$(dirname "$exclude")" "$DIR/whl" "$DIR/twins"
 grep -qxF "/$DIR/" "$exclude" 2>/dev/null || echo "/$DIR/" >> "$exclude"
 
 # What the runner imports and the machine's image lacks (its list: the device tool's
-# KINDS.md), at the versions installed here.
+# KINDS.md), at the versions installed here; not llguidance (3 MB, grammars, no phase uses
+# them): everything that travels must stay under 64 MiB.
 WHEELS="cffi pycparser gguf fastapi starlette pydantic pydantic_core annotated-types
-typing-inspection typing_extensions uvicorn llguidance soundfile soxr python-multipart patch-ng"
+typing-inspection typing_extensions uvicorn soundfile soxr python-multipart patch-ng"
 PLATFORMS=$(for n in 17 24 27 28 31 34 35; do echo "--platform manylinux_2_${n}_x86_64"; done)
 if [ ! -e "$DIR/whl/.complete" ]; then
     for name in $WHEELS; do
@@ -36,11 +37,12 @@ if [ ! -e "$DIR/whl/.complete" ]; then
     touch "$DIR/whl/.complete"
 fi
 
-# The patched ggml tree, less the backends the machine does not build (77 MB -> about 10)
+# The patched ggml tree, less the backends and CPU architectures the machine does not build
+# (77 MB -> about 6)
 if [ ! -e "$DIR/ggml/.pyggml-tree.json" ]; then
     python cmake/ggml_source.py derive "$DIR/ggml"
     for backend in cann et hexagon hip metal musa opencl openvino sycl virtgpu vulkan webgpu \
-                   zdnn zendnn; do
+                   zdnn zendnn cpu/kleidiai cpu/spacemit cpu/arch/{arm,loongarch,powerpc,riscv,s390,wasm}; do
         rm -rf "$DIR/ggml/src/ggml-$backend"
     done
 fi
@@ -62,7 +64,7 @@ print(g.fetch_archive(pin, g.default_cache_dir()), pin['tree'].split('/')[0])")
         -DLLAMA_SOURCE="$source" -DPYGGML_PACKAGE="$package" -DGGML_INCLUDE="$PWD/$DIR/ggml/include" \
         > "$work/configure.log"
     cmake --build "$work/build" --target llama-bench > "$work/build.log"
-    cp "$work/build/bin/llama-bench" "$DIR/llama-bench"
+    strip -o "$DIR/llama-bench" "$work/build/bin/llama-bench"
     rm -rf "$work"
 fi
 
@@ -76,3 +78,4 @@ print(store.pull(sys.argv[1], progress=False))" "$name")
     fi
 done
 du -sh "$DIR"/* | sed 's/^/prepared: /'
+bash bench/device/travel_size.sh "$DIR"
