@@ -38,7 +38,7 @@ if [ ! -e "$DIR/whl/.complete" ]; then
 fi
 
 # The patched ggml tree, less the backends and CPU architectures the machine does not build
-# (77 MB -> about 6)
+# (77 MB -> about 7)
 if [ ! -e "$DIR/ggml/.pyggml-tree.json" ]; then
     python cmake/ggml_source.py derive "$DIR/ggml"
     for backend in cann et hexagon hip metal musa opencl openvino sycl virtgpu vulkan webgpu \
@@ -79,3 +79,11 @@ print(store.pull(sys.argv[1], progress=False))" "$name")
 done
 du -sh "$DIR"/* | sed 's/^/prepared: /'
 bash bench/device/travel_size.sh "$DIR"
+prebuilt=$DIR/cuda-cp312.tar.xz
+if [ -e "$prebuilt" ] && [ "$(tar xJf "$prebuilt" -O pyggml/prebuilt-key)" = \
+                          "$(bash bench/device/prebuilt_key.sh "$DIR")" ]; then
+    echo "prebuilt: $prebuilt matches this checkout"
+else
+    echo "prebuilt: none for this checkout (bash bench/device/prebuild.sh, about 25 minutes" \
+         "here; without it go.sh builds there, about 260 s)"
+fi
