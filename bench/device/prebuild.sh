@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # pyggml's CUDA build for the lent GPU machine (sm_90, Python 3.12), made here so that its 15
-# minutes skip the 260 s build: the compiled files only (_ggml, libggml*, build_info.json)
-# into .device/cuda-cp312.tar.xz, with a key over everything they were built from. go.sh
-# uses them where the key matches this checkout (the Python sources travel as they are) and
-# builds there otherwise. After bench/device/prepare.sh (it derives .device/ggml):
+# minutes skip the 260 s build: what it installs beside the sources (_ggml, libggml*,
+# build_info.json, the license) into .device/cuda-cp312.tar.xz, with a key over everything
+# they were built from. go.sh uses them where the key matches this checkout (the Python
+# sources travel as they are) and builds there otherwise. After bench/device/prepare.sh
+# (it derives .device/ggml):
 #
-#     bash bench/device/prebuild.sh             # 40 to 50 minutes on 2 cores
+#     bash bench/device/prebuild.sh             # about 25 minutes on 2 cores
 #
 # Needs nvcc 13 and a Python 3.12 (DEVICE_PY312, default python3.12). cuBLAS's headers and
 # libraries come from its wheel; the driver library from a stub made here, with every
@@ -64,7 +65,9 @@ CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) PATH="$CUDA/bin:$PATH" "$WORK/venv/bin/pip" 
     -C cmake.define.CMAKE_CUDA_FLAGS="-I$WORK/cublas/include" \
     -C cmake.define.CMAKE_CXX_FLAGS="-I$WORK/cublas/include"
 echo "$key" > "$WORK/proj/pyggml/prebuilt-key"
-(cd "$WORK/proj" && tar cJf - pyggml/_ggml*.so pyggml/libggml*.so pyggml/build_info.json \
-    pyggml/prebuilt-key) > "$DIR/cuda-cp312.tar.xz"
+# what the build installed beside the sources: the compiled files, build_info, the license
+made=$(comm -13 <(git ls-files pyggml | sort) \
+                <(cd "$WORK/proj" && find pyggml -type f -not -path "*/__pycache__/*" | sort))
+tar cJf "$DIR/cuda-cp312.tar.xz" -C "$WORK/proj" $made
 du -h "$DIR/cuda-cp312.tar.xz" | sed 's/^/prebuilt: /'
 bash bench/device/travel_size.sh "$DIR"
