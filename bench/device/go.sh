@@ -73,8 +73,11 @@ unpack_prebuilt() {
         return 1
     fi
     mkdir -p "$PROJ" && cp -r pyggml runner "$PROJ" && tar xJf "$archive" -C "$PROJ"
-    if ! PYTHONSAFEPATH=1 python3 -c "import pyggml._ggml"; then
-        echo "prebuilt: does not load, building here"
+    # it loads, and where there is a GPU (nvidia-smi) it sees it
+    local gpu=1
+    command -v nvidia-smi > /dev/null && gpu='any(d.name.startswith("CUDA") for d in pyggml.devices())'
+    if ! PYTHONSAFEPATH=1 python3 -c "import sys, pyggml; sys.exit(not ($gpu))"; then
+        echo "prebuilt: does not load or sees no GPU, building here"
         rm -rf "$PROJ"
         return 1
     fi
