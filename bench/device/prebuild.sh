@@ -47,8 +47,8 @@ if [ ! -e "$WORK/lib/libcuda.so" ]; then
     { echo '#include <cuda.h>'; echo 'void *all[] = {'
       for name in $names; do echo "#ifndef SKIP_$name"; echo "(void *)&$name,"; echo "#endif"; done
       echo '};'; } > "$refs"
-    skip=$(gcc -c -w -I"$CUDA/include" "$refs" -o /dev/null 2>&1 \
-           | grep -oE "‘[a-zA-Z_0-9]+’ undeclared" | tr -d "‘’" | awk '{print "-DSKIP_" $1}' || true)
+    skip=$(LC_ALL=C gcc -c -w -I"$CUDA/include" "$refs" -o /dev/null 2>&1 \
+           | grep -oE "'[a-zA-Z_0-9]+' undeclared" | tr -d "'" | awk '{print "-DSKIP_" $1}' || true)
     gcc -c -w $skip -I"$CUDA/include" "$refs" -o "$WORK/stub-refs.o"
     { nm -u "$WORK/stub-refs.o" | awk '{print $2}'; echo "$names"; } | sort -u \
         | awk '{print "int " $1 "(void) { return 999; }"}' > "$WORK/stub.c"
