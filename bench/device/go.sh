@@ -4,8 +4,8 @@
 # output in $OUT (8 files at most come back). Through the device tool:
 #
 #     run(command="bash bench/device/go.sh", carry=[".device"], timeout_s=600)
-#     run(command="bash bench/device/go.sh cpu bert", ...)   # within 30 s: the machine still
-#                                                            # warm, the build is reused
+#     run(command="bash bench/device/go.sh cpu bert", ...)   # if the first skipped them:
+#                                                            # within 30 s, while it is warm
 # Phases (default: all of them, in this order, the first targets first):
 #   build   the wheels into /tmp/site; pyggml with CUDA (sm_90) into build/device-proj: the
 #           one bench/device/prebuild.sh made here where it was made from these sources,
