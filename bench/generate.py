@@ -6,7 +6,9 @@ installed. Same prompt tokens, same thread count, one process after the other.
         [--model NAME_OR_PATH ...] [--num-gpu N] [--rpc HOST:PORT] [--tensor-split 3,1]
 
 Layers go where the device flags say (as `run` takes them; llama.cpp gets n_gpu_layers and
-its rpc_servers from the same flags): `--num-gpu 99` offloads everything to a GPU.
+tensor_split from the same flags): `--num-gpu 99` offloads everything to a GPU. With `--rpc`
+llama.cpp is left out: llama-cpp-python takes no RPC servers (an unknown keyword is ignored,
+and it computed on the CPU); `llama-bench --rpc` compares there.
 
 Each figure is the best of --repeat runs, ours and llama.cpp alternating: the machines
 here are shared and single runs drift by 20%. Each run first warms up with a prompt as long
@@ -53,9 +55,9 @@ def llama_cpp(path, prompt, warm, n_gen, threads, flash,
         from llama_cpp import Llama
     except ImportError:
         return None
+    if devices.rpc:                     # not llama-cpp-python's to take (see above)
+        return None
     offload = {"n_gpu_layers": 999 if devices.num_gpu < 0 else devices.num_gpu}
-    if devices.rpc:
-        offload["rpc_servers"] = ",".join(devices.rpc)
     if devices.tensor_split:
         offload["tensor_split"] = list(devices.tensor_split)
     llm = Llama(model_path=str(path), n_ctx=1024, n_threads=threads, n_batch=512,
@@ -88,6 +90,8 @@ def main() -> None:
     add_device_flags(parser)
     args = parser.parse_args()
     devices = device_options(args)
+    if devices.rpc:
+        print("llama.cpp left out: llama-cpp-python takes no RPC servers")
     print(f"{'model':<14}{'flash':<7}{'ours pp':>9}{'llama pp':>10}{'ratio':>7}"
           f"{'ours tg':>9}{'llama tg':>10}{'ratio':>7}   (tokens/s)")
     for name in args.model or store.CATALOG:
