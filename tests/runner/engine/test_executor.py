@@ -132,3 +132,16 @@ def test_the_masks_are_computed_where_the_layers_attend(model, tokens):
     assert readers and {scheduler.backend_of(node) for node in readers} == {layers_on}
     assert scheduler.backend_of(mask) is layers_on
     model.kv.remove(0)
+
+
+def test_a_step_is_one_split_per_device(model):
+    """The token lookup (its table on the CPU) first, then everything on the layers' device
+    in one piece: a second piece of the device's graph ahead of the lookup (the masks) made
+    each step two device graphs, and an RPC device, which remembers one, was sent both in
+    full every step instead of repeating the last."""
+    model.kv.remove(0)
+    logits(model, Batch.of_sequence(PROMPT, 0))
+    logits(model, Batch.of_sequence([PROMPT[0]], len(PROMPT)))
+    model.kv.remove(0)
+    scheduler = model.executor.scheduler
+    assert scheduler.n_splits == len(scheduler.backends)
