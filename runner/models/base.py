@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import gguf
 
@@ -181,6 +181,16 @@ class Inputs:
     # than one embedding a row (TextModel.media_width)
     media: pyggml.Tensor | None = None
     media_rows: pyggml.Tensor | None = None    # int32 (M,): the rows of the batch they fill
+    first: list = field(default_factory=list)  # nodes the step's graph computes first
+
+    def lookup(self, table):
+        """(T, width): table's rows at the tokens, computed first in the step's graph. A
+        lookup in a table kept on the CPU is a CPU piece of the graph; first, it comes ahead
+        of the device's one piece, where in the middle it would cut that piece in two (the
+        token embeddings come first anyway, as the outputs reach them)."""
+        rows = table.get_rows(self.tokens)
+        self.first.append(rows)
+        return rows
 
     def splice(self, x):
         """x (T, E), the token embeddings, with the image rows in place of their tokens'.

@@ -169,7 +169,7 @@ class Gemma3n(Transformer):
         c, n, eps = self.config, inputs.n_tokens, self.config.norm_eps
         x = self.token_embd.get_rows(inputs.tokens).scale(math.sqrt(c.embd))   # (T, E)
         per_layer = per_layer_inputs(self.per_layer_token_embd, self.per_layer_model_proj,
-                                     self.per_layer_proj_norm, inputs.tokens, x, c.layers,
+                                     self.per_layer_proj_norm, inputs, x, c.layers,
                                      c.per_layer_embd, eps)                    # (L, T, P)
         added = self.altup_proj.mul_mat(x.reshape(1, n, c.embd).repeat(c.altup - 1, n, c.embd))
         x = x.reshape(1, n, c.embd).concat(_rescaled(added, x), axis=0)       # (A, T, E)

@@ -303,7 +303,7 @@ class Gemma4(Transformer):
         embedding and a projection of its embedding x (T, E)."""
         c = self.config
         return per_layer_inputs(self.per_layer_token_embd, self.per_layer_model_proj,
-                                self.per_layer_proj_norm, inputs.tokens, x, c.layers,
+                                self.per_layer_proj_norm, inputs, x, c.layers,
                                 c.per_layer_embd, c.norm_eps)
 
     def _experts(self, block, normed, n: int):

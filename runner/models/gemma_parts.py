@@ -7,13 +7,13 @@ from __future__ import annotations
 from .base import ModelError
 
 
-def per_layer_inputs(table, projection, norm, tokens, x, layers: int, width: int,
+def per_layer_inputs(table, projection, norm, inputs, x, layers: int, width: int,
                      eps: float):
     """(L, T, P): each layer's input from the per-layer embeddings table (vocab, L * P) at
-    tokens (T,) and projection (L * P, E) of the embeddings x (T, E), RMS-normed by norm
-    (P,); the two summed and scaled by 1/sqrt(2)."""
+    the inputs' tokens (T,) and projection (L * P, E) of the embeddings x (T, E), RMS-normed
+    by norm (P,); the two summed and scaled by 1/sqrt(2)."""
     n, embd = x.shape
-    own = table.get_rows(tokens).scale(width ** 0.5).reshape(n, layers, width)    # (T, L, P)
+    own = inputs.lookup(table).scale(width ** 0.5).reshape(n, layers, width)      # (T, L, P)
     projected = projection.mul_mat(x).scale(embd ** -0.5) \
         .reshape(n, layers, width).rms_norm(eps).mul(norm)
     return projected.add(own).scale(2 ** -0.5).permute(1, 0, 2).cont()           # (L, T, P)

@@ -187,3 +187,24 @@ def test_per_layer_config_keys_may_be_zero_padded():
                     attention_k_eq_v=True)
     expected = ([(4, 64)] * 4 + [(2, 128)]) * 2
     assert attention_shapes(padded) == attention_shapes(released) == expected
+
+
+@pytest.mark.parametrize("kind", ["gemma3n", "gemma4"])
+def test_with_the_layers_over_rpc_a_step_is_one_split_per_device(made, kind):
+    """The per-layer embeddings are a second lookup in a table kept on the CPU; computed
+    first (Inputs.lookup), it does not cut the device's piece of the graph in two."""
+    import runner
+
+    from ...rpc_servers import rpc_server
+
+    with rpc_server(threads=2) as server:
+        model = runner.load(made(kind)["f32"], num_ctx=64, repack=False, threads=2,
+                            rpc=[server.endpoint], num_gpu=-1)
+        try:
+            step = model.executor.build(Batch.of_sequence([2, 5, 9, 14, 20], 0))
+            model.executor.launch(step)
+            model.executor.finish(step)
+            scheduler = model.executor.scheduler
+            assert scheduler.n_splits == len(scheduler.backends) == 2
+        finally:
+            model.close()
