@@ -181,11 +181,10 @@ class Executor:
                 values = logits.reshape(rows, vocab, 1).get_rows(ids)     # (outputs, k, 1)
                 candidates = ids, values.set_output()
                 outputs += candidates
-        # The lookups first (Inputs.lookup), then in the order the outputs reach them: the
-        # token lookup (its table on the CPU) before the masks, which come at the first
-        # attention, so the layers' device gets one split. Masks first made two (masks |
-        # lookup | layers): over RPC no step was ever sent as a repeat of the last (a device
-        # remembers one graph), 0.6-0.7 ms a step on loopback.
+        # Inputs.lookup's first, then the order the outputs reach: the token lookup (on the
+        # CPU) before the masks (at the first attention), so the layers' device gets one
+        # split. Masks first made two, and an RPC device, which repeats only the last graph
+        # it was sent, got both in full every step (0.6-0.7 ms a step on loopback).
         graph = ctx.graph(*inputs.first, *outputs)
         return Step(batch, ctx, graph, inputs, kv_inputs, logits, choices,
                     candidates, token_input, writes_chain, chain_rows, chained)

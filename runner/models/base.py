@@ -185,9 +185,9 @@ class Inputs:
 
     def lookup(self, table):
         """(T, width): table's rows at the tokens, computed first in the step's graph. A
-        lookup in a table kept on the CPU is a CPU piece of the graph; first, it comes ahead
-        of the device's one piece, where in the middle it would cut that piece in two (the
-        token embeddings come first anyway, as the outputs reach them)."""
+        table kept on the CPU makes its lookup a CPU piece of the graph: first, it comes
+        ahead of the device's piece; later, it would cut that piece in two. (The token
+        embeddings come first anyway: the outputs reach them first.)"""
         rows = table.get_rows(self.tokens)
         self.first.append(rows)
         return rows
