@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # The key of a prebuilt pyggml (bench/device/prebuild.sh): one sha256 over everything its
 # compiled files come from (the ggml tree's recipe, the build, the binding's declarations).
-# Usage: bash bench/device/prebuilt_key.sh DEVICE_DIR, from the checkout.
+# Usage, from the checkout: bash bench/device/prebuilt_key.sh DEVICE_DIR prints it;
+# bash bench/device/prebuilt_key.sh DEVICE_DIR ARCHIVE exits 0 where ARCHIVE was built
+# from these sources (1 where it was not, or is missing).
 set -euo pipefail
-cat "$1/ggml/.pyggml-tree.json" CMakeLists.txt cmake/build_info.json.in pyggml/_build.py \
-    pyggml/cdefs/*.h | sha256sum | cut -c1-64
+key=$(cat "$1/ggml/.pyggml-tree.json" CMakeLists.txt cmake/build_info.json.in \
+          pyggml/_build.py pyggml/cdefs/*.h | sha256sum | cut -c1-64)
+if [ $# -lt 2 ]; then
+    echo "$key"
+else
+    [ -e "$2" ] && [ "$(tar xJf "$2" -O pyggml/prebuilt-key)" = "$key" ]
+fi

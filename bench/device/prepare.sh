@@ -80,8 +80,7 @@ done
 du -sh "$DIR"/* | sed 's/^/prepared: /'
 bash bench/device/travel_size.sh "$DIR"
 prebuilt=$DIR/cuda-cp312.tar.xz
-if [ -e "$prebuilt" ] && [ "$(tar xJf "$prebuilt" -O pyggml/prebuilt-key)" = \
-                          "$(bash bench/device/prebuilt_key.sh "$DIR")" ]; then
+if bash bench/device/prebuilt_key.sh "$DIR" "$prebuilt"; then
     echo "prebuilt: $prebuilt matches this checkout"
 else
     echo "prebuilt: none for this checkout (bash bench/device/prebuild.sh, about 25 minutes" \
