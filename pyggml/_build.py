@@ -23,8 +23,10 @@ GUARDED = "ggml_ops.h"
 SHIM = "shim.h"
 
 PRELUDE = r"""
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "ggml.h"
 #include "ggml-alloc.h"
@@ -106,6 +108,132 @@ static const char * pyggml_take_error(void) {
 }
 """
 
+# A scheduler's compute thread in C (pyggml/worker.py): it starts a submitted graph without
+# waiting for Python's lock, which the submitting thread holds while it goes on (assembling
+# the next batch); a Python thread started each compute only once that thread let go.
+COMPUTE_THREAD = r"""
+typedef struct pyggml_compute_thread {
+    pthread_t thread;
+    pthread_mutex_t mutex;
+    pthread_cond_t wake;             /* a graph was submitted, or stop */
+    pthread_cond_t finished_cond;    /* a compute finished */
+    ggml_backend_sched_t sched;
+    struct ggml_cgraph * graph;
+    int submitted, running, finished, stop;
+    int status;
+} pyggml_compute_thread;
+
+static int pyggml_compute_threads = 0;     /* alive, under pyggml_compute_threads_mutex */
+static pthread_mutex_t pyggml_compute_threads_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static void pyggml_count_compute_threads(int delta) {
+    pthread_mutex_lock(&pyggml_compute_threads_mutex);
+    pyggml_compute_threads += delta;
+    pthread_mutex_unlock(&pyggml_compute_threads_mutex);
+}
+
+static int pyggml_compute_threads_alive(void) {
+    pthread_mutex_lock(&pyggml_compute_threads_mutex);
+    int alive = pyggml_compute_threads;
+    pthread_mutex_unlock(&pyggml_compute_threads_mutex);
+    return alive;
+}
+
+static void * pyggml_compute_serve(void * arg) {
+    pyggml_compute_thread * t = (pyggml_compute_thread *) arg;
+    pthread_mutex_lock(&t->mutex);
+    for (;;) {
+        while (!t->submitted && !t->stop) {
+            pthread_cond_wait(&t->wake, &t->mutex);
+        }
+        if (!t->submitted) {
+            break;
+        }
+        ggml_backend_sched_t sched = t->sched;
+        struct ggml_cgraph * graph = t->graph;
+        t->submitted = 0;
+        t->running = 1;
+        pthread_mutex_unlock(&t->mutex);
+        int status = ggml_backend_sched_graph_compute_async(sched, graph);
+        ggml_backend_sched_synchronize(sched);
+        pthread_mutex_lock(&t->mutex);
+        t->status = status;
+        t->running = 0;
+        t->finished = 1;
+        pthread_cond_broadcast(&t->finished_cond);
+    }
+    pthread_mutex_unlock(&t->mutex);
+    return NULL;
+}
+
+static pyggml_compute_thread * pyggml_compute_thread_new(void) {
+    pyggml_compute_thread * t = (pyggml_compute_thread *) calloc(1, sizeof(*t));
+    if (t == NULL) {
+        return NULL;
+    }
+    pthread_mutex_init(&t->mutex, NULL);
+    pthread_cond_init(&t->wake, NULL);
+    pthread_cond_init(&t->finished_cond, NULL);
+    if (pthread_create(&t->thread, NULL, pyggml_compute_serve, t) != 0) {
+        pthread_cond_destroy(&t->finished_cond);
+        pthread_cond_destroy(&t->wake);
+        pthread_mutex_destroy(&t->mutex);
+        free(t);
+        return NULL;
+    }
+    pyggml_count_compute_threads(1);
+    return t;
+}
+
+/* 0: started; -1: the last compute is not collected yet (or still running) */
+static int pyggml_compute_thread_submit(pyggml_compute_thread * t, ggml_backend_sched_t sched,
+                                        struct ggml_cgraph * graph) {
+    pthread_mutex_lock(&t->mutex);
+    int busy = t->submitted || t->running || t->finished || t->stop;
+    if (!busy) {
+        t->sched = sched;
+        t->graph = graph;
+        t->submitted = 1;
+        pthread_cond_signal(&t->wake);
+    }
+    pthread_mutex_unlock(&t->mutex);
+    return busy ? -1 : 0;
+}
+
+static int pyggml_compute_thread_done(pyggml_compute_thread * t) {
+    pthread_mutex_lock(&t->mutex);
+    int done = !t->submitted && !t->running;
+    pthread_mutex_unlock(&t->mutex);
+    return done;
+}
+
+/* Wait for the compute submitted last and take its status (one caller collects it). */
+static int pyggml_compute_thread_collect(pyggml_compute_thread * t) {
+    pthread_mutex_lock(&t->mutex);
+    while (t->submitted || t->running) {
+        pthread_cond_wait(&t->finished_cond, &t->mutex);
+    }
+    int status = t->status;
+    t->finished = 0;
+    pthread_mutex_unlock(&t->mutex);
+    return status;
+}
+
+/* Let the compute in flight end, stop the thread and free it. */
+static void pyggml_compute_thread_free(pyggml_compute_thread * t) {
+    pthread_mutex_lock(&t->mutex);
+    t->stop = 1;
+    pthread_cond_signal(&t->wake);
+    pthread_mutex_unlock(&t->mutex);
+    pthread_join(t->thread, NULL);
+    pyggml_count_compute_threads(-1);
+    pthread_cond_destroy(&t->finished_cond);
+    pthread_cond_destroy(&t->wake);
+    pthread_mutex_destroy(&t->mutex);
+    free(t);
+}
+"""
+
 WRAPPER = """
 static {ret} safe_{name}({params}) {{
 {layout_checks}    jmp_buf here;
@@ -174,7 +302,7 @@ def builder() -> cffi.FFI:
     guarded_cdefs, guarded_source = guarded_wrappers((CDEFS / GUARDED).read_text())
     ffi.cdef(guarded_cdefs)
     ffi.cdef((CDEFS / SHIM).read_text())
-    ffi.set_source("pyggml._ggml", PRELUDE + guarded_source)
+    ffi.set_source("pyggml._ggml", PRELUDE + COMPUTE_THREAD + guarded_source)
     return ffi
 
 

@@ -2,8 +2,9 @@
 
 Build a graph in a Context, let a Scheduler allocate it (inputs and intermediate tensors get
 compute memory on the backend that runs them), fill the inputs, compute. compute_async runs
-the compute on the scheduler's worker thread, with the GIL released, so Python can build the
-next graph meanwhile; wait() collects the result. A scheduler made with inline=True starts
+the compute on the scheduler's compute thread (C: it starts at once, whatever Python does
+meanwhile; worker.py), so Python can build the next graph meanwhile; wait() collects the
+result. A scheduler made with inline=True starts
 the compute on the calling thread instead: for devices that compute asynchronously (GPUs) the
 call returns once the work is queued, sparing two thread hand-offs per step; the CPU's share
 of the graph then runs in the call. Such a scheduler may queue the graph it allocated last
@@ -139,7 +140,7 @@ class Scheduler:
             raise GGMLError("Could not create a backend scheduler.")
         self._ptr = ffi.gc(raw, lib.ggml_backend_sched_free)
         self.graph_size, self.inline = graph_size, inline
-        self._worker = ComputeThread("pyggml-compute")
+        self._worker: ComputeThread | None = None      # started by the first compute_async
         self._in_flight: Computation | None = None
         self._allocated: weakref.WeakSet[Context] = weakref.WeakSet()
         self._current: tuple | None = None       # (graph, its node count) allocated last
@@ -254,7 +255,7 @@ class Scheduler:
         return self.inline and self._inputs_on_host
 
     def compute_async(self, graph: Graph) -> Computation:
-        """Start computing an allocated graph on the worker thread (inline: queue it from
+        """Start computing an allocated graph on the compute thread (inline: queue it from
         this thread)."""
         self._check_size(graph)
         unfilled = graph.context.unfilled
@@ -276,7 +277,9 @@ class Scheduler:
                 status = lib.ggml_backend_sched_graph_compute_async(sched, cgraph)
                 self._in_flight = Computation(None, self, status)
             else:
-                self._in_flight = Computation(self._worker.submit(_compute, sched, cgraph), self)
+                if self._worker is None:
+                    self._worker = ComputeThread()
+                self._in_flight = Computation(self._worker.submit(sched, cgraph), self)
             return self._in_flight
 
     def wait(self) -> None:
@@ -312,7 +315,8 @@ class Scheduler:
         try:
             self.wait()
         finally:
-            self._worker.shutdown()
+            if self._worker is not None:
+                self._worker.shutdown()
             for ctx in list(self._allocated):
                 if not ctx.closed:
                     _detach_compute_memory(ctx)
@@ -324,12 +328,6 @@ class Scheduler:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _compute(sched, cgraph) -> int:
-    status = lib.ggml_backend_sched_graph_compute_async(sched, cgraph)
-    lib.ggml_backend_sched_synchronize(sched)
-    return status
 
 
 def _detach_compute_memory(ctx: Context) -> None:

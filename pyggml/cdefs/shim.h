@@ -9,6 +9,16 @@ void pyggml_graph_operands(struct ggml_cgraph * graph, int n, struct ggml_tensor
 int pyggml_max_src(void);
 void pyggml_detach(struct ggml_context * ctx, struct ggml_backend_buffer ** kept, int n_kept);
 
+/* a scheduler's compute thread (see _build.py, pyggml/worker.py) */
+typedef struct pyggml_compute_thread pyggml_compute_thread;
+pyggml_compute_thread * pyggml_compute_thread_new(void);
+int pyggml_compute_thread_submit(pyggml_compute_thread * t, struct ggml_backend_sched * sched,
+                                 struct ggml_cgraph * graph);
+int pyggml_compute_thread_done(pyggml_compute_thread * t);
+int pyggml_compute_thread_collect(pyggml_compute_thread * t);
+void pyggml_compute_thread_free(pyggml_compute_thread * t);
+int pyggml_compute_threads_alive(void);
+
 /* ggml's log lines, delivered to Python's logging (pyggml/log.py) */
 extern "Python" void pyggml_on_log(enum ggml_log_level level, const char * text, void * user);
 

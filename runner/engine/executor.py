@@ -1,7 +1,7 @@
 """Run batches through a model: build a graph, compute it, return the logits.
 
 A step is built (graph and cache cells, no token values yet), launched (allocated, inputs
-filled, computing on the scheduler's worker thread) and finished (waited for, logits read).
+filled, computing on the scheduler's compute thread) and finished (waited for, logits read).
 Building the next step while the current one computes hides the Python graph-building time
 behind the compute; the token values arrive at launch.
 

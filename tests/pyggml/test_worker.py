@@ -1,79 +1,165 @@
-"""The scheduler's compute thread: jobs in order, outcomes and errors handed back, several
-waiters, shutdown and a dropped thread ending cleanly."""
+"""The scheduler's compute thread (C): a graph computed and its status handed back once,
+refused while the last one runs, several waiters, shutdown and a dropped thread ending
+cleanly, and a compute that starts while the submitting thread keeps Python's lock."""
 
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
+import pyggml
+import pyggml.profile  # noqa: F401 - defines pyggml_on_eval's Python side, which Gate takes
+from pyggml import worker
+from pyggml._lib import ffi, lib
 from pyggml.worker import ComputeThread
 
 
-def threads_named(name: str) -> int:
-    return sum(t.name == name for t in threading.enumerate())
+class Doubling:
+    """A scheduler and an allocated graph that doubles its input (1 CPU thread)."""
+
+    def __init__(self):
+        self.sched = pyggml.Scheduler([pyggml.cpu_backend(threads=1)])
+        self.ctx = pyggml.Context()
+        self.x = self.ctx.new_tensor("F32", (4, 6)).set_input()
+        self.out = self.x.scale(2.0).set_output()         # may be computed in x's memory
+        self.graph = self.ctx.graph(self.out)
+        self.sched.alloc(self.graph)
+        self.x.set(np.arange(24, dtype=np.float32).reshape(4, 6) + 1000.5)
+
+    def submit(self, thread: ComputeThread):
+        return thread.submit(self.sched.ptr, self.graph.ptr)
+
+    def close(self):
+        self.ctx.close()
+        self.sched.close()
 
 
-def test_jobs_run_on_the_thread_and_hand_back_values_and_errors():
-    worker = ComputeThread("test-worker")
+class Gate:
+    """Holds a compute at its first node until opened (the scheduler's eval callback, which
+    ggml calls from the computing thread)."""
+
+    def __init__(self, sched: pyggml.Scheduler):
+        self.sched, self.reached, self.opened = sched, threading.Event(), threading.Event()
+        self._handle = ffi.new_handle(self)
+        lib.ggml_backend_sched_set_eval_callback(sched.ptr, lib.pyggml_on_eval, self._handle)
+
+    def on_eval(self, tensor, ask) -> bool:
+        if ask:
+            return True
+        self.reached.set()
+        return self.opened.wait(30)
+
+    def close(self):
+        self.opened.set()
+        lib.ggml_backend_sched_set_eval_callback(self.sched.ptr, ffi.NULL, ffi.NULL)
+
+
+@pytest.fixture
+def doubling():
+    found = Doubling()
+    yield found
+    found.close()
+
+
+def test_a_compute_hands_back_its_status_once_and_the_thread_takes_the_next(doubling):
+    thread = ComputeThread()
     try:
-        job = worker.submit(threading.current_thread)
-        assert job.result().name == "test-worker" and job.done()
-        assert job.result().name == "test-worker"               # collected once, kept
-        failing = worker.submit(int, "not a number")
-        with pytest.raises(ValueError, match="invalid literal"):
-            failing.result()
-        assert worker.submit(sum, [1, 2, 3]).result() == 6         # the thread survived
+        job = doubling.submit(thread)
+        assert job.result() == lib.GGML_STATUS_SUCCESS and job.done()
+        assert job.result() == lib.GGML_STATUS_SUCCESS                 # collected once, kept
+        np.testing.assert_array_equal(doubling.out.numpy()[0], [2001, 2003, 2005, 2007, 2009,
+                                                                 2011])
+        doubling.x.set(np.ones((4, 6), np.float32))
+        assert doubling.submit(thread).result() == lib.GGML_STATUS_SUCCESS
+        np.testing.assert_array_equal(doubling.out.numpy(), np.full((4, 6), 2))
     finally:
-        worker.shutdown()
+        thread.shutdown()
 
 
-def test_a_job_is_refused_while_the_last_one_runs_and_taken_once_it_is_done():
-    worker = ComputeThread("test-worker")
-    release = threading.Event()
+def test_a_compute_is_refused_while_the_last_one_runs_and_taken_once_it_is_done(doubling):
+    thread, gate = ComputeThread(), Gate(doubling.sched)
     try:
-        running = worker.submit(release.wait, 10)
+        running = doubling.submit(thread)
+        assert gate.reached.wait(30)
+        assert not running.done()
         with pytest.raises(RuntimeError, match="still running"):
-            worker.submit(int, "1")
-        release.set()
+            doubling.submit(thread)
+        gate.opened.set()
         while not running.done():
             time.sleep(0.001)
-        assert worker.submit(int, "2").result() == 2               # the last one uncollected
-        assert running.result() is True                            # its outcome stayed
+        gate.close()
+        assert doubling.submit(thread).result() == lib.GGML_STATUS_SUCCESS   # last uncollected
+        assert running.result() == lib.GGML_STATUS_SUCCESS                   # its status stayed
     finally:
-        worker.shutdown()
+        gate.close()
+        thread.shutdown()
 
 
-def test_several_threads_may_wait_for_one_job():
-    worker = ComputeThread("test-worker")
+def test_several_threads_may_wait_for_one_compute(doubling):
+    thread, gate = ComputeThread(), Gate(doubling.sched)
     try:
-        job = worker.submit(time.sleep, 0.05)
+        job = doubling.submit(thread)
         results = []
         waiters = [threading.Thread(target=lambda: results.append(job.result()))
                    for _ in range(4)]
         for waiter in waiters:
             waiter.start()
+        assert gate.reached.wait(30)
+        gate.opened.set()
         for waiter in waiters:
-            waiter.join(5)
-        assert results == [None] * 4
+            waiter.join(30)
+        assert results == [lib.GGML_STATUS_SUCCESS] * 4
     finally:
-        worker.shutdown()
+        gate.close()
+        thread.shutdown()
 
 
-def test_shutdown_waits_for_the_job_in_flight_and_a_dropped_thread_ends():
-    worker = ComputeThread("test-worker-shutdown")
-    job = worker.submit(time.sleep, 0.05)
-    worker.shutdown()
-    assert job.done() and job.result() is None
-    assert threads_named("test-worker-shutdown") == 0
+def test_shutdown_waits_for_the_compute_in_flight_and_a_dropped_thread_ends(doubling):
+    before = worker.alive()
+    thread, gate = ComputeThread(), Gate(doubling.sched)
+    assert worker.alive() == before + 1
+    job = doubling.submit(thread)
+    assert gate.reached.wait(30)
+    threading.Timer(0.1, gate.opened.set).start()
+    thread.shutdown()                                      # returns once the compute ended
+    assert job.done() and job.result() == lib.GGML_STATUS_SUCCESS
+    assert worker.alive() == before
     with pytest.raises(RuntimeError, match="shut down"):
-        worker.submit(int, "1")
-    worker.shutdown()                                              # twice is harmless
+        doubling.submit(thread)
+    thread.shutdown()                                              # twice is harmless
+    gate.close()
 
-    dropped = ComputeThread("test-worker-dropped")
-    dropped.submit(int, "1")
+    dropped = ComputeThread()
+    doubling.submit(dropped)
     del dropped
     gc.collect()
-    assert threads_named("test-worker-dropped") == 0
+    assert worker.alive() == before
+
+
+def test_the_compute_starts_while_the_submitting_thread_keeps_pythons_lock(doubling):
+    """The batch loop assembles the next batch in Python while a step computes. A compute
+    thread that needed Python's lock to start would wait for that; this one does not: the
+    result appears while this thread spins in pure Python, which never lets the lock go (its
+    switch interval set far beyond the deadline)."""
+    result = doubling.out.borrow()             # the output's host memory, not a copy
+    thread = ComputeThread()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(100.0)
+    try:
+        job = doubling.submit(thread)
+        deadline = time.monotonic() + 20
+        while result[3, 5] != 2047.0 and time.monotonic() < deadline:
+            pass
+        computed = result[3, 5] == 2047.0
+    finally:
+        sys.setswitchinterval(interval)
+    try:
+        assert computed, "the compute did not run while this thread held Python's lock"
+        assert job.result() == lib.GGML_STATUS_SUCCESS
+    finally:
+        thread.shutdown()
