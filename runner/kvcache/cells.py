@@ -93,8 +93,9 @@ class Cells:
     def partition(self, sequences: int) -> None:
         """Give each of sequences a home region of cells, aligned to 256, that place() fills
         first. A sequence's cells then sit at the same offsets whoever else is in the pool,
-        so the attention sums group their terms the same way (see docs/runner.md)."""
-        self.region = (self.size // sequences) // PAD * PAD
+        so the attention sums group their terms the same way (see docs/runner.md). One
+        sequence's region would be the whole pool, which the first free cells are anyway."""
+        self.region = (self.size // sequences) // PAD * PAD if sequences > 1 else 0
 
     def cells(self, seq: int, p0: int = 0, p1: int | None = None) -> np.ndarray:
         """Boolean mask of the cells holding positions [p0, p1) of seq (p1 None: to the end)."""
