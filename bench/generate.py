@@ -44,8 +44,10 @@ def ours(path, prompt, warm, n_gen, threads, flash, devices) -> tuple[float, flo
             if "error" in done:
                 raise RuntimeError(f"The request failed: {done['error']}")
     model.close()
+    # eval_duration starts at the first token, which the prompt's step chose: it spans
+    # eval_count - 1 decode steps (llama.cpp's column times n_gen of them)
     return (done["prompt_eval_count"] / done["prompt_eval_duration"] * 1e9,
-            done["eval_count"] / done["eval_duration"] * 1e9)
+            (done["eval_count"] - 1) / done["eval_duration"] * 1e9)
 
 
 def llama_cpp(path, prompt, warm, n_gen, threads, flash,

@@ -3,7 +3,7 @@ llama.cpp on the same file: where the many-core gap shows, and whether more thre
 
     python bench/threads.py [--model smollm2:135m] [--threads 1,2,4,8,16] [--prompt 512]
         [--generate 64] [--repeat 3] [--rounds 1] [--flash] [--device CUDA0]
-        [--llama-bench PATH]
+        [--llama-bench PATH] [--loop]
 
 As llama-bench's pp512 and tg64: a prompt of --prompt tokens in one batch, then --generate
 single-token steps, each from an empty cache, on the CPU; tokens/s, best of --repeat. The
@@ -15,6 +15,14 @@ only feeds the GPU, and the table is llama-bench's -ngl 99).
 each thread count right after ours, both repack settings: for machines where
 llama-cpp-python is missing or cannot load, and the figure llama.cpp's users quote; the
 ratios then compare with it.
+--loop measures ours as requests run, through the batch loop (runner.load, greedy): the
+prompt as one request's prompt_eval, and --generate decode steps of a request with a one-token
+prompt, from an empty cache as llama-bench's tg. The loop streams each token's text and
+builds the next step's graph while a step computes, and on a device chains greedy steps (the
+next is launched before the host reads the last): what users get. Without it each single
+step is built, launched and read one after another (about 0.3 ms of Python a step on the
+2-core CPU here), which no user-facing path does; it shows the compute and the host side
+apart (bench/prefill_host.py --decode splits the host's part).
 --rounds N measures every engine N times in turn at each thread count and prints medians,
 and the ratios as the median of each round's ratio: on a shared machine whose speed drifts
 by 10-20% between minutes, a round's engines see the same minute.
@@ -24,16 +32,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import queue
 import statistics
 import subprocess
 import time
 
 import pyggml
-from engines import engines, model_path, token_ids
+import runner
+from engines import Ours, engines, model_path, token_ids
+from runner.api import split_options
+from runner.engine.request import Request
 
 
 def speeds(cls, path, threads: int, repack: bool, args) -> tuple[float, float]:
     """(prompt tokens/s, generated tokens/s), the best of args.repeat."""
+    if args.loop and cls is Ours:
+        return loop_speeds(path, threads, repack, args)
     engine = cls(path, threads, args.flash, repack, args.prompt + args.generate + 256,
                  args.device)
     tokens = token_ids(path, max(args.prompt, args.generate))
@@ -55,6 +69,46 @@ def speeds(cls, path, threads: int, repack: bool, args) -> tuple[float, float]:
     finally:
         engine.close()
     return best[0], best[1]
+
+
+def loop_speeds(path, threads: int, repack: bool, args) -> tuple[float, float]:
+    """speeds() through the batch loop: one request of the prompt (its prompt_eval), then
+    one of a single token generating args.generate more (eval_count - 1 tokens over
+    eval_duration, which starts at the first token: the decode steps; fewer than
+    args.generate where the model chose an end-of-generation token first)."""
+    layers = {}
+    if args.device:               # every layer there, as llama-bench -ngl 99
+        with pyggml.GGUFFile(path) as f:
+            blocks = f.metadata[f"{f.metadata['general.architecture']}.block_count"]
+        layers = {"gpu_layers": {args.device: tuple(range(blocks + 1))}}
+    model = runner.load(path, num_ctx=args.prompt + args.generate + 256, threads=threads,
+                        flash_attn=args.flash, repack=repack, batch_size=max(args.prompt, 1),
+                        num_gpu=0 if not args.device else -1, **layers)
+    tokens = token_ids(path, args.prompt + args.repeat + 1, seed=1)
+    best = [0.0, 0.0]
+    try:
+        run(model, tokens[:8], 1)                                        # warm up
+        for i in range(args.repeat):
+            # a first token of its own each time: nothing of it is in the prompt cache
+            done = run(model, [tokens[args.prompt + i]] + tokens[:args.prompt - 1], 1)
+            best[0] = max(best[0], done["prompt_eval_count"] / done["prompt_eval_duration"])
+            done = run(model, [tokens[args.prompt + i + 1]], args.generate + 1)
+            if done["eval_count"] > 1:
+                best[1] = max(best[1], (done["eval_count"] - 1) / done["eval_duration"])
+    finally:
+        model.close()
+    return best[0] * 1e9, best[1] * 1e9
+
+
+def run(model, prompt: list[int], generate: int) -> dict:
+    """One greedy request through the batch loop; its final event."""
+    sampling, limits = split_options({"temperature": 0, "num_predict": generate, "stop": []})
+    events = queue.Queue()
+    model.engine.submit(Request(prompt, events.put, sampling, limits))
+    while not (done := events.get()).get("done"):
+        if "error" in done:
+            raise RuntimeError(f"The request failed: {done['error']}")
+    return done
 
 
 def llama_bench(binary: str, path, threads: int, args) -> dict:
@@ -90,6 +144,8 @@ def main() -> None:
     parser.add_argument("--flash", action="store_true")
     parser.add_argument("--device", help="a GPU to put every layer on (default: the CPU)")
     parser.add_argument("--llama-bench", help="llama.cpp's llama-bench binary, to compare with")
+    parser.add_argument("--loop", action="store_true",
+                        help="ours through the batch loop, as requests run")
     args = parser.parse_args()
     counts = [int(t) for t in args.threads.split(",")] if args.threads else \
         sorted({min(1 << i, cores) for i in range(cores.bit_length() + 1)})
@@ -98,7 +154,8 @@ def main() -> None:
     columns = [(name, repack) for repack in (True, False) for name in names]
     reference = "llama-bench" if args.llama_bench else "llama.cpp"
     ratios = "ours" in names and reference in names
-    print(f"{args.model} on {args.device or 'the CPU'}, pp{args.prompt} / tg{args.generate} tokens/s, flash "
+    print(f"{args.model} on {args.device or 'the CPU'}, pp{args.prompt} / tg{args.generate} tokens/s, "
+          f"ours {'through the batch loop' if args.loop else 'step by step'}, flash "
           f"{'on' if args.flash else 'off'}, best of {args.repeat}"
           + (f", medians of {args.rounds} rounds" if args.rounds > 1 else ""))
     print(f"{'threads':<9}" + "".join(f"{name + (' repack' if repack else ' plain'):>22}"

@@ -12,11 +12,12 @@
 #           else built there (about 260 s on 16 cores); the twins of the two real models
 #   test    the op suite on the GPU (pytest --device CUDA0 tests/pyggml)
 #   check   a greedy continuation with all and half of the layers on the GPU against the CPU
-#   gpu     pp512 / tg128 on the GPU, ours beside llama-bench (-ngl 99), flash attention off, on
+#   gpu     pp512 / tg128 on the GPU, ours (through the batch loop, steps chained) beside
+#           llama-bench (-ngl 99), flash attention off, on
 #   loop    prompt and generation through the batch loop on the GPU; 1, 2 and 4 streams
 #   host    a step's host phases on the GPU (bench/prefill_host.py --device CUDA0)
-#   cpu     pp512 / tg64 at 1 to 16 threads on the Xeon, ours beside llama-bench, with a
-#           CPU-only build made for it there (build/device-cpu, about 30 s)
+#   cpu     pp512 / tg64 at 1 to 16 threads on the Xeon, ours (the batch loop) beside
+#           llama-bench, with a CPU-only build made for it there (build/device-cpu, 30 s)
 #   bert    the f16 BERT that aborted on this AMX CPU (tests/runner/convert/test_bert.py)
 # DEADLINE: seconds after the start by which everything ends (default 560); a phase is cut
 # at the deadline, and one whose estimate no longer fits is skipped. DEVICE_CUDA=0 builds for
@@ -132,7 +133,7 @@ phase_gpu() {
     for model in "$SMOL" "$GEMMA"; do
         for flash in "" --flash; do
             python3 bench/threads.py --model "$model" --device CUDA0 --threads 8 --prompt 512 \
-                --generate 128 --repeat 3 --llama-bench "$LLAMA_BENCH" $flash
+                --generate 128 --repeat 3 --llama-bench "$LLAMA_BENCH" --loop $flash
         done
     done
 }
@@ -156,7 +157,7 @@ phase_cpu() {
     native_cpu
     for model in "$SMOL" "$GEMMA"; do
         python3 bench/threads.py --model "$model" --threads "$CPU_THREADS" --repeat 2 \
-            --llama-bench "$LLAMA_BENCH"
+            --llama-bench "$LLAMA_BENCH" --loop
     done
 }
 
