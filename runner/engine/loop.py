@@ -24,13 +24,14 @@ from collections import deque
 import numpy as np
 
 from ..multimodal.axes import axes, position_at
-from ..multimodal.media import attach_media, largest_run, run_end, run_start, runs, token_ids
+from ..multimodal.media import attach_media, run_start, runs, token_ids
 from ..tokenizer import Tokenizer
 from .batch import Batch
 from .executor import Executor
 from .flight import PLACEHOLDER, Entry, Flight
 from .pooling import pool
 from .request import Active, Request
+from .shift import shift_context
 from .slots import InputCache
 
 log = logging.getLogger("runner.engine")
@@ -73,20 +74,7 @@ class Engine:
         together (as far as slots allow), so they start in the same batch. Raises ValueError
         for a prompt that is empty or longer than the context."""
         for request in requests:
-            n = len(request.tokens)
-            if n == 0:
-                raise ValueError("The prompt is empty: there is nothing to continue from.")
-            if n > self.context:
-                raise ValueError(f"The prompt has {n} tokens but a sequence holds at most "
-                                 f"{self.context}; shorten it or allow truncation.")
-            if not self.causal and n > self.batch_size:
-                raise ValueError(f"The prompt has {n} tokens but this encoder reads a prompt "
-                                 f"in one batch of at most {self.batch_size}.")
-            image = largest_run(request.tokens)
-            if image > self.batch_size:
-                raise ValueError(f"An image of the prompt takes {image} positions, which go "
-                                 f"into one batch, but a batch holds {self.batch_size}; load "
-                                 "the model with a larger batch size.")
+            request.check_fits(self.context, self.batch_size, self.causal)
         with self._cond:
             if not self._accepting:
                 raise RuntimeError("The runner is shutting down and takes no new requests.")
@@ -206,32 +194,9 @@ class Engine:
         """With nothing computing: shift (or end) the sequences whose context is full."""
         for active in [a for a in self.active if self._needs_shift(a)]:
             options = active.request.options
-            if not options.shift or options.num_predict == -2 or not self._shift(active):
+            if not options.shift or options.num_predict == -2 or \
+                    not shift_context(active, self.cache, self.executor, self.axes):
                 self._end(active, "length")
-
-    def _shift(self, active: Active) -> bool:
-        """Keep num_keep tokens, drop half of the rest, re-rotate the keys after the gap.
-        Cells shared with a fork cannot move: then the kept tokens are evaluated again."""
-        slot, n = active.slot, len(active.slot.tokens)
-        num_keep = active.request.options.num_keep
-        keep = min(len(active.request.tokens) if num_keep < 0 else num_keep, n - 1)
-        keep = run_start(slot.tokens, keep)                   # images are kept or dropped
-        discard = run_end(slot.tokens, keep + (n - keep) // 2) - keep      # whole
-        if discard <= 0:
-            return False
-        if self.cache.shared_beyond(slot, keep + discard):
-            kept = slot.tokens[:keep] + slot.tokens[keep + discard:]
-            self.cache.truncate(slot, 0)
-            active.pending = kept + active.pending
-            return True
-        rope_delta = None
-        if self.axes > 1:                    # images may have saved rope positions there
-            rope_delta = position_at(slot.tokens, keep) - position_at(slot.tokens, keep + discard)
-        self.kv.remove(slot.id, keep, keep + discard)
-        self.executor.shift(slot.id, keep + discard, n, -discard, rope_delta)
-        del slot.tokens[keep:keep + discard]
-        slot.forget_from(keep)
-        return True
 
     def _assemble(self) -> Flight | None:
         """Round-robin over the active sequences up to the batch size; place the batch in

@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..multimodal.media import run_end, run_start
+from ..multimodal.media import largest_run, run_end, run_start
 from ..sample import Sampler, SamplingOptions, logprobs, takes_candidates
 from ..sample.grammar import Constraint
 from ..tokenizer import TextStream, Tokenizer
@@ -44,6 +44,25 @@ class Request:
         away) or with an error event carrying message."""
         self.abort_message = message
         self.cancelled.set()
+
+    def check_fits(self, context: int, batch_size: int, causal: bool = True) -> None:
+        """Raise ValueError where an engine whose sequences hold context tokens, in batches
+        of batch_size (causal False: an encoder, which reads a prompt in one batch), cannot
+        take this prompt."""
+        n = len(self.tokens)
+        if n == 0:
+            raise ValueError("The prompt is empty: there is nothing to continue from.")
+        if n > context:
+            raise ValueError(f"The prompt has {n} tokens but a sequence holds at most "
+                             f"{context}; shorten it or allow truncation.")
+        if not causal and n > batch_size:
+            raise ValueError(f"The prompt has {n} tokens but this encoder reads a prompt "
+                             f"in one batch of at most {batch_size}.")
+        image = largest_run(self.tokens)
+        if image > batch_size:
+            raise ValueError(f"An image of the prompt takes {image} positions, which go "
+                             f"into one batch, but a batch holds {batch_size}; load the "
+                             "model with a larger batch size.")
 
 
 class Active:
