@@ -20,10 +20,11 @@ class Job:
     """A submitted compute; result() waits for it and returns its ggml status (collected once,
     then kept: several threads may wait)."""
 
-    __slots__ = ("_state", "_status", "_lock")
+    __slots__ = ("_state", "_status", "_lock", "_operands")
 
-    def __init__(self, state: "_State"):
+    def __init__(self, state: "_State", operands: tuple):
         self._state, self._status, self._lock = state, None, threading.Lock()
+        self._operands = operands      # the scheduler and graph, alive while it computes
 
     def done(self) -> bool:
         if self._status is not None:
@@ -37,6 +38,7 @@ class Job:
             with self._lock:
                 if self._status is None:
                     self._status = lib.pyggml_compute_thread_collect(self._state.ptr)
+                    self._operands = None
         return self._status
 
 
@@ -73,7 +75,7 @@ class ComputeThread:
         if lib.pyggml_compute_thread_submit(state.ptr, sched, cgraph) != 0:
             raise RuntimeError("The compute thread refused the graph: its last job was not "
                                "collected.")
-        state.job = Job(state)
+        state.job = Job(state, (sched, cgraph))
         return state.job
 
     def shutdown(self) -> None:
