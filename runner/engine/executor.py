@@ -31,7 +31,7 @@ import numpy as np
 import pyggml
 
 from ..kvcache import CausalCache
-from ..kvcache.causal import GraphView
+from ..kvcache.graph_view import GraphView
 from ..kvcache.rotation import Rotations
 from ..models.base import Inputs
 from .batch import Batch

@@ -8,7 +8,8 @@ import pytest
 import pyggml
 from runner.engine.batch import Batch
 from runner.kvcache import CausalCache, LayerShape
-from runner.kvcache.causal import CacheFullError, GraphView, Placement, check_cache_type
+from runner.kvcache.causal import CacheFullError, check_cache_type
+from runner.kvcache.graph_view import GraphView, Placement
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,225 @@
+"""A graph's view of the causal KV cache (causal.py): where a batch's keys and values go,
+the cells each layer reads, and the masks.
+
+Per graph: CausalCache.inputs(ctx) makes one, then each layer calls put(layer, k, v), reads
+keys/values(layer) as views, and takes mask(window) for its kind (built once per window).
+prepare(placement) computes the cache inputs of a batch's cells (while an earlier step may
+still compute with the graph's memory), feed() copies them in.
+
+Masks are computed in the graph, on the device that attends, from the position each cell
+holds of each of the batch's sequences (S x n_kv values) and the bounds of what each token
+sees (T values), rather than on the host and copied in (T x n_kv values a step: 16M for a
+512-token prompt chunk at 32k cells), as llama.cpp makes them. The transposed V is written
+through the slots alone (broadcast over its rows), not through a T x dims index.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+import pyggml
+
+from .cells import seen_bounds
+from .rotation import Rotations
+
+if TYPE_CHECKING:
+    from .causal import CausalCache
+
+BOUND_PERIOD = 32     # the most values of a token's mask bound repeated along a row
+
+
+@dataclass
+class Placement:
+    """Where start() put a batch: per pool (by window), its cells and how many cells its
+    graph sees."""
+    batch: object
+    slots: dict
+    n_kv: dict
+
+    @functools.cached_property
+    def sequences(self) -> tuple[np.ndarray, np.ndarray]:
+        """The batch's sequences (S,), and each token's index among them, int32 (T,)."""
+        seqs = self.batch.seqs
+        if len(seqs) == 1 or (seqs == seqs[0]).all():
+            return seqs[:1], np.zeros(len(seqs), dtype=np.int32)
+        ids, rows = np.unique(seqs, return_inverse=True)
+        return ids, rows.astype(np.int32)
+
+    @property
+    def shape(self) -> tuple:
+        """What of the placement a graph's structure depends on: the cells it sees per pool
+        and how many sequences its masks tell apart."""
+        return (*self.n_kv.values(), len(self.sequences[0]))
+
+
+class GraphView:
+    """This graph's view of the cache: slot indices, masks, and the per-layer operations."""
+
+    def __init__(self, cache: CausalCache, ctx: pyggml.Context, placement: Placement, windows,
+                 causal: bool = True, block_windows=()):
+        self.cache, self.ctx, self.placement, self.causal = cache, ctx, placement, causal
+        self.block_windows = set(block_windows)
+        n = len(placement.batch)
+        self.slots = {w: ctx.new_tensor("I64", (n,), name=f"kv_slots_{w}").set_input()
+                      for w in set(cache.pool_of)}
+        self.masks = {}       # window -> its mask, built the first time a layer asks for it
+        # each token's row of the cells' positions, where the batch holds several sequences
+        self._rows = ctx.new_tensor("I32", (n,), name="kq_rows").set_input() \
+            if len(placement.sequences[0]) > 1 else None
+        self._floats, self._host, self._views, self._pieces = self._mask_inputs(windows)
+        self.rotations = Rotations(ctx, cache.key_rotation + cache.value_rotation)
+
+    def _n_kv(self, pool) -> int:
+        return self.placement.n_kv[pool.window]
+
+    def _mask_inputs(self, windows):
+        """The masks' float inputs, views of one tensor (one copy a step), and the pieces of
+        one array that prepare() writes them into: per pool ("positions", its window), the
+        position each cell holds of each sequence, (S, n_kv); per window ("first" and
+        "last", the window), each token's bounds, (T, period) each, repeated along a row's
+        period (binary ops repeat a smaller operand along rows quickly, one element at a
+        time slowly); no first bound without a window."""
+        n, sequences = len(self.placement.batch), len(self.placement.sequences[0])
+        layout = []
+        for window in dict.fromkeys(self.cache.pool_for(w).window for w in windows):
+            layout.append((("positions", window), (sequences, self.placement.n_kv[window])))
+        for window in windows:
+            n_kv = self._n_kv(self.cache.pool_for(window))
+            period = min(n_kv & -n_kv, BOUND_PERIOD)
+            layout += [((side, window), (n, period))
+                       for side in ("first", "last") if side == "last" or window is not None]
+        sizes = [rows * columns for _, (rows, columns) in layout]
+        floats = self.ctx.new_tensor("F32", (sum(sizes),), name="kq_inputs").set_input()
+        host = np.empty(sum(sizes), dtype=np.float32)
+        views, pieces, offset = {}, {}, 0
+        for (key, shape), size in zip(layout, sizes):
+            views[key] = floats.view(shape, offset=offset * host.itemsize)
+            pieces[key] = host[offset:offset + size].reshape(shape)
+            offset += size
+        return floats, host, views, pieces
+
+    def _mask(self, window, layer: int):
+        """(T, n_kv) additive mask, F16 with flash attention, else F32: 0 where a token sees
+        a cell, else -inf, computed in the graph on layer's device (not on the host, nor on
+        the CPU and copied over) from inputs of S x n_kv + T values, not T x n_kv: a cell is
+        seen where the position it holds of the token's sequence lies between the token's
+        bounds (seen_bounds), i.e. where (position - first) * (position - last) < 0, or,
+        with no first bound, where position - last < 0; a cell holding none of the
+        sequence's positions (ABSENT) lies beyond every bound."""
+        n, views = len(self.placement.batch), self._views
+        positions = views["positions", self.cache.pool_for(window).window]     # (S, n_kv)
+        held = positions.repeat(n, positions.shape[1]) if self._rows is None else \
+            positions.get_rows(self._rows)                              # (T, n_kv)
+        nodes = [held, held - views["last", window]]                    # < 0: up to last
+        if window is not None:
+            nodes += [held - views["first", window]]
+            nodes += [nodes[-1] * nodes[1]]                             # < 0: in between
+        nodes += [nodes[-1].scale(-math.inf)]
+        nodes += [nodes[-1].clamp(-math.inf, 0.0)]                      # 0 or -inf
+        if self.cache.flash:
+            nodes += [nodes[-1].cast("F16")]
+        if self.cache.backends is not None:
+            for node in nodes:
+                self.ctx.place(node, self.cache.backends[layer])
+        return nodes[-1]
+
+    def prepare(self, placement: Placement) -> None:
+        """Compute the cache inputs of placement (the batch's cells) now, while an earlier
+        step may still be computing with this graph's memory: feed() only copies them."""
+        self.placement = placement
+        batch, (seqs, rows) = placement.batch, placement.sequences
+        slots = {w: s.astype(np.int64, copy=False) for w, s in placement.slots.items()}
+        values = [*((tensor, slots[w]) for w, tensor in self.slots.items()),
+                  *self.rotations.inputs()]
+        if self.masks:
+            if self._rows is not None:
+                values.append((self._rows, rows))
+            for (side, window), piece in self._pieces.items():
+                if side == "positions":
+                    self.cache.pools[window].positions_into(seqs, piece)
+            for window in self.masks:
+                first, last = seen_bounds(batch, window, self.causal,
+                                          window in self.block_windows)
+                self._pieces["last", window][:] = last[:, None]
+                if first is not None:
+                    self._pieces["first", window][:] = first[:, None]
+            values.append((self._floats, self._host))
+        self._values = values
+
+    def feed(self) -> None:
+        """Fill this graph's cache inputs (after the scheduler allocated the graph)."""
+        values, self._values = self._values, ()
+        for tensor, value in values:
+            tensor.set(value)
+
+    def put(self, layer: int, k, v):
+        """Store k (T, kv_heads, head_dim) and v (T, kv_heads, v_dim); returns the K and V
+        cache nodes that include the write (read the cache through them)."""
+        cache, ctx = self.cache, self.ctx
+        n, window = len(self.placement.batch), cache.pool_of[layer]
+        k = self.rotations.rotate(k, cache.key_rotation[layer])
+        v = self.rotations.rotate(v, cache.value_rotation[layer])
+        k_cache = ctx.bind(cache.k[layer]).set_rows(k.reshape(n, -1), self.slots[window])
+        v_flat = v.reshape(n, -1)
+        if cache.v[layer] is None:                       # V is read from K's rows
+            return k_cache, k_cache
+        if cache.flash:
+            v_cache = ctx.bind(cache.v[layer]).set_rows(v_flat, self.slots[window])
+        else:
+            # the transposed cache (dims, cells) seen as (dims, cells, 1): rows of one element,
+            # the slots' column written in every one of its dims rows (the slots broadcast)
+            dims, cells = v_flat.shape[1], cache.pools[window].size
+            v_element, element = v_flat.strides[-1], cache.v[layer].strides[-1]
+            columns = ctx.bind(cache.v[layer]).view(
+                (dims, cells, 1), strides=(cells * element, element, element))
+            new = v_flat.view((dims, n, 1), strides=(v_element, dims * v_element, v_element))
+            v_cache = columns.set_rows(new, self.slots[window])
+        return k_cache, v_cache
+
+    def queries(self, layer: int, q):
+        """q (T, H, D) as it meets the cache layer's keys (rotated as they were)."""
+        return self.rotations.rotate(q, self.cache.key_rotation[layer])
+
+    def output(self, layer: int, out):
+        """Attention's output (T, H * Dv) through the layer's values, rotated back."""
+        return self.rotations.rotate(out, self.cache.value_rotation[layer])
+
+    def keys(self, layer: int, k_node):
+        """(kv_heads, n_kv, head_dim) view of the K cache, read after k_node's write."""
+        shape = self.cache.layers[layer]
+        return self._heads(k_node, shape.kv_heads, shape.head_dim, layer)
+
+    def values(self, layer: int, v_node):
+        """Flash: (kv_heads, n_kv, v_dim). Otherwise the transposed (kv_heads, v_dim, n_kv),
+        viewed through v_node (the flat column the write produced)."""
+        shape, pool = self.cache.layers[layer], self.cache.cells_of(layer)
+        if self.cache.flash:
+            return self._heads(v_node, shape.kv_heads, shape.v_dim, layer)
+        element, cells = v_node.strides[-1], pool.size
+        return v_node.view((shape.kv_heads, shape.v_dim, self._n_kv(pool)),
+                           strides=(shape.v_dim * cells * element, cells * element, element))
+
+    def _heads(self, node, heads: int, dim: int, layer: int):
+        row = node.strides[0]                                  # bytes of one cell
+        n_kv = self._n_kv(self.cache.cells_of(layer))
+        view = node.view((n_kv, heads, dim),                   # (n_kv, heads, dim)
+                         strides=(row, row // heads, node.strides[-1]))
+        return view.permute(1, 0, 2)                           # (heads, n_kv, dim)
+
+    def mask(self, window=None, layer: int | None = None):
+        """The mask of window; layer: the layer it is for, whose cells must be window's."""
+        if layer is not None and self.cache.pool_for(window) is not self.cache.cells_of(layer):
+            raise ValueError(f"Layer {layer} keeps its cells for window "
+                             f"{self.cache.layers[layer].window!r} but attends through "
+                             f"window {window!r}.")
+        if window not in self.masks:
+            if layer is None:          # the first layer attending through window
+                layer = next((i for i, s in enumerate(self.cache.layers) if s.window == window),
+                             0)
+            self.masks[window] = self._mask(window, layer)
+        return self.masks[window]
