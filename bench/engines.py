@@ -12,13 +12,16 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import queue
 
 import numpy as np
 
 import pyggml
 from pyggml.profile import NodeClock, Profiler
+from runner.api import split_options
 from runner.engine.batch import Batch
 from runner.engine.executor import Executor
+from runner.engine.request import Request
 from runner.kvcache import CausalCache
 from runner.loading import store
 from runner.loading.loader import open_model
@@ -41,6 +44,18 @@ def mtmd_chunk(mctx, bitmap, kind: int):
     M.mtmd_tokenize(mctx, chunks, ctypes.byref(text), (M.mtmd_bitmap_p_ctypes * 1)(bitmap), 1)
     found = [M.mtmd_input_chunks_get(chunks, i) for i in range(M.mtmd_input_chunks_size(chunks))]
     return chunks, next(c for c in found if M.mtmd_input_chunk_get_type(c) == kind)
+
+
+def greedy(model, prompt: list[int], n: int) -> dict:
+    """One greedy request of n tokens (num_predict) through a loaded model's batch loop; its
+    final event (counts and durations)."""
+    sampling, limits = split_options({"temperature": 0, "num_predict": n, "stop": []})
+    events = queue.Queue()
+    model.engine.submit(Request(prompt, events.put, sampling, limits))
+    while not (done := events.get()).get("done"):
+        if "error" in done:
+            raise RuntimeError(f"The request failed: {done['error']}")
+    return done
 
 
 def token_ids(path, n: int, seed: int = 0) -> list[int]:

@@ -19,15 +19,12 @@ first large batch loads kernels, creates its BLAS handle and grows its memory po
 from __future__ import annotations
 
 import argparse
-import queue
 import time
 
 import numpy as np
-from engines import token_ids
+from engines import greedy, token_ids
 
 import runner
-from runner.api import split_options
-from runner.engine.request import Request
 from runner.loading import store
 from runner.loading.devices import add_device_flags, device_options
 
@@ -35,14 +32,8 @@ from runner.loading.devices import add_device_flags, device_options
 def ours(path, prompt, warm, n_gen, threads, flash, devices) -> tuple[float, float]:
     """Through the batch loop, as every request runs (greedy; the prompt not cached)."""
     model = runner.load(path, num_ctx=1024, threads=threads, flash_attn=flash, **vars(devices))
-    sampling, _ = split_options({"temperature": 0})
     for tokens, n in ((warm, 8), (prompt, n_gen)):                      # warm up, measure
-        events = queue.Queue()
-        model.engine.submit(Request(tokens, events.put, sampling,
-                                    split_options({"num_predict": n})[1]))
-        while not (done := events.get()).get("done"):
-            if "error" in done:
-                raise RuntimeError(f"The request failed: {done['error']}")
+        done = greedy(model, tokens, n)
     model.close()
     # eval_duration starts at the first token, which the prompt's step chose: it spans
     # eval_count - 1 decode steps (llama.cpp's column times n_gen of them)

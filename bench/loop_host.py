@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import argparse
 import collections
-import queue
 import statistics
 import time
 
-from engines import model_path, token_ids
+from engines import greedy, model_path, token_ids
 
 import runner
 import runner.engine.executor
-from runner.api import split_options
 from runner.engine import loop
-from runner.engine.request import Active, Request
+from runner.engine.request import Active
 from runner.loading.devices import add_device_flags, device_options
 
 PHASES = {"wait": None, "read": None, "choose": (Active, "choose"),
@@ -67,12 +65,7 @@ def _timer(method, times: dict, phase: str):
 
 def generate(model, prompt: list[int], n: int) -> float:
     """Tokens/s of one greedy request through the batch loop, once it is idle again."""
-    sampling, generation = split_options({"temperature": 0, "num_predict": n, "stop": []})
-    events = queue.Queue()
-    model.engine.submit(Request(prompt, events.put, sampling, generation))
-    while not (done := events.get()).get("done"):
-        if "error" in done:
-            raise RuntimeError(f"The request failed: {done['error']}")
+    done = greedy(model, prompt, n)
     while model.engine.in_flight is not None or model.engine.active:
         time.sleep(0.01)
     return done["eval_count"] / done["eval_duration"] * 1e9

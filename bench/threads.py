@@ -32,16 +32,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import queue
 import statistics
 import subprocess
 import time
 
 import pyggml
 import runner
-from engines import Ours, engines, model_path, token_ids
-from runner.api import split_options
-from runner.engine.request import Request
+from engines import Ours, engines, greedy, model_path, token_ids
 
 
 def speeds(cls, path, threads: int, repack: bool, args) -> tuple[float, float]:
@@ -87,28 +84,17 @@ def loop_speeds(path, threads: int, repack: bool, args) -> tuple[float, float]:
     tokens = token_ids(path, args.prompt + args.repeat + 1, seed=1)
     best = [0.0, 0.0]
     try:
-        run(model, tokens[:8], 1)                                        # warm up
+        greedy(model, tokens[:8], 1)                                        # warm up
         for i in range(args.repeat):
             # a first token of its own each time: nothing of it is in the prompt cache
-            done = run(model, [tokens[args.prompt + i]] + tokens[:args.prompt - 1], 1)
+            done = greedy(model, [tokens[args.prompt + i]] + tokens[:args.prompt - 1], 1)
             best[0] = max(best[0], done["prompt_eval_count"] / done["prompt_eval_duration"])
-            done = run(model, [tokens[args.prompt + i + 1]], args.generate + 1)
+            done = greedy(model, [tokens[args.prompt + i + 1]], args.generate + 1)
             if done["eval_count"] > 1:
                 best[1] = max(best[1], (done["eval_count"] - 1) / done["eval_duration"])
     finally:
         model.close()
     return best[0] * 1e9, best[1] * 1e9
-
-
-def run(model, prompt: list[int], generate: int) -> dict:
-    """One greedy request through the batch loop; its final event."""
-    sampling, limits = split_options({"temperature": 0, "num_predict": generate, "stop": []})
-    events = queue.Queue()
-    model.engine.submit(Request(prompt, events.put, sampling, limits))
-    while not (done := events.get()).get("done"):
-        if "error" in done:
-            raise RuntimeError(f"The request failed: {done['error']}")
-    return done
 
 
 def llama_bench(binary: str, path, threads: int, args) -> dict:
