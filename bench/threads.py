@@ -73,14 +73,14 @@ def loop_speeds(path, threads: int, repack: bool, args) -> tuple[float, float]:
     one of a single token generating args.generate more (eval_count - 1 tokens over
     eval_duration, which starts at the first token: the decode steps; fewer than
     args.generate where the model chose an end-of-generation token first)."""
-    layers = {}
+    layers = {"num_gpu": 0}
     if args.device:               # every layer there, as llama-bench -ngl 99
         with pyggml.GGUFFile(path) as f:
             blocks = f.metadata[f"{f.metadata['general.architecture']}.block_count"]
         layers = {"gpu_layers": {args.device: tuple(range(blocks + 1))}}
     model = runner.load(path, num_ctx=args.prompt + args.generate + 256, threads=threads,
                         flash_attn=args.flash, repack=repack, batch_size=max(args.prompt, 1),
-                        num_gpu=0 if not args.device else -1, **layers)
+                        **layers)
     tokens = token_ids(path, args.prompt + args.repeat + 1, seed=1)
     best = [0.0, 0.0]
     try:

@@ -4,11 +4,11 @@ Build a graph in a Context, let a Scheduler allocate it (inputs and intermediate
 compute memory on the backend that runs them), fill the inputs, compute. compute_async runs
 the compute on the scheduler's compute thread (C: it starts at once, whatever Python does
 meanwhile; worker.py), so Python can build the next graph meanwhile; wait() collects the
-result. A scheduler made with inline=True starts
-the compute on the calling thread instead: for devices that compute asynchronously (GPUs) the
-call returns once the work is queued, sparing two thread hand-offs per step; the CPU's share
-of the graph then runs in the call. Such a scheduler may queue the graph it allocated last
-again before the compute in flight is done: the device runs the two in order.
+result. A scheduler made with inline=True starts the compute on the calling thread instead:
+for devices that compute asynchronously (GPUs) the call returns once the work is queued,
+sparing two thread hand-offs per step; the CPU's share of the graph then runs in the call.
+Such a scheduler may queue the graph it allocated last again before the compute in flight is
+done: the device runs the two in order.
 """
 
 from __future__ import annotations
