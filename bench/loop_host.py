@@ -3,7 +3,8 @@ two computes: each loop phase is timed around its method (medians per step, us) 
 greedy request, with steps chained on the device and not, runs alternating.
 
     python bench/loop_host.py [--model smollm2:135m] [--threads 2] [--generate 128]
-        [--rounds 3] [--num-gpu N] [--rpc HOST:PORT] [--tensor-split 3,1]
+        [--rounds 3] [--num-ctx 1024] [--parallel 1] [--num-gpu N] [--rpc HOST:PORT]
+        [--tensor-split 3,1]
 
 Phases: "wait" (for the compute, inside finish), "read" (the rest of finish: the logits,
 the device's choices), "choose" (the samplers), "launch" (inputs, the start of the compute;
@@ -12,6 +13,8 @@ chained, it returns once the device has finished the last step, so it includes t
 computes), "assemble" (the next batch and its graph, while the last one computes). Chaining
 applies where every layer sits on GPUs or RPC servers; on the CPU both rows are the same.
 Over RPC the wait shows in "read": the device's synchronize returns before the compute ends.
+"python" is the loop thread's CPU time per iteration (a step): all it adds to a step, the
+overlapped phases included, and steadier than the phases' clock times on a busy machine.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from runner.loading.devices import add_device_flags, device_options
 PHASES = {"wait": None, "read": None, "choose": (Active, "choose"),
           "launch": (loop.Engine, "_launch"),
           "handed on": (runner.engine.executor.Executor, "handed_on"),
-          "record": (loop.Engine, "_record"), "assemble": (loop.Engine, "_assemble")}
+          "record": (loop.Engine, "_record"), "assemble": (loop.Engine, "_assemble"),
+          "python": None}
 
 
 def timed(times: dict) -> None:
@@ -52,6 +56,13 @@ def timed(times: dict) -> None:
         times["read"].append(time.perf_counter() - waited)
         return result
     runner.engine.executor.Executor.finish = split_finish
+    iterate = loop.Engine._iterate
+
+    def cpu_timed(self):
+        start = time.thread_time()
+        iterate(self)
+        times["python"].append(time.thread_time() - start)
+    loop.Engine._iterate = cpu_timed
 
 
 def _timer(method, times: dict, phase: str):
@@ -77,10 +88,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--generate", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--num-ctx", type=int, default=1024, help="cells of each sequence")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="slots sharing the cache (the request takes one)")
     add_device_flags(parser)
     args = parser.parse_args()
     path = model_path(args.model)
-    model = runner.load(path, num_ctx=1024, threads=args.threads, **vars(device_options(args)))
+    model = runner.load(path, num_ctx=args.num_ctx, parallel=args.parallel, threads=args.threads,
+                        **vars(device_options(args)))
     chain = model.executor._chain              # taken away for the unchained runs
     times = collections.defaultdict(list)
     timed(times)
@@ -97,8 +112,8 @@ def main() -> None:
                 runs[chained][phase].append(statistics.median(times[phase] or [0.0]) * 1e6)
     model.executor._chain = chain
     model.close()
-    print(f"{path.name}, {args.threads} threads, tg{args.generate}, medians of {args.rounds} "
-          f"rounds; chains: {chain is not None}")
+    print(f"{path.name}, {args.threads} threads, tg{args.generate}, {args.num_ctx} x "
+          f"{args.parallel} cells, medians of {args.rounds} rounds; chains: {chain is not None}")
     print(f"| steps | tok/s | {' | '.join(PHASES)} |")
     print("|" + " --- |" * (len(PHASES) + 2))
     for chained, found in runs.items():
