@@ -16,9 +16,11 @@ Layout: K is (cells, kv_dim) per layer. V is the same with flash attention, else
 transposed, (kv_dim, cells), so the attention product reads it without a copy. A layer whose
 values are the first dimensions of its keys (DeepSeek's latent rows) keeps no V of its own
 with flash attention and an unrotated cache: V is read as a view of K, as llama.cpp does.
-The cells a graph sees are padded to 256, as llama.cpp pads them, so that a decode step's
-graph (and a GPU's captured CUDA graph) stays the same for 256 tokens; with flash attention
-the mask is F16.
+The cells a graph sees run from the first to the last cell of its batch's sequences, in
+whole blocks of 256 (as llama.cpp pads them, so that a decode step's graph, and a GPU's
+captured CUDA graph, stays the same for 256 tokens; Ollama's cache attends its batch's
+sequences' range of cells too): a sequence alone in its slot does not attend the cells the
+other slots keep. With flash attention the mask is F16.
 """
 
 from __future__ import annotations
@@ -178,15 +180,15 @@ class CausalCache:
         if not in_range(batch.seqs, MAX_SEQS):
             raise ValueError(f"Sequence ids must lie in [0, {MAX_SEQS}), not "
                              f"{sorted(set(batch.seqs.tolist()))}.")
-        slots, n_kv = {}, {}
+        slots, first, n_kv = {}, {}, {}
         try:
             for window, pool in self.pools.items():
-                slots[window], n_kv[window] = pool.place(batch, all_cells)
+                slots[window], first[window], n_kv[window] = pool.place(batch, all_cells)
         except CacheFullError:
             for window, taken in slots.items():
                 self.pools[window].release(taken)
             raise
-        self._placement = Placement(batch, slots, n_kv)
+        self._placement = Placement(batch, slots, n_kv, first)
 
     @property
     def current(self) -> Placement:

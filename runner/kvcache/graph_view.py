@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,11 +35,12 @@ BOUND_PERIOD = 32     # the most values of a token's mask bound repeated along a
 
 @dataclass
 class Placement:
-    """Where start() put a batch: per pool (by window), its cells and how many cells its
-    graph sees."""
+    """Where start() put a batch: per pool (by window), its cells, and how many cells its
+    graph sees from which on (the first, 0 where not given: see Cells.place)."""
     batch: object
     slots: dict
     n_kv: dict
+    first: dict = field(default_factory=dict)
 
     @functools.cached_property
     def sequences(self) -> tuple[np.ndarray, np.ndarray]:
@@ -50,11 +51,15 @@ class Placement:
         ids, rows = np.unique(seqs, return_inverse=True)
         return ids, rows.astype(np.int32)
 
+    def seen(self, window) -> tuple[int, int]:
+        """The first cell the graph sees of window's pool, and how many."""
+        return self.first.get(window, 0), self.n_kv[window]
+
     @property
     def shape(self) -> tuple:
         """What of the placement a graph's structure depends on: the cells it sees per pool
-        and how many sequences its masks tell apart."""
-        return (*self.n_kv.values(), len(self.sequences[0]))
+        (first and count) and how many sequences its masks tell apart."""
+        return (*map(self.seen, self.n_kv), len(self.sequences[0]))
 
 
 class GraphView:
@@ -74,8 +79,8 @@ class GraphView:
         self._floats, self._host, self._views, self._pieces = self._mask_inputs(windows)
         self.rotations = Rotations(ctx, cache.key_rotation + cache.value_rotation)
 
-    def _n_kv(self, pool) -> int:
-        return self.placement.n_kv[pool.window]
+    def _seen(self, pool) -> tuple[int, int]:
+        return self.placement.seen(pool.window)
 
     def _mask_inputs(self, windows):
         """The masks' float inputs, views of one tensor (one copy a step), and the pieces of
@@ -89,7 +94,7 @@ class GraphView:
         for window in dict.fromkeys(self.cache.pool_for(w).window for w in windows):
             layout.append((("positions", window), (sequences, self.placement.n_kv[window])))
         for window in windows:
-            n_kv = self._n_kv(self.cache.pool_for(window))
+            _, n_kv = self._seen(self.cache.pool_for(window))
             period = min(n_kv & -n_kv, BOUND_PERIOD)
             layout += [((side, window), (n, period))
                        for side in ("first", "last") if side == "last" or window is not None]
@@ -141,7 +146,8 @@ class GraphView:
                 values.append((self._rows, rows))
             for (side, window), piece in self._pieces.items():
                 if side == "positions":
-                    self.cache.pools[window].positions_into(seqs, piece)
+                    self.cache.pools[window].positions_into(seqs, piece,
+                                                            placement.seen(window)[0])
             for window in self.masks:
                 first, last = seen_bounds(batch, window, self.causal,
                                           window in self.block_windows)
@@ -201,14 +207,16 @@ class GraphView:
         if self.cache.flash:
             return self._heads(v_node, shape.kv_heads, shape.v_dim, layer)
         element, cells = v_node.strides[-1], pool.size
-        return v_node.view((shape.kv_heads, shape.v_dim, self._n_kv(pool)),
-                           strides=(shape.v_dim * cells * element, cells * element, element))
+        first, n_kv = self._seen(pool)
+        return v_node.view((shape.kv_heads, shape.v_dim, n_kv),
+                           strides=(shape.v_dim * cells * element, cells * element, element),
+                           offset=first * element)
 
     def _heads(self, node, heads: int, dim: int, layer: int):
         row = node.strides[0]                                  # bytes of one cell
-        n_kv = self._n_kv(self.cache.cells_of(layer))
+        first, n_kv = self._seen(self.cache.cells_of(layer))
         view = node.view((n_kv, heads, dim),                   # (n_kv, heads, dim)
-                         strides=(row, row // heads, node.strides[-1]))
+                         strides=(row, row // heads, node.strides[-1]), offset=first * row)
         return view.permute(1, 0, 2)                           # (heads, n_kv, dim)
 
     def mask(self, window=None, layer: int | None = None):

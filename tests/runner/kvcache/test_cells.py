@@ -9,7 +9,7 @@ import pytest
 import pyggml
 from runner.engine.batch import Batch
 from runner.kvcache import CausalCache, LayerShape
-from runner.kvcache.cells import Cells, first_seen, pool_size
+from runner.kvcache.cells import CacheFullError, Cells, first_seen, pool_size
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +34,9 @@ def test_first_seen_counts_windows_and_chunks():
 def test_cells_are_given_up_only_when_needed_and_oldest_first():
     pool = Cells(20, window=4)
     pool.place(Batch.of_sequence(list(range(12)), 0))                 # positions 0..11
-    slots, _ = pool.place(Batch.of_sequence([1] * 8, 12))             # 8 free: none given up
+    slots, _, _ = pool.place(Batch.of_sequence([1] * 8, 12))             # 8 free: none given up
     assert pool.positions_of(0).tolist() == list(range(20))
-    slots, _ = pool.place(Batch.of_sequence([1] * 3, 20))
+    slots, _, _ = pool.place(Batch.of_sequence([1] * 3, 20))
     # position 20 sees 17..20: the three oldest (0, 1, 2) make room
     assert pool.positions_of(0).tolist() == list(range(3, 23))
     assert sorted(slots.tolist()) == [0, 1, 2]
@@ -62,7 +62,7 @@ def test_a_cell_is_reused_once_no_sequence_holding_it_sees_it():
     pool.place(Batch.of_sequence([1] * 6, 0))
     pool.copy_prefix(0, 1, 6)                                        # a fork: 6 shared cells
     pool.place(Batch.of_sequence([1] * 6, 6, seq=0))                 # the last 6 free ones
-    slots, _ = pool.place(Batch.of_sequence([1] * 2, 12, seq=0))
+    slots, _, _ = pool.place(Batch.of_sequence([1] * 2, 12, seq=0))
     # seq 0 sees 11 on; seq 1, not in the batch, would see 5 on: 0 and 1 go first
     assert sorted(pool.pos[slots].tolist()) == [12, 13] and sorted(slots.tolist()) == [0, 1]
     assert pool.positions_of(1).tolist() == [2, 3, 4, 5]
@@ -106,3 +106,75 @@ def test_a_layer_attending_through_another_window_is_an_error(backend):
         with pytest.raises(ValueError, match="Layer 0 keeps its cells for window 4 but "
                                              "attends through window None"):
             view.mask(None, layer=0)
+
+
+def searched_cells(pool: Cells, batch) -> list:
+    """The cells place() should take for batch, found by searching every cell (as place()
+    did before it kept counts): the first free ones, or with home regions each sequence's
+    first free cells in its region, then the first free ones anywhere."""
+    free = pool.seq == 0
+    slots = np.flatnonzero(free)[:len(batch)]
+    for seq in np.unique(batch.seqs) if pool.region else ():
+        rows = np.flatnonzero(batch.seqs == seq)
+        home = np.zeros(pool.size, dtype=bool)
+        home[seq * pool.region:(seq + 1) * pool.region] = True
+        found = np.flatnonzero(free & home)[:len(rows)]
+        others = np.flatnonzero(free & ~np.isin(np.arange(pool.size), found))
+        found = np.concatenate([found, others[:len(rows) - len(found)]])
+        slots[rows] = found
+        free[found] = False
+    return slots.tolist()
+
+
+@pytest.mark.parametrize("regions", [1, 3])
+def test_placing_by_the_kept_counts_takes_the_cells_a_search_would(regions):
+    """Random prompts, decode steps, removals, forks and refusals: every placement takes the
+    cells a search of the whole pool takes, its graph sees all its sequences' cells, and the
+    kept counts match a recount."""
+    rng = np.random.default_rng(regions)
+    pool = Cells(1536)
+    pool.partition(regions)
+    ends = {s: 0 for s in range(4)}                      # next position of each sequence
+    for _ in range(400):
+        action = rng.choice(["decode", "prompt", "remove", "fork", "drop"], p=[.6, .15, .1, .05, .1])
+        if action in ("decode", "prompt"):
+            seqs = rng.choice(4, size=rng.integers(1, 4), replace=False) if action == "decode" \
+                else [int(rng.integers(4))] * int(rng.integers(2, 300))
+            positions = []
+            for seq in seqs:
+                positions.append(ends[seq])
+                ends[seq] += 1
+            batch = Batch(np.zeros(len(seqs)), positions, seqs)
+            if np.count_nonzero(pool.seq == 0) < len(batch):
+                with pytest.raises(CacheFullError):
+                    pool.place(batch)
+                for seq in set(np.asarray(seqs).tolist()):
+                    ends[seq] = pool.positions_of(seq).max() + 1 if pool.used(seq) else 0
+                continue
+            expected = searched_cells(pool, batch)
+            slots, first, n_kv = pool.place(batch)
+            assert slots.tolist() == expected
+            # the graph sees whole blocks holding every cell of the batch's sequences
+            cells = np.flatnonzero(np.isin(pool.seq & np.bitwise_or.reduce(1 << batch.seqs), 0,
+                                           invert=True))
+            assert first % 256 == 0 and (n_kv % 256 == 0 or first + n_kv == pool.size)
+            assert first <= cells.min() and cells.max() < first + n_kv
+        elif action == "remove":
+            seq = int(rng.integers(4))
+            ends[seq] = int(rng.integers(0, ends[seq] + 1))
+            pool.remove(seq, ends[seq])
+        elif action == "fork":
+            src, dst = rng.choice(4, size=2, replace=False)
+            n = int(rng.integers(0, ends[src] + 1))
+            pool.copy_prefix(int(src), int(dst), n)
+            ends[dst] = n
+        else:
+            taken = np.flatnonzero(pool.seq != 0)
+            pool.release(rng.choice(taken, size=min(len(taken), 5), replace=False))
+            ends = {s: pool.positions_of(s).max() + 1 if pool.used(s) else 0 for s in ends}
+        free = pool._free
+        spans = {seq: tuple(span) for seq, span in pool._spans.items()}
+        pool.recount()
+        assert free == pool._free
+        for seq, (first, end) in pool._spans.items():       # kept ones may be wider
+            assert spans[seq][0] <= first and end <= spans[seq][1]
