@@ -100,7 +100,7 @@ class Executor:
         returns final hidden states instead of logits. candidates: it also picks each row's
         largest logits on the device (where it chooses there). chained: some tokens will
         be the last step's choices (launch's sources; needs self.chains)."""
-        self.kv.start(batch)
+        self.kv.start(batch, streams=self.model.attends_in_streams)
         candidates = candidates and self.choose_on_device and not embeddings
         if chained and self._chain is None:
             raise ValueError("This executor does not chain steps: its output layer is not on "

@@ -20,7 +20,10 @@ The cells a graph sees run from the first to the last cell of its batch's sequen
 whole blocks of 256 (as llama.cpp pads them, so that a decode step's graph, and a GPU's
 captured CUDA graph, stays the same for 256 tokens; Ollama's cache attends its batch's
 sequences' range of cells too): a sequence alone in its slot does not attend the cells the
-other slots keep. With flash attention the mask is F16.
+other slots keep. A batch of decode steps of sequences in a row, each in its home region,
+attends in streams instead (_streams): each sequence its own region's first cells, through
+4-D views one region apart, as llama.cpp's cache streams. With flash attention the mask is
+F16.
 """
 
 from __future__ import annotations
@@ -173,10 +176,11 @@ class CausalCache:
         rule by which a cached prefix of n positions is resumed (else evaluated again)."""
         return all(pool.holds(seq, n) for pool in self.pools.values())
 
-    def start(self, batch, all_cells: bool = False) -> None:
+    def start(self, batch, all_cells: bool = False, streams: bool = False) -> None:
         """Place the batch in free cells of every pool (its graph's cache inputs follow from
         the placement: GraphView.prepare). all_cells: its graph sees every cell (the
-        largest graph a batch of its size makes)."""
+        largest graph a batch of its size makes). streams: its graph may attend each
+        sequence within its home region, where the batch allows (_streams)."""
         if not in_range(batch.seqs, MAX_SEQS):
             raise ValueError(f"Sequence ids must lie in [0, {MAX_SEQS}), not "
                              f"{sorted(set(batch.seqs.tolist()))}.")
@@ -188,7 +192,27 @@ class CausalCache:
             for window, taken in slots.items():
                 self.pools[window].release(taken)
             raise
-        self._placement = Placement(batch, slots, n_kv, first)
+        count = 0 if all_cells or not streams else self._streams(batch, first, n_kv)
+        self._placement = Placement(batch, slots, n_kv, first, count)
+
+    def _streams(self, batch, first: dict, n_kv: dict) -> int:
+        """How many streams the batch's graph attends in (0: none, one range of cells): its
+        tokens are S >= 2 sequences of ids in a row, as many tokens each, grouped in order
+        (a batch of decode steps), and in every pool each one's cells lie in its home
+        region. Then each sequence's tokens attend its own region's first cells (first and
+        n_kv become the first region's start and the cells seen of each), as llama.cpp's
+        cache streams do: not the other sequences' cells between."""
+        seqs = batch.seqs
+        lo, count = int(seqs[0]), int(seqs.max()) - int(seqs[0]) + 1
+        if count < 2 or len(seqs) % count or not (
+                seqs == np.repeat(np.arange(lo, lo + count), len(seqs) // count)).all():
+            return 0
+        reach = {w: pool.streams(range(lo, lo + count)) for w, pool in self.pools.items()}
+        if None in reach.values():
+            return 0
+        for window, pool in self.pools.items():
+            first[window], n_kv[window] = lo * pool.region, reach[window]
+        return count
 
     @property
     def current(self) -> Placement:

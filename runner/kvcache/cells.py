@@ -182,6 +182,22 @@ class Cells:
             first, end = min(first, span[0]), max(end, span[1])
         return first, end
 
+    def streams(self, seqs: list[int]) -> int | None:
+        """How many cells of each home region a graph must see to attend each of seqs (ids
+        in a row) within its own region, as a stream of its own: the most any of them has
+        reached, in blocks of PAD; None where the pool has no regions or a sequence's cells
+        do not all lie in its region (it overflowed, or shares another's: a fork)."""
+        if not self.region:
+            return None
+        reach = PAD
+        for seq in seqs:
+            home = seq * self.region
+            first, end = self._spans.get(seq, (home, home))
+            if first < home or end > min(home + self.region, self.size):
+                return None
+            reach = max(reach, -(-(end - home) // PAD) * PAD)
+        return reach
+
     def _first_free(self, n: int, low: int, end: int) -> tuple[np.ndarray, int]:
         """The first n free cells of [low, end), where no cell before low is free (fewer
         where there are fewer), and the new such bound. A decode step finds its cell at the

@@ -41,6 +41,8 @@ class Placement:
     slots: dict
     n_kv: dict
     first: dict = field(default_factory=dict)
+    streams: int = 0      # > 0: each sequence attends n_kv cells of its home region, from
+                          # first on, one region apart (CausalCache._streams)
 
     @functools.cached_property
     def sequences(self) -> tuple[np.ndarray, np.ndarray]:
@@ -59,7 +61,7 @@ class Placement:
     def shape(self) -> tuple:
         """What of the placement a graph's structure depends on: the cells it sees per pool
         (first and count) and how many sequences its masks tell apart."""
-        return (*map(self.seen, self.n_kv), len(self.sequences[0]))
+        return (*map(self.seen, self.n_kv), len(self.sequences[0]), self.streams)
 
 
 class GraphView:
@@ -68,6 +70,7 @@ class GraphView:
     def __init__(self, cache: CausalCache, ctx: pyggml.Context, placement: Placement, windows,
                  causal: bool = True, block_windows=()):
         self.cache, self.ctx, self.placement, self.causal = cache, ctx, placement, causal
+        self.streams = placement.streams     # > 0: each sequence attends its own region
         self.block_windows = set(block_windows)
         n = len(placement.batch)
         self.slots = {w: ctx.new_tensor("I64", (n,), name=f"kv_slots_{w}").set_input()
@@ -146,8 +149,7 @@ class GraphView:
                 values.append((self._rows, rows))
             for (side, window), piece in self._pieces.items():
                 if side == "positions":
-                    self.cache.pools[window].positions_into(seqs, piece,
-                                                            placement.seen(window)[0])
+                    self._positions_into(window, seqs, piece)
             for window in self.masks:
                 first, last = seen_bounds(batch, window, self.causal,
                                           window in self.block_windows)
@@ -156,6 +158,16 @@ class GraphView:
                     self._pieces["first", window][:] = first[:, None]
             values.append((self._floats, self._host))
         self._values = values
+
+    def _positions_into(self, window, seqs: np.ndarray, piece: np.ndarray) -> None:
+        """Each sequence's row of the cells' positions: of the cells the graph sees, or in
+        streams of the cells its own region's view sees."""
+        pool, first = self.cache.pools[window], self.placement.seen(window)[0]
+        if not self.streams:
+            pool.positions_into(seqs, piece, first)
+            return
+        for row in range(len(seqs)):
+            pool.positions_into(seqs[row:row + 1], piece[row:row + 1], first + row * pool.region)
 
     def feed(self) -> None:
         """Fill this graph's cache inputs (after the scheduler allocated the graph)."""
@@ -196,28 +208,37 @@ class GraphView:
         return self.rotations.rotate(out, self.cache.value_rotation[layer])
 
     def keys(self, layer: int, k_node):
-        """(kv_heads, n_kv, head_dim) view of the K cache, read after k_node's write."""
+        """(kv_heads, n_kv, head_dim) view of the K cache, read after k_node's write; in
+        streams (S, kv_heads, n_kv, head_dim), each sequence's region."""
         shape = self.cache.layers[layer]
         return self._heads(k_node, shape.kv_heads, shape.head_dim, layer)
 
     def values(self, layer: int, v_node):
         """Flash: (kv_heads, n_kv, v_dim). Otherwise the transposed (kv_heads, v_dim, n_kv),
-        viewed through v_node (the flat column the write produced)."""
+        viewed through v_node (the flat column the write produced). In streams, (S, ...)
+        of those."""
         shape, pool = self.cache.layers[layer], self.cache.cells_of(layer)
         if self.cache.flash:
             return self._heads(v_node, shape.kv_heads, shape.v_dim, layer)
         element, cells = v_node.strides[-1], pool.size
         first, n_kv = self._seen(pool)
-        return v_node.view((shape.kv_heads, shape.v_dim, n_kv),
-                           strides=(shape.v_dim * cells * element, cells * element, element),
-                           offset=first * element)
+        view = (shape.kv_heads, shape.v_dim, n_kv)
+        strides = (shape.v_dim * cells * element, cells * element, element)
+        if self.streams:                       # each sequence's columns, a region apart
+            view, strides = (self.streams, *view), (pool.region * element, *strides)
+        return v_node.view(view, strides=strides, offset=first * element)
 
     def _heads(self, node, heads: int, dim: int, layer: int):
         row = node.strides[0]                                  # bytes of one cell
-        first, n_kv = self._seen(self.cache.cells_of(layer))
-        view = node.view((n_kv, heads, dim),                   # (n_kv, heads, dim)
-                         strides=(row, row // heads, node.strides[-1]), offset=first * row)
-        return view.permute(1, 0, 2)                           # (heads, n_kv, dim)
+        pool = self.cache.cells_of(layer)
+        first, n_kv = self._seen(pool)
+        view = (n_kv, heads, dim)                              # (n_kv, heads, dim)
+        strides = (row, row // heads, node.strides[-1])
+        if self.streams:                                       # (S, n_kv, heads, dim)
+            view, strides = (self.streams, *view), (pool.region * row, *strides)
+        found = node.view(view, strides=strides, offset=first * row)
+        return found.permute(0, 2, 1, 3) if self.streams else \
+            found.permute(1, 0, 2)                             # (heads, n_kv, dim)
 
     def mask(self, window=None, layer: int | None = None):
         """The mask of window; layer: the layer it is for, whose cells must be window's."""

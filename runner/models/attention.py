@@ -26,13 +26,24 @@ def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None =
     """q (T, H, D) against cache layer `layer`, read through the nodes of its write
     (kv.put's result; a layer that shares another's cache passes that layer's nodes)
     -> (T, H * Dv). mask: the rows of kv.mask(window) for these queries, when they are
-    not all the batch's tokens. values_out, sinks: as attention's."""
+    not all the batch's tokens. values_out, sinks: as attention's. In streams (a batch of
+    S sequences' decode steps, kv.streams), each sequence's tokens meet only the cells of
+    its own region: the shapes below gain a leading S, and T is each one's t tokens."""
     n_tokens, heads = q.shape[0], q.shape[1]
-    keys = kv.keys(layer, k_node)                                 # (KVH, n_kv, D)
+    keys = kv.keys(layer, k_node)                   # (KVH, n_kv, D); streams: (S, KVH, n_kv, D)
     values = kv.values(layer, v_node)
-    queries = kv.queries(layer, q).permute(1, 0, 2)               # (H, T, D)
     own = kv.mask(window, layer)                                  # checks layer's window
-    mask = own if mask is None else mask
+    streams = kv.streams      # > 0: S sequences of t tokens each, each against its own cells
+    if streams:
+        if mask is not None or values_out is not None:
+            raise ValueError("Attention in streams takes every token's queries and values "
+                             "of their own size; this model must not attend in streams.")
+        t = n_tokens // streams
+        queries = kv.queries(layer, q).reshape(streams, t, heads, -1).permute(0, 2, 1, 3)
+        mask = own.reshape(streams, 1, t, own.shape[-1])          # (S, 1, t, n_kv)
+    else:
+        queries = kv.queries(layer, q).permute(1, 0, 2)           # (H, T, D)
+        mask = own if mask is None else mask
     # scores summed in float32 on every device, as llama.cpp asks (a GPU's float16 sums
     # overflow or lose the scores of models with large activations)
     if kv.cache.flash:
@@ -49,7 +60,7 @@ def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None =
         out = values.mul_mat(probs)                               # (H, T, Dv)
         if values_out is not None:
             out = values_out.mul_mat(out)                         # (H, T, Do)
-        out = out.permute(1, 0, 2)                                # (T, H, Dv or Do)
+        out = out.permute(0, 2, 1, 3) if streams else out.permute(1, 0, 2)   # (T, H, Dv)
     if not out.is_contiguous:                                     # flash output already is
         out = out.cont()
     return kv.output(layer, out.reshape(n_tokens, heads * out.shape[-1]))

@@ -101,6 +101,9 @@ class Transformer:
 
     config_class: type
     causal = True                 # each token sees the earlier ones only
+    # its attention goes through attention() whole (no row subsets, no values projected
+    # per head), so decode steps of several sequences may attend in streams (attend())
+    attends_in_streams = False
 
     @classmethod
     def config_of(cls, meta: dict):

@@ -96,6 +96,7 @@ class Gemma3Block(Block):
 
 @register("gemma3")
 class Gemma3(Transformer):
+    attends_in_streams = True
     config_class = Gemma3Config
     rope_mode = "neox"
 

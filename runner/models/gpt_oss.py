@@ -81,6 +81,7 @@ class GptOssBlock(Block):
 
 @register("gpt-oss")
 class GptOss(Transformer):
+    attends_in_streams = True
     config_class = GptOssConfig
     rope_mode = "neox"
 

@@ -59,6 +59,7 @@ class LlamaConfig(TransformerConfig):
 class Llama(Transformer):
     """Also the base of the llama-shaped models that differ only in what is optional here:
     Q/K/V biases (qwen2), per-head Q/K RMSNorm (qwen3), the rope mode."""
+    attends_in_streams = True
 
     config_class = LlamaConfig
     block_class = LlamaBlock

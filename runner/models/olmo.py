@@ -60,6 +60,7 @@ class Olmo2Config(LlamaConfig):
 
 @register("olmo2")
 class Olmo2(Transformer):
+    attends_in_streams = True
     config_class = Olmo2Config
     rope_mode = "neox"
 
