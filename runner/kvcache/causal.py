@@ -207,7 +207,7 @@ class CausalCache:
         if count < 2 or len(seqs) % count or not (
                 seqs == np.repeat(np.arange(lo, lo + count), len(seqs) // count)).all():
             return 0
-        reach = {w: pool.streams(range(lo, lo + count)) for w, pool in self.pools.items()}
+        reach = {w: pool.stream_cells(range(lo, lo + count)) for w, pool in self.pools.items()}
         if None in reach.values():
             return 0
         for window, pool in self.pools.items():

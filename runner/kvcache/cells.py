@@ -163,10 +163,9 @@ class Cells:
         self.pos[slots] = batch.positions
         self.seq[slots] = 1 << batch.seqs.astype(np.int64)
         self._free -= n
-        if all_cells:
-            self._widen(batch, slots)
-            return slots, 0, self.size
         first, end = self._widen(batch, slots)
+        if all_cells:
+            return slots, 0, self.size
         first = first // PAD * PAD
         return slots, first, min(self.size - first, -(-(end - first) // PAD) * PAD)
 
@@ -182,7 +181,7 @@ class Cells:
             first, end = min(first, span[0]), max(end, span[1])
         return first, end
 
-    def streams(self, seqs: list[int]) -> int | None:
+    def stream_cells(self, seqs: list[int]) -> int | None:
         """How many cells of each home region a graph must see to attend each of seqs (ids
         in a row) within its own region, as a stream of its own: the most any of them has
         reached, in blocks of PAD; None where the pool has no regions or a sequence's cells

@@ -70,7 +70,6 @@ class GraphView:
     def __init__(self, cache: CausalCache, ctx: pyggml.Context, placement: Placement, windows,
                  causal: bool = True, block_windows=()):
         self.cache, self.ctx, self.placement, self.causal = cache, ctx, placement, causal
-        self.streams = placement.streams     # > 0: each sequence attends its own region
         self.block_windows = set(block_windows)
         n = len(placement.batch)
         self.slots = {w: ctx.new_tensor("I64", (n,), name=f"kv_slots_{w}").set_input()
@@ -81,6 +80,11 @@ class GraphView:
             if len(placement.sequences[0]) > 1 else None
         self._floats, self._host, self._views, self._pieces = self._mask_inputs(windows)
         self.rotations = Rotations(ctx, cache.key_rotation + cache.value_rotation)
+
+    @property
+    def streams(self) -> int:
+        """> 0: each sequence attends its own region (a kept graph's placements all agree)."""
+        return self.placement.streams
 
     def _seen(self, pool) -> tuple[int, int]:
         return self.placement.seen(pool.window)
