@@ -28,16 +28,15 @@ from runner.loading import store
 from runner.loading.devices import add_device_flags, device_options
 
 
-def aggregate(model, path, streams: int, prompt: int, generate: int, seed: int) -> float:
-    """Tokens/s of `streams` greedy requests submitted together, generation alone."""
+def aggregate(model, prompts: list[list[int]], generate: int) -> float:
+    """Tokens/s of greedy requests for prompts submitted together, generation alone."""
     sampling, limits = split_options({"temperature": 0, "num_predict": generate})
     events = queue.Queue()
-    requests = [Request(token_ids(path, prompt, seed=seed * 100 + i),
-                        lambda event: events.put((time.perf_counter(), event)), sampling, limits)
-                for i in range(streams)]
+    requests = [Request(prompt, lambda event: events.put((time.perf_counter(), event)),
+                        sampling, limits) for prompt in prompts]
     model.engine.submit(*requests)
     first_token, finished, generated = None, 0, 0
-    while finished < streams:
+    while finished < len(prompts):
         now, event = events.get()
         if "error" in event:
             raise RuntimeError(f"A stream failed: {event['error']}")
@@ -46,6 +45,11 @@ def aggregate(model, path, streams: int, prompt: int, generate: int, seed: int) 
         if event.get("done"):
             finished, generated, last = finished + 1, generated + event["eval_count"], now
     return generated / (last - first_token)
+
+
+def prompts(path, streams: int, n: int, seed: int) -> list[list[int]]:
+    """Prompts of n tokens, one a stream, none sharing another's cache."""
+    return [token_ids(path, n, seed=seed * 100 + i) for i in range(streams)]
 
 
 def main() -> None:
@@ -73,9 +77,9 @@ def main() -> None:
                                 parallel=streams, threads=args.threads, flash_attn=args.flash,
                                 **vars(devices))
             try:
-                aggregate(model, path, 1, 8, 8, seed=99)                     # warm up
-                best = max(aggregate(model, path, streams, args.prompt, args.generate, seed=run)
-                           for run in range(args.repeat))
+                aggregate(model, prompts(path, 1, 8, seed=99), 8)                     # warm up
+                best = max(aggregate(model, prompts(path, streams, args.prompt, run),
+                                     args.generate) for run in range(args.repeat))
             finally:
                 model.close()
             single = single or best

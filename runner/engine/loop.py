@@ -234,8 +234,8 @@ class Engine:
             budget -= len(entries[-1].tokens)
         if not entries:
             return None
-        # in the slots' order: a batch of decode steps of slots in a row may then attend
-        # each sequence's cells alone (CausalCache._streams)
+        # in the slots' order: a batch of decode steps of evenly spaced slots may then
+        # attend each sequence's cells alone (CausalCache._streams)
         entries.sort(key=lambda e: e.active.slot.id)
         flight = Flight.of(entries)
         self._add_media(flight.batch, flight.items)

@@ -20,9 +20,9 @@ The cells a graph sees run from the first to the last cell of its batch's sequen
 whole blocks of 256 (as llama.cpp pads them, so that a decode step's graph, and a GPU's
 captured CUDA graph, stays the same for 256 tokens; Ollama's cache attends its batch's
 sequences' range of cells too): a sequence alone in its slot does not attend the cells the
-other slots keep. A batch of decode steps of sequences in a row, each in its home region,
-attends in streams instead (_streams): each sequence its own region's first cells, through
-4-D views one region apart, as llama.cpp's cache streams. With flash attention the mask is
+other slots keep. A batch of decode steps of evenly spaced sequences, each in its home
+region, attends in streams instead (_streams): each sequence its own region's first cells,
+through 4-D views as many regions apart, as llama.cpp's cache streams. With flash attention the mask is
 F16.
 """
 
@@ -192,27 +192,35 @@ class CausalCache:
             for window, taken in slots.items():
                 self.pools[window].release(taken)
             raise
-        count = 0 if all_cells or not streams else self._streams(batch, first, n_kv)
-        self._placement = Placement(batch, slots, n_kv, first, count)
+        count, spacing = (0, 1) if all_cells or not streams else \
+            self._streams(batch, first, n_kv)
+        self._placement = Placement(batch, slots, n_kv, first, count, spacing)
 
-    def _streams(self, batch, first: dict, n_kv: dict) -> int:
-        """How many streams the batch's graph attends in (0: none, one range of cells): its
-        tokens are S >= 2 sequences of ids in a row, as many tokens each, grouped in order
-        (a batch of decode steps), and in every pool each one's cells lie in its home
-        region. Then each sequence's tokens attend its own region's first cells (first and
-        n_kv become the first region's start and the cells seen of each), as llama.cpp's
-        cache streams do: not the other sequences' cells between."""
+    def _streams(self, batch, first: dict, n_kv: dict) -> tuple[int, int]:
+        """How many streams the batch's graph attends in (0: none, one range of cells), and
+        how many regions apart: its tokens are S >= 2 sequences of evenly spaced ids, as
+        many tokens each, grouped in order (a batch of decode steps), and in every pool each
+        one's cells lie in its home region. Then each sequence's tokens attend its own
+        region's first cells (first and n_kv become the first region's start and the cells
+        seen of each), as llama.cpp's cache streams do: not the other sequences' cells
+        between. Evenly spaced, not only in a row: two requests in slots 0 and 3 of 4 (a
+        new request takes the least recently used slot) are two streams 3 regions apart."""
         seqs = batch.seqs
-        lo, count = int(seqs[0]), int(seqs.max()) - int(seqs[0]) + 1
-        if count < 2 or len(seqs) % count or not (
-                seqs == np.repeat(np.arange(lo, lo + count), len(seqs) // count)).all():
-            return 0
-        reach = {w: pool.stream_cells(range(lo, lo + count)) for w, pool in self.pools.items()}
+        t = int(np.argmax(seqs != seqs[0])) or len(seqs)   # the first sequence's tokens
+        if t == len(seqs) or len(seqs) % t:
+            return 0, 1
+        grid = seqs.reshape(-1, t)                            # (S, t)
+        ids, steps = grid[:, 0], np.diff(grid[:, 0])
+        spacing = int(steps[0])
+        if spacing < 1 or (steps != spacing).any() or (grid != ids[:, None]).any():
+            return 0, 1
+        lo, count = int(ids[0]), len(ids)
+        reach = {w: pool.stream_cells(ids.tolist()) for w, pool in self.pools.items()}
         if None in reach.values():
-            return 0
+            return 0, 1
         for window, pool in self.pools.items():
             first[window], n_kv[window] = lo * pool.region, reach[window]
-        return count
+        return count, spacing
 
     @property
     def current(self) -> Placement:

@@ -183,7 +183,7 @@ class Cells:
 
     def stream_cells(self, seqs: list[int]) -> int | None:
         """How many cells of each home region a graph must see to attend each of seqs (ids
-        in a row) within its own region, as a stream of its own: the most any of them has
+        evenly spaced) within its own region, as a stream of its own: the most any of them has
         reached, in blocks of PAD; None where the pool has no regions or a sequence's cells
         do not all lie in its region (it overflowed, or shares another's: a fork)."""
         if not self.region:

@@ -42,7 +42,8 @@ class Placement:
     n_kv: dict
     first: dict = field(default_factory=dict)
     streams: int = 0      # > 0: each sequence attends n_kv cells of its home region, from
-                          # first on, one region apart (CausalCache._streams)
+                          # first on, spacing regions apart (CausalCache._streams)
+    spacing: int = 1
 
     @functools.cached_property
     def sequences(self) -> tuple[np.ndarray, np.ndarray]:
@@ -61,7 +62,8 @@ class Placement:
     def shape(self) -> tuple:
         """What of the placement a graph's structure depends on: the cells it sees per pool
         (first and count) and how many sequences its masks tell apart."""
-        return (*map(self.seen, self.n_kv), len(self.sequences[0]), self.streams)
+        return (*map(self.seen, self.n_kv), len(self.sequences[0]), self.streams,
+                self.spacing)
 
 
 class GraphView:
@@ -85,6 +87,10 @@ class GraphView:
     def streams(self) -> int:
         """> 0: each sequence attends its own region (a kept graph's placements all agree)."""
         return self.placement.streams
+
+    def _stream_cells(self, pool) -> int:
+        """In streams, how many cells lie between two streams' first cells."""
+        return pool.region * self.placement.spacing
 
     def _seen(self, pool) -> tuple[int, int]:
         return self.placement.seen(pool.window)
@@ -171,7 +177,8 @@ class GraphView:
             pool.positions_into(seqs, piece, first)
             return
         for row in range(len(seqs)):
-            pool.positions_into(seqs[row:row + 1], piece[row:row + 1], first + row * pool.region)
+            pool.positions_into(seqs[row:row + 1], piece[row:row + 1],
+                                first + row * self._stream_cells(pool))
 
     def feed(self) -> None:
         """Fill this graph's cache inputs (after the scheduler allocated the graph)."""
@@ -228,8 +235,8 @@ class GraphView:
         first, n_kv = self._seen(pool)
         view = (shape.kv_heads, shape.v_dim, n_kv)
         strides = (shape.v_dim * cells * element, cells * element, element)
-        if self.streams:                       # each sequence's columns, a region apart
-            view, strides = (self.streams, *view), (pool.region * element, *strides)
+        if self.streams:                       # each sequence's columns, in its region
+            view, strides = (self.streams, *view), (self._stream_cells(pool) * element, *strides)
         return v_node.view(view, strides=strides, offset=first * element)
 
     def _heads(self, node, heads: int, dim: int, layer: int):
@@ -239,7 +246,7 @@ class GraphView:
         view = (n_kv, heads, dim)                              # (n_kv, heads, dim)
         strides = (row, row // heads, node.strides[-1])
         if self.streams:                                       # (S, n_kv, heads, dim)
-            view, strides = (self.streams, *view), (pool.region * row, *strides)
+            view, strides = (self.streams, *view), (self._stream_cells(pool) * row, *strides)
         found = node.view(view, strides=strides, offset=first * row)
         return found.permute(0, 2, 1, 3) if self.streams else \
             found.permute(1, 0, 2)                             # (heads, n_kv, dim)

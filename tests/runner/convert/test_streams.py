@@ -50,3 +50,31 @@ def test_each_stream_computes_what_its_sequence_computes_alone(made, backend, ki
         # those bit for bit); attending the wrong cells moves logits by their own size
         tolerance = (1e-3 if flash else 1e-5) * np.abs(alone).max()
         np.testing.assert_allclose(both[seq], alone, rtol=0, atol=tolerance)
+
+
+@pytest.mark.parametrize("flash", [False, True])
+@pytest.mark.parametrize("seqs,streams", [((0, 2), 2), ((1, 3), 2), ((0, 3), 2),
+                                          ((0, 2, 4), 3), ((0, 1, 3), 0)])
+def test_evenly_spaced_sequences_attend_in_streams_as_many_regions_apart(
+        made, backend, seqs, streams, flash):
+    """Slots 0 and 3 of 4 (a new request takes the least recently used slot) are two streams
+    3 regions apart, each its own region's cells; slots 0, 1 and 3 attend one range."""
+    model = load_model(made("llama")["f32"], backend).model
+    kv = CausalCache(model.cache_layers(), 5 * 256, backend, "f16" if flash else "f32", flash)
+    kv.partition(5)                                         # home regions of 256 cells
+    run = Executor(model, kv, pyggml.Scheduler([backend]))
+    prompts = {seq: np.random.default_rng(seq).integers(5, 200, 20).tolist() for seq in seqs}
+    for seq, prompt in prompts.items():
+        run.logits(Batch.of_sequence(prompt, 0, seq=seq))
+    n, tokens = 20, [7 + seq for seq in seqs]
+    together = run.logits(Batch(tokens, [n] * len(seqs), list(seqs),
+                                outputs=list(range(len(seqs)))))
+    assert kv.current.streams == streams
+    assert kv.current.seen(None) == ((seqs[0] * 256, 256) if streams else
+                                     (seqs[0] * 256, (seqs[-1] - seqs[0] + 1) * 256))
+    for row, (seq, token) in enumerate(zip(seqs, tokens)):
+        for other in seqs:
+            kv.remove(other, n)
+        alone = run.logits(Batch([token], [n], [seq]))[0]
+        tolerance = (1e-3 if flash else 1e-5) * np.abs(alone).max()
+        np.testing.assert_allclose(together[row], alone, rtol=0, atol=tolerance)
