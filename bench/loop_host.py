@@ -4,7 +4,7 @@ greedy request, with steps chained on the device and not, runs alternating.
 
     python bench/loop_host.py [--model smollm2:135m] [--threads 2] [--generate 128]
         [--rounds 3] [--num-ctx 1024] [--parallel 1] [--num-gpu N] [--rpc HOST:PORT]
-        [--tensor-split 3,1]
+        [--tensor-split 3,1] [--streams N]
 
 Phases: "wait" (for the compute, inside finish), "read" (the rest of finish: the logits,
 the device's choices), "choose" (the samplers), "launch" (inputs, the start of the compute;
@@ -15,6 +15,8 @@ applies where every layer sits on GPUs or RPC servers; on the CPU both rows are 
 Over RPC the wait shows in "read": the device's synchronize returns before the compute ends.
 "python" is the loop thread's CPU time per iteration (a step): all it adds to a step, the
 overlapped phases included, and steadier than the phases' clock times on a busy machine.
+--streams N: N greedy requests at once (in N slots), a step holding a token of each; tok/s
+is then theirs in all.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import statistics
 import time
 
 from engines import greedy, model_path, token_ids
+from streams import aggregate, prompts
 
 import runner
 import runner.engine.executor
@@ -74,12 +77,17 @@ def _timer(method, times: dict, phase: str):
     return measured
 
 
-def generate(model, prompt: list[int], n: int) -> float:
-    """Tokens/s of one greedy request through the batch loop, once it is idle again."""
-    done = greedy(model, prompt, n)
+def generate(model, prompt: list[list[int]], n: int) -> float:
+    """Tokens/s of greedy requests at once through the batch loop (one: its own measure),
+    once it is idle again."""
+    if len(prompt) == 1:
+        done = greedy(model, prompt[0], n)
+        speed = done["eval_count"] / done["eval_duration"] * 1e9
+    else:
+        speed = aggregate(model, prompt, n)
     while model.engine.in_flight is not None or model.engine.active:
         time.sleep(0.01)
-    return done["eval_count"] / done["eval_duration"] * 1e9
+    return speed
 
 
 def main() -> None:
@@ -90,16 +98,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--num-ctx", type=int, default=1024, help="cells of each sequence")
     parser.add_argument("--parallel", type=int, default=1,
-                        help="slots sharing the cache (the request takes one)")
+                        help="slots sharing the cache (each request takes one)")
+    parser.add_argument("--streams", type=int, default=1, help="greedy requests at once")
     add_device_flags(parser)
     args = parser.parse_args()
     path = model_path(args.model)
-    model = runner.load(path, num_ctx=args.num_ctx, parallel=args.parallel, threads=args.threads,
+    parallel = max(args.parallel, args.streams)
+    model = runner.load(path, num_ctx=args.num_ctx, parallel=parallel,
+                        threads=args.threads,
                         **vars(device_options(args)))
     chain = model.executor._chain              # taken away for the unchained runs
     times = collections.defaultdict(list)
     timed(times)
-    prompt = token_ids(path, 64)
+    prompt = prompts(path, args.streams, 64, seed=0)
     generate(model, prompt, 8)                                            # warm up
     runs = {True: collections.defaultdict(list), False: collections.defaultdict(list)}
     for round_ in range(args.rounds):
@@ -113,7 +124,8 @@ def main() -> None:
     model.executor._chain = chain
     model.close()
     print(f"{path.name}, {args.threads} threads, tg{args.generate}, {args.num_ctx} x "
-          f"{args.parallel} cells, medians of {args.rounds} rounds; chains: {chain is not None}")
+          f"{parallel} cells, {args.streams} streams, medians of {args.rounds} rounds; "
+          f"chains: {chain is not None}")
     print(f"| steps | tok/s | {' | '.join(PHASES)} |")
     print("|" + " --- |" * (len(PHASES) + 2))
     for chained, found in runs.items():

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pyggml.numpy_interop import in_range
+
+FEW_ROWS = 64        # up to this many rows, a batch's runs are found in Python, not numpy
 
 
 @dataclass
@@ -62,6 +65,23 @@ class Batch:
                                  f"rope positions, not {self.axes.shape}.")
             return self.axes.ravel()
         return np.tile(self.positions, axes)
+
+    @functools.cached_property
+    def runs(self) -> list[tuple[int, int, int]]:
+        """(sequence, first row, end row) of each run of one sequence's tokens, in order (a
+        batch the loop assembles holds one run a sequence, a decode step's one token)."""
+        seqs = self.seqs
+        if len(seqs) <= FEW_ROWS:                # a few decode steps: Python's loop is quicker
+            ids, found, start = seqs.tolist(), [], 0
+            for row in range(1, len(ids) + 1):
+                if row == len(ids) or ids[row] != ids[start]:
+                    found.append((ids[start], start, row))
+                    start = row
+            return found
+        if (seqs == seqs[0]).all():
+            return [(int(seqs[0]), 0, len(seqs))]
+        bounds = [0, *(np.flatnonzero(seqs[1:] != seqs[:-1]) + 1).tolist(), len(seqs)]
+        return list(zip(seqs[bounds[:-1]].tolist(), bounds[:-1], bounds[1:]))
 
     def __len__(self) -> int:
         return len(self.tokens)

@@ -205,17 +205,15 @@ class CausalCache:
         seen of each), as llama.cpp's cache streams do: not the other sequences' cells
         between. Evenly spaced, not only in a row: two requests in slots 0 and 3 of 4 (a
         new request takes the least recently used slot) are two streams 3 regions apart."""
-        seqs = batch.seqs
-        t = int(np.argmax(seqs != seqs[0])) or len(seqs)   # the first sequence's tokens
-        if t == len(seqs) or len(seqs) % t:
+        runs = batch.runs
+        t = runs[0][2] - runs[0][1]
+        ids = [seq for seq, _, _ in runs]
+        spacing = ids[1] - ids[0] if len(ids) > 1 else 0
+        if spacing < 1 or any(stop - start != t for _, start, stop in runs) or \
+                any(b - a != spacing for a, b in zip(ids, ids[1:])):
             return 0, 1
-        grid = seqs.reshape(-1, t)                            # (S, t)
-        ids, steps = grid[:, 0], np.diff(grid[:, 0])
-        spacing = int(steps[0])
-        if spacing < 1 or (steps != spacing).any() or (grid != ids[:, None]).any():
-            return 0, 1
-        lo, count = int(ids[0]), len(ids)
-        reach = {w: pool.stream_cells(ids.tolist()) for w, pool in self.pools.items()}
+        lo, count = ids[0], len(ids)
+        reach = {w: pool.stream_cells(ids) for w, pool in self.pools.items()}
         if None in reach.values():
             return 0, 1
         for window, pool in self.pools.items():

@@ -18,6 +18,7 @@ that its cost does not grow with the cache (timed alone, a decode step's placeme
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 PAD = 256             # cells a graph sees come in multiples of this (llama.cpp's)
 NO_SEQ = 0
@@ -171,13 +172,13 @@ class Cells:
 
     def _widen(self, batch, slots: np.ndarray) -> tuple[int, int]:
         """Widen the spans of the batch's sequences to their new cells; the span of all."""
-        seqs = batch.seqs
-        runs = [(int(seqs[0]), slots)] if len(seqs) == 1 or (seqs == seqs[0]).all() else \
-            [(seq, slots[seqs == seq]) for seq in np.unique(seqs).tolist()]
         first, end = self.size, 0
-        for seq, cells in runs:
+        for seq, start, stop in batch.runs:
+            cells = slots[start:stop]
+            low, high = (int(cells[0]),) * 2 if stop - start == 1 else \
+                (int(cells.min()), int(cells.max()))
             span = self._spans.setdefault(seq, [self.size, 0])
-            span[0], span[1] = min(span[0], int(cells.min())), max(span[1], int(cells.max()) + 1)
+            span[0], span[1] = min(span[0], low), max(span[1], high + 1)
             first, end = min(first, span[0]), max(end, span[1])
         return first, end
 
@@ -226,18 +227,17 @@ class Cells:
 
     def _home_cells(self, batch) -> np.ndarray:
         """Free cells for the batch, each sequence's from its home region first (taken at
-        once, so that the next sequence's search passes them by)."""
+        once, so that the next run's search passes them by), in the sequences' order."""
         slots = np.empty(len(batch), dtype=np.int64)
-        for seq in np.unique(batch.seqs).tolist():
-            rows = np.flatnonzero(batch.seqs == seq)
-            home, end = seq * self.region, min((seq + 1) * self.region, self.size)
+        for seq, start, stop in sorted(batch.runs):
+            n, home, end = stop - start, seq * self.region, min((seq + 1) * self.region, self.size)
             found, self._home_low[seq] = self._first_free(
-                len(rows), self._home_low.get(seq, home), end) if home < end else (rows[:0], end)
-            if len(found) < len(rows):                   # a full region: others' cells too
+                n, self._home_low.get(seq, home), end) if home < end else (slots[:0], end)
+            if len(found) < n:                           # a full region: others' cells too
                 free = self.seq == NO_SEQ
                 free[found] = False
-                found = np.concatenate([found, np.flatnonzero(free)[:len(rows) - len(found)]])
-            slots[rows] = found
+                found = np.concatenate([found, np.flatnonzero(free)[:n - len(found)]])
+            slots[start:stop] = found
             self.seq[found] = 1 << seq
         return slots
 
@@ -254,15 +254,29 @@ class Cells:
             self._low = min(self._low, int(cells.min()))
             self._home_low = {}              # each home region is searched from its start
 
-    def positions_into(self, seqs: np.ndarray, out: np.ndarray, first: int = 0) -> None:
+    def positions_into(self, seqs: np.ndarray, out: np.ndarray, first: int = 0,
+                       apart: int = 0) -> None:
         """Write into out, float32 (len(seqs), n_kv), for each sequence of seqs, the position
         each of the n_kv cells from first on holds of it, else ABSENT (the cell is empty or
-        another's): a mask's cell side (see seen_bounds)."""
-        seen = slice(first, first + out.shape[1])
+        another's): a mask's cell side (see seen_bounds). apart > 0: each sequence's row
+        is of the n_kv cells from its own first, apart cells after the last row's (streams)."""
+        pos, seq = self._rows(first, out.shape, apart)
         bits = 1 << int(seqs[0]) if len(seqs) == 1 else \
             np.left_shift(1, seqs.astype(np.int64))[:, None]                     # (S, 1)
         out.fill(ABSENT)
-        np.copyto(out, self.pos[seen], casting="unsafe", where=self.seq[seen] & bits != 0)
+        np.copyto(out, pos, casting="unsafe", where=seq & bits != 0)
+
+    def _rows(self, first: int, shape: tuple[int, int], apart: int):
+        """pos and seq of the n_kv cells from first on, or (apart > 0) (S, n_kv) views of S
+        rows of them, each apart cells after the last (no copy)."""
+        rows, n_kv = shape
+        if not apart:
+            return self.pos[first:first + n_kv], self.seq[first:first + n_kv]
+        if first + (rows - 1) * apart + n_kv > self.size:
+            raise ValueError(f"{rows} rows of {n_kv} cells, {apart} apart from cell {first}, "
+                             f"run past the pool's {self.size} cells.")
+        return tuple(as_strided(array[first:], shape, (apart * array.itemsize, array.itemsize),
+                                writeable=False) for array in (self.pos, self.seq))
 
     def remove(self, seq: int, p0: int = 0, p1: int | None = None) -> None:
         """Drop positions [p0, p1) of seq (p1 None: to the end)."""

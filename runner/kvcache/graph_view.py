@@ -48,9 +48,14 @@ class Placement:
     @functools.cached_property
     def sequences(self) -> tuple[np.ndarray, np.ndarray]:
         """The batch's sequences (S,), and each token's index among them, int32 (T,)."""
-        seqs = self.batch.seqs
-        if len(seqs) == 1 or (seqs == seqs[0]).all():
+        runs, seqs = self.batch.runs, self.batch.seqs
+        if len(runs) == 1:
             return seqs[:1], np.zeros(len(seqs), dtype=np.int32)
+        ids = [seq for seq, _, _ in runs]
+        if all(a < b for a, b in zip(ids, ids[1:])):           # one run each, in order
+            return (np.array(ids, dtype=seqs.dtype),
+                    np.repeat(np.arange(len(runs), dtype=np.int32),
+                              [stop - start for _, start, stop in runs]))
         ids, rows = np.unique(seqs, return_inverse=True)
         return ids, rows.astype(np.int32)
 
@@ -173,12 +178,7 @@ class GraphView:
         """Each sequence's row of the cells' positions: of the cells the graph sees, or in
         streams of the cells its own region's view sees."""
         pool, first = self.cache.pools[window], self.placement.seen(window)[0]
-        if not self.streams:
-            pool.positions_into(seqs, piece, first)
-            return
-        for row in range(len(seqs)):
-            pool.positions_into(seqs[row:row + 1], piece[row:row + 1],
-                                first + row * self._stream_cells(pool))
+        pool.positions_into(seqs, piece, first, self._stream_cells(pool) if self.streams else 0)
 
     def feed(self) -> None:
         """Fill this graph's cache inputs (after the scheduler allocated the graph)."""

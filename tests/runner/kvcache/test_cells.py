@@ -178,3 +178,18 @@ def test_placing_by_the_kept_counts_takes_the_cells_a_search_would(regions):
         assert free == pool._free
         for seq, (first, end) in pool._spans.items():       # kept ones may be wider
             assert spans[seq][0] <= first and end <= spans[seq][1]
+
+
+def test_rows_of_cells_apart_are_read_within_the_pool():
+    """Streams' rows of positions (each apart cells after the last): a row that would run
+    past the pool's cells is an error, not a read of other memory."""
+    pool = Cells(1024)
+    pool.partition(4)                                    # regions of 256
+    for seq in range(4):
+        pool.place(Batch.of_sequence([1] * 3, 10 * seq, seq=seq))
+    out = np.empty((2, 256), np.float32)
+    pool.positions_into(np.array([1, 3]), out, first=256, apart=512)
+    assert out[0, :3].tolist() == [10, 11, 12] and out[1, :3].tolist() == [30, 31, 32]
+    assert (out[:, 3:] == out[0, 3]).all() and out[0, 3] > 1e9            # ABSENT
+    with pytest.raises(ValueError, match="run past the pool's 1024 cells"):
+        pool.positions_into(np.array([1, 3]), np.empty((2, 257), np.float32), 256, 512)
