@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from ..multimodal.media import token_ids
+from ..multimodal.media import run_start, token_ids
 from .batch import Batch
 from .executor import Step
 from .request import Active
@@ -71,6 +71,40 @@ class Flight:
             return None
         return [picked[id(e.active)] if e.sampled else -1 for e in self.entries
                 for _ in e.tokens]
+
+
+def pack(order: list[Active], awaiting: set[int], budget: int, context: int, whole: bool,
+         all_rows: bool) -> list[Entry]:
+    """The entries of the next batch, up to budget tokens, from the sequences in order: a
+    chunk of each one's pending prompt, or a placeholder for each one awaiting a token
+    from the flight in progress (ids in awaiting) while its context has room; placed in
+    their slots' tokens. whole: a prompt goes in one batch or waits (an encoder's);
+    all_rows: every token's row is an output (embeddings). Sorted by slot: a batch of
+    decode steps of evenly spaced slots may then attend each sequence's cells alone
+    (CausalCache._streams)."""
+    entries = []
+    for active in order:
+        if budget == 0:
+            break
+        start = len(active.slot.tokens)
+        if active.pending and whole and len(active.pending) > budget:
+            continue                               # whole, in the next batch
+        if active.pending:
+            # a batch is cut before an image rather than inside it
+            chunk = active.pending[:run_start(active.pending, min(budget, len(active.pending)))]
+            if not chunk:
+                continue                           # the image waits for the next batch
+            del active.pending[:len(chunk)]
+            rows = len(chunk) if all_rows else int(not active.pending)
+            entries.append(Entry(active, start, chunk, rows))
+        elif id(active) in awaiting and start < context:
+            entries.append(Entry(active, start, [PLACEHOLDER], rows=1, sampled=True))
+        else:
+            continue
+        active.slot.tokens.extend(entries[-1].tokens)
+        active.placed += 1
+        budget -= len(entries[-1].tokens)
+    return sorted(entries, key=lambda e: e.active.slot.id)
 
 
 def least_needed(sampling: list[Active]) -> str:

@@ -24,11 +24,11 @@ from collections import deque
 import numpy as np
 
 from ..multimodal.axes import axes, position_at
-from ..multimodal.media import attach_media, run_start, runs, token_ids
+from ..multimodal.media import attach_media, runs, token_ids
 from ..tokenizer import Tokenizer
 from .batch import Batch
 from .executor import Executor
-from .flight import PLACEHOLDER, Entry, Flight
+from .flight import PLACEHOLDER, Entry, Flight, pack
 from .pooling import pool
 from .request import Active, Request
 from .shift import shift_context
@@ -207,36 +207,11 @@ class Engine:
         order = self.active[self._turn % len(self.active):] + \
             self.active[:self._turn % len(self.active)] if self.active else []
         self._turn += 1
-        budget, entries = self.batch_size, []
-        for active in order:
-            if budget == 0:
-                break
-            if active.done or self._needs_shift(active):
-                continue
-            start = len(active.slot.tokens)
-            if active.pending and not self.causal and len(active.pending) > budget:
-                continue                               # whole, in the next batch
-            if active.pending:
-                # a batch is cut before an image rather than inside it
-                chunk = active.pending[:run_start(active.pending, min(budget,
-                                                                      len(active.pending)))]
-                if not chunk:
-                    continue                           # the image waits for the next batch
-                del active.pending[:len(chunk)]
-                rows = len(chunk) if self.pooling else int(not active.pending)
-                entries.append(Entry(active, start, chunk, rows))
-            elif id(active) in awaiting and start < self.context:
-                entries.append(Entry(active, start, [PLACEHOLDER], rows=1, sampled=True))
-            else:
-                continue
-            active.slot.tokens.extend(entries[-1].tokens)
-            active.placed += 1
-            budget -= len(entries[-1].tokens)
+        entries = pack([a for a in order if not (a.done or self._needs_shift(a))], awaiting,
+                       self.batch_size, self.context, whole=not self.causal,
+                       all_rows=self.pooling is not None)
         if not entries:
             return None
-        # in the slots' order: a batch of decode steps of evenly spaced slots may then
-        # attend each sequence's cells alone (CausalCache._streams)
-        entries.sort(key=lambda e: e.active.slot.id)
         flight = Flight.of(entries)
         self._add_media(flight.batch, flight.items)
         if self.axes > 1:
