@@ -16,9 +16,9 @@ masked: the last slot's request attended (parallel - 1) x num_ctx cells more.
 takes the least recently used slot, so two active requests hold any two slots). Every slot
 first holds a conversation; then for each pair of slots, two requests that continue those
 slots' conversations (so each takes its slot) are submitted together: their generation
-tokens/s in all (best of --repeat). Decode steps of two sequences attend in streams, each
-its own region, where the slots are evenly spaced (any two are); before, only slots in a
-row did, and slots 0 and 3 attended the whole span between them.
+tokens/s in all (best of --repeat; 0:1:3 runs three). Decode steps of several sequences
+attend in streams, each its own region, a group of evenly spaced slots at a time; before,
+only slots in a row did, and slots 0 and 3 attended the whole span between them.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--generate", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--flash", action="store_true")
-    parser.add_argument("--pairs", help="slot pairs, as 0:1,0:3 (two requests at once)")
+    parser.add_argument("--pairs", help="slot sets, as 0:1,0:3 (requests at once)")
     parser.add_argument("--repeat", type=int, default=3)
     add_device_flags(parser)
     args = parser.parse_args()

@@ -20,9 +20,9 @@ The cells a graph sees run from the first to the last cell of its batch's sequen
 whole blocks of 256 (as llama.cpp pads them, so that a decode step's graph, and a GPU's
 captured CUDA graph, stays the same for 256 tokens; Ollama's cache attends its batch's
 sequences' range of cells too): a sequence alone in its slot does not attend the cells the
-other slots keep. A batch of decode steps of evenly spaced sequences, each in its home
-region, attends in streams instead (_streams): each sequence its own region's first cells,
-through 4-D views as many regions apart, as llama.cpp's cache streams. With flash attention the mask is
+other slots keep. A batch of decode steps of several sequences, each in its home region,
+attends in streams instead (_streams): each sequence its own region's first cells, through
+4-D views of each group of evenly spaced sequences, as llama.cpp's cache streams. With flash attention the mask is
 F16.
 """
 
@@ -39,6 +39,7 @@ from .cells import MAX_SEQS, CacheFullError, Cells, pool_size
 from .graph_view import GraphView, Placement
 from .rotation import key_rotation, value_rotation
 CACHE_TYPES = {"f16": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0", "f32": "F32"}
+MAX_GROUPS = 4       # the most groups of streams a graph attends in (each its own products)
 
 
 class CacheAllocationError(MemoryError):
@@ -192,33 +193,35 @@ class CausalCache:
             for window, taken in slots.items():
                 self.pools[window].release(taken)
             raise
-        count, spacing = (0, 1) if all_cells or not streams else \
+        count, groups = (0, ()) if all_cells or not streams else \
             self._streams(batch, first, n_kv)
-        self._placement = Placement(batch, slots, n_kv, first, count, spacing)
+        self._placement = Placement(batch, slots, n_kv, first, count, groups)
 
-    def _streams(self, batch, first: dict, n_kv: dict) -> tuple[int, int]:
+    def _streams(self, batch, first: dict, n_kv: dict) -> tuple[int, tuple]:
         """How many streams the batch's graph attends in (0: none, one range of cells), and
-        how many regions apart: its tokens are S >= 2 sequences of evenly spaced ids, as
-        many tokens each, grouped in order (a batch of decode steps), and in every pool each
-        one's cells lie in its home region. Then each sequence's tokens attend its own
-        region's first cells (first and n_kv become the first region's start and the cells
-        seen of each), as llama.cpp's cache streams do: not the other sequences' cells
-        between. Evenly spaced, not only in a row: two requests in slots 0 and 3 of 4 (a
-        new request takes the least recently used slot) are two streams 3 regions apart."""
+        their groups: its tokens are S >= 2 sequences in order, as many tokens each (a
+        batch of decode steps), and in every pool each one's cells lie in its home region.
+        Then each sequence's tokens attend its own region's first cells (first and n_kv
+        become the first region's start and the cells seen of each), as llama.cpp's cache
+        streams do: not the other sequences' cells between. A group is a run of evenly
+        spaced sequences (its views are as many regions apart): slots 0 and 3 of 4 are
+        one, slots 0, 1 and 3 two (0 and 1; 3). A new request takes the least recently used
+        slot, so the active slots need not lie in a row."""
         runs = batch.runs
         t = runs[0][2] - runs[0][1]
         ids = [seq for seq, _, _ in runs]
-        spacing = ids[1] - ids[0] if len(ids) > 1 else 0
-        if spacing < 1 or any(stop - start != t for _, start, stop in runs) or \
-                any(b - a != spacing for a, b in zip(ids, ids[1:])):
-            return 0, 1
-        lo, count = ids[0], len(ids)
+        if len(ids) < 2 or any(stop - start != t for _, start, stop in runs) or \
+                any(b <= a for a, b in zip(ids, ids[1:])):
+            return 0, ()
+        groups = evenly_spaced(ids)
+        if len(groups) > MAX_GROUPS:
+            return 0, ()
         reach = {w: pool.stream_cells(ids) for w, pool in self.pools.items()}
         if None in reach.values():
-            return 0, 1
+            return 0, ()
         for window, pool in self.pools.items():
-            first[window], n_kv[window] = lo * pool.region, reach[window]
-        return count, spacing
+            first[window], n_kv[window] = ids[0] * pool.region, reach[window]
+        return len(ids), groups
 
     @property
     def current(self) -> Placement:
@@ -258,3 +261,16 @@ class CausalCache:
         if placement is None:
             raise RuntimeError("start(batch) must come before the graph is built.")
         return GraphView(self, ctx, placement, windows, causal, block_windows)
+
+
+def evenly_spaced(ids: list[int]) -> tuple[tuple[int, int, int], ...]:
+    """Increasing ids cut into runs of evenly spaced ones, each (first, count, spacing)."""
+    groups, i = [], 0
+    while i < len(ids):
+        end = i + 1
+        spacing = ids[end] - ids[i] if end < len(ids) else 1
+        while end < len(ids) and ids[end] - ids[end - 1] == spacing:
+            end += 1
+        groups.append((ids[i], end - i, spacing))
+        i = end
+    return tuple(groups)

@@ -41,9 +41,9 @@ class Placement:
     slots: dict
     n_kv: dict
     first: dict = field(default_factory=dict)
-    streams: int = 0      # > 0: each sequence attends n_kv cells of its home region, from
-                          # first on, spacing regions apart (CausalCache._streams)
-    spacing: int = 1
+    streams: int = 0      # > 0: each sequence attends n_kv cells of its home region
+    groups: tuple = ()    # in streams: (first sequence, count, spacing) of each group of
+                          # evenly spaced sequences, in order (CausalCache._streams)
 
     @functools.cached_property
     def sequences(self) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +68,7 @@ class Placement:
         """What of the placement a graph's structure depends on: the cells it sees per pool
         (first and count) and how many sequences its masks tell apart."""
         return (*map(self.seen, self.n_kv), len(self.sequences[0]), self.streams,
-                self.spacing)
+                self.groups)
 
 
 class GraphView:
@@ -93,9 +93,16 @@ class GraphView:
         """> 0: each sequence attends its own region (a kept graph's placements all agree)."""
         return self.placement.streams
 
-    def _stream_cells(self, pool) -> int:
-        """In streams, how many cells lie between two streams' first cells."""
-        return pool.region * self.placement.spacing
+    @property
+    def groups(self) -> tuple:
+        """In streams, (first sequence, count, spacing) of each group (Placement.groups)."""
+        return self.placement.groups
+
+    def _group_cells(self, pool, group: int) -> tuple[int, int, int]:
+        """A group's streams: how many, the first one's first cell, and the cells from one
+        stream's first to the next's."""
+        seq, count, spacing = self.groups[group]
+        return count, seq * pool.region, spacing * pool.region
 
     def _seen(self, pool) -> tuple[int, int]:
         return self.placement.seen(pool.window)
@@ -178,7 +185,14 @@ class GraphView:
         """Each sequence's row of the cells' positions: of the cells the graph sees, or in
         streams of the cells its own region's view sees."""
         pool, first = self.cache.pools[window], self.placement.seen(window)[0]
-        pool.positions_into(seqs, piece, first, self._stream_cells(pool) if self.streams else 0)
+        if not self.streams:
+            pool.positions_into(seqs, piece, first)
+            return
+        row = 0
+        for group in range(len(self.groups)):
+            count, first, apart = self._group_cells(pool, group)
+            pool.positions_into(seqs[row:row + count], piece[row:row + count], first, apart)
+            row += count
 
     def feed(self) -> None:
         """Fill this graph's cache inputs (after the scheduler allocated the graph)."""
@@ -218,35 +232,37 @@ class GraphView:
         """Attention's output (T, H * Dv) through the layer's values, rotated back."""
         return self.rotations.rotate(out, self.cache.value_rotation[layer])
 
-    def keys(self, layer: int, k_node):
+    def keys(self, layer: int, k_node, group: int = 0):
         """(kv_heads, n_kv, head_dim) view of the K cache, read after k_node's write; in
-        streams (S, kv_heads, n_kv, head_dim), each sequence's region."""
+        streams (S, kv_heads, n_kv, head_dim) of group's S sequences, each its region."""
         shape = self.cache.layers[layer]
-        return self._heads(k_node, shape.kv_heads, shape.head_dim, layer)
+        return self._heads(k_node, shape.kv_heads, shape.head_dim, layer, group)
 
-    def values(self, layer: int, v_node):
+    def values(self, layer: int, v_node, group: int = 0):
         """Flash: (kv_heads, n_kv, v_dim). Otherwise the transposed (kv_heads, v_dim, n_kv),
         viewed through v_node (the flat column the write produced). In streams, (S, ...)
-        of those."""
+        of those, group's."""
         shape, pool = self.cache.layers[layer], self.cache.cells_of(layer)
         if self.cache.flash:
-            return self._heads(v_node, shape.kv_heads, shape.v_dim, layer)
+            return self._heads(v_node, shape.kv_heads, shape.v_dim, layer, group)
         element, cells = v_node.strides[-1], pool.size
         first, n_kv = self._seen(pool)
         view = (shape.kv_heads, shape.v_dim, n_kv)
         strides = (shape.v_dim * cells * element, cells * element, element)
         if self.streams:                       # each sequence's columns, in its region
-            view, strides = (self.streams, *view), (self._stream_cells(pool) * element, *strides)
+            count, first, apart = self._group_cells(pool, group)
+            view, strides = (count, *view), (apart * element, *strides)
         return v_node.view(view, strides=strides, offset=first * element)
 
-    def _heads(self, node, heads: int, dim: int, layer: int):
+    def _heads(self, node, heads: int, dim: int, layer: int, group: int):
         row = node.strides[0]                                  # bytes of one cell
         pool = self.cache.cells_of(layer)
         first, n_kv = self._seen(pool)
         view = (n_kv, heads, dim)                              # (n_kv, heads, dim)
         strides = (row, row // heads, node.strides[-1])
         if self.streams:                                       # (S, n_kv, heads, dim)
-            view, strides = (self.streams, *view), (self._stream_cells(pool) * row, *strides)
+            count, first, apart = self._group_cells(pool, group)
+            view, strides = (count, *view), (apart * row, *strides)
         found = node.view(view, strides=strides, offset=first * row)
         return found.permute(0, 2, 1, 3) if self.streams else \
             found.permute(1, 0, 2)                             # (heads, n_kv, dim)

@@ -28,24 +28,46 @@ def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None =
     -> (T, H * Dv). mask: the rows of kv.mask(window) for these queries, when they are
     not all the batch's tokens. values_out, sinks: as attention's. In streams (a batch of
     S sequences' decode steps, kv.streams), each sequence's tokens meet only the cells of
-    its own region: the shapes below gain a leading S, and T is each one's t tokens."""
+    its own region, a group of evenly spaced sequences at a time (kv.groups)."""
     n_tokens, heads = q.shape[0], q.shape[1]
-    keys = kv.keys(layer, k_node)                   # (KVH, n_kv, D); streams: (S, KVH, n_kv, D)
-    values = kv.values(layer, v_node)
     own = kv.mask(window, layer)                                  # checks layer's window
-    streams = kv.streams      # > 0: S sequences of t tokens each, each against its own cells
-    if streams:
-        if mask is not None or values_out is not None:
-            raise ValueError("Attention in streams takes every token's queries and values "
-                             "of their own size; this model must not attend in streams.")
-        t = n_tokens // streams
-        queries = kv.queries(layer, q).reshape(streams, t, heads, -1).permute(0, 2, 1, 3)
-        mask = own.reshape(streams, 1, t, own.shape[-1])          # (S, 1, t, n_kv)
-    else:
-        queries = kv.queries(layer, q).permute(1, 0, 2)           # (H, T, D)
-        mask = own if mask is None else mask
+    queries = kv.queries(layer, q)                                # (T, H, D)
+    if not kv.streams:
+        out = _attend(kv, queries.permute(1, 0, 2), kv.keys(layer, k_node),    # (H, T, D)
+                      kv.values(layer, v_node), own if mask is None else mask, scale,
+                      softcap, values_out, sinks)
+        return kv.output(layer, out.reshape(n_tokens, heads * out.shape[-1]))
+    if mask is not None or values_out is not None:
+        raise ValueError("Attention in streams takes every token's queries and values of "
+                         "their own size; this model must not attend in streams.")
+    t, outs, row = n_tokens // kv.streams, [], 0
+    for group, (_, count, _) in enumerate(kv.groups):
+        # the group's S sequences of t tokens each: (S, H, t, D) against (S, KVH, n_kv, D)
+        rows = (queries, own) if len(kv.groups) == 1 else \
+            (_rows(queries, row * t, count * t), _rows(own, row * t, count * t))
+        out = _attend(kv, rows[0].reshape(count, t, heads, -1).permute(0, 2, 1, 3),
+                      kv.keys(layer, k_node, group), kv.values(layer, v_node, group),
+                      rows[1].reshape(count, 1, t, own.shape[-1]), scale, softcap, None, sinks)
+        outs.append(out.reshape(count * t, heads * out.shape[-1]))
+        row += count
+    out = outs[0]
+    for more in outs[1:]:
+        out = out.concat(more, axis=0)                            # (T, H * Dv)
+    return kv.output(layer, out)
+
+
+def _rows(tensor, start: int, n: int):
+    """Rows [start, start + n) of tensor, a view."""
+    return tensor.view((n, *tensor.shape[1:]), offset=start * tensor.strides[0],
+                       strides=tensor.strides)
+
+
+def _attend(kv, queries, keys, values, mask, scale: float, softcap: float, values_out, sinks):
+    """queries (H, T, D) against keys (KVH, n_kv, D) and values, or in streams (S, H, t, D)
+    against (S, KVH, n_kv, D) -> (T, H, Dv) (streams: (S, t, H, Dv)), contiguous."""
     # scores summed in float32 on every device, as llama.cpp asks (a GPU's float16 sums
     # overflow or lose the scores of models with large activations)
+    streams = queries.ndim == 4
     if kv.cache.flash:
         out = queries.flash_attn_ext(keys, values, mask, scale, logit_softcap=softcap,
                                      sinks=sinks).accumulate_in_f32()  # (T, H, Dv)
@@ -61,6 +83,4 @@ def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None =
         if values_out is not None:
             out = values_out.mul_mat(out)                         # (H, T, Do)
         out = out.permute(0, 2, 1, 3) if streams else out.permute(1, 0, 2)   # (T, H, Dv)
-    if not out.is_contiguous:                                     # flash output already is
-        out = out.cont()
-    return kv.output(layer, out.reshape(n_tokens, heads * out.shape[-1]))
+    return out if out.is_contiguous else out.cont()              # flash output already is

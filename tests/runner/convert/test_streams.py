@@ -12,6 +12,7 @@ import pyggml
 from runner.engine.batch import Batch
 from runner.engine.executor import Executor
 from runner.kvcache import CausalCache
+from runner.kvcache.causal import evenly_spaced
 from runner.loading.loader import load_model
 
 # llama: the llama kin; gemma2: softcap; olmo3: sliding layers; gpt_oss: sinks; llama4:
@@ -53,12 +54,13 @@ def test_each_stream_computes_what_its_sequence_computes_alone(made, backend, ki
 
 
 @pytest.mark.parametrize("flash", [False, True])
-@pytest.mark.parametrize("seqs,streams", [((0, 2), 2), ((1, 3), 2), ((0, 3), 2),
-                                          ((0, 2, 4), 3), ((0, 1, 3), 0)])
-def test_evenly_spaced_sequences_attend_in_streams_as_many_regions_apart(
-        made, backend, seqs, streams, flash):
+@pytest.mark.parametrize("seqs,groups", [((0, 2), 1), ((1, 3), 1), ((0, 3), 1), ((0, 2, 4), 1),
+                                         ((0, 1, 3), 2), ((0, 1, 3, 4), 2)])
+def test_sequences_in_any_slots_attend_in_streams_a_group_of_evenly_spaced_ones_at_a_time(
+        made, backend, seqs, groups, flash):
     """Slots 0 and 3 of 4 (a new request takes the least recently used slot) are two streams
-    3 regions apart, each its own region's cells; slots 0, 1 and 3 attend one range."""
+    3 regions apart, each its own region's cells; slots 0, 1 and 3 attend in two groups
+    (0 and 1; 3), each sequence still its own region."""
     model = load_model(made("llama")["f32"], backend).model
     kv = CausalCache(model.cache_layers(), 5 * 256, backend, "f16" if flash else "f32", flash)
     kv.partition(5)                                         # home regions of 256 cells
@@ -69,12 +71,18 @@ def test_evenly_spaced_sequences_attend_in_streams_as_many_regions_apart(
     n, tokens = 20, [7 + seq for seq in seqs]
     together = run.logits(Batch(tokens, [n] * len(seqs), list(seqs),
                                 outputs=list(range(len(seqs)))))
-    assert kv.current.streams == streams
-    assert kv.current.seen(None) == ((seqs[0] * 256, 256) if streams else
-                                     (seqs[0] * 256, (seqs[-1] - seqs[0] + 1) * 256))
+    assert (kv.current.streams, len(kv.current.groups)) == (len(seqs), groups)
+    assert kv.current.seen(None) == (seqs[0] * 256, 256)
     for row, (seq, token) in enumerate(zip(seqs, tokens)):
         for other in seqs:
             kv.remove(other, n)
         alone = run.logits(Batch([token], [n], [seq]))[0]
         tolerance = (1e-3 if flash else 1e-5) * np.abs(alone).max()
         np.testing.assert_allclose(together[row], alone, rtol=0, atol=tolerance)
+
+
+@pytest.mark.parametrize("ids,groups", [
+    ([0, 1], ((0, 2, 1),)), ([0, 3], ((0, 2, 3),)), ([0, 1, 3], ((0, 2, 1), (3, 1, 1))),
+    ([0, 2, 3, 4], ((0, 2, 2), (3, 2, 1))), ([1, 2, 4, 7, 8], ((1, 2, 1), (4, 2, 3), (8, 1, 1)))])
+def test_increasing_ids_cut_into_runs_of_evenly_spaced_ones(ids, groups):
+    assert evenly_spaced(ids) == groups

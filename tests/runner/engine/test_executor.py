@@ -174,21 +174,25 @@ def test_with_flash_attention_and_sliding_windows_too(model_paths, name, flash):
         loaded.close()
 
 
-@pytest.mark.parametrize("name,flash", [("smollm2", False), ("gemma3", False), ("gemma3", True)])
-def test_slots_apart_attend_in_streams_bit_for_bit(model_paths, name, flash):
-    """Slots 0 and 2 of 3 decoding together: two streams two regions apart, each computing
-    what it computes alone."""
-    loaded = runner.load(model_paths[name], num_ctx=256, parallel=3, repack=False,
+@pytest.mark.parametrize("name,flash,slots", [("smollm2", False, (0, 2)),
+                                              ("gemma3", False, (0, 2)),
+                                              ("gemma3", True, (0, 1, 3)),
+                                              ("smollm2", True, (0, 1, 3))])
+def test_slots_apart_attend_in_streams_bit_for_bit(model_paths, name, flash, slots):
+    """Slots 0 and 2 of 4 decoding together: two streams two regions apart; slots 0, 1 and
+    3: streams in two groups. Each computes what it computes alone."""
+    loaded = runner.load(model_paths[name], num_ctx=256, parallel=4, repack=False,
                          threads=2, num_gpu=0, flash_attn=flash)
     try:
-        for seq in (0, 2):
+        for seq in slots:
             greedy_in(loaded, seq)
-        n = len(PROMPT) + 2
-        streamed = logits(loaded, Batch([5, 6], [n, n], [0, 2], outputs=[0, 1]))[1]
-        assert (loaded.kv.current.streams, loaded.kv.current.seen(None)) == (2, (0, 256))
-        for row, (seq, token) in enumerate(((0, 5), (2, 6))):
-            loaded.kv.remove(0, n)
-            loaded.kv.remove(2, n)
+        n, tokens = len(PROMPT) + 2, [5 + seq for seq in slots]
+        streamed = logits(loaded, Batch(tokens, [n] * len(slots), list(slots),
+                                        outputs=list(range(len(slots)))))[1]
+        assert (loaded.kv.current.streams, loaded.kv.current.seen(None)) == (len(slots), (0, 256))
+        for row, (seq, token) in enumerate(zip(slots, tokens)):
+            for other in slots:
+                loaded.kv.remove(other, n)
             alone = logits(loaded, Batch([token], [n], [seq]))[1]
             np.testing.assert_array_equal(streamed[row], alone[0])
     finally:

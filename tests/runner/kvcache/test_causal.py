@@ -157,7 +157,7 @@ def test_a_mask_tells_apart_the_sequences_of_a_batch_and_shapes_its_graph(backen
     kv.start(Batch.of_sequence(list(range(300)), 0, seq=0))
     one = kv.current.shape
     kv.start(Batch([1, 2, 3], [300, 0, 0], [0, 1, 2]))        # three sequences
-    assert kv.current.shape == ((0, 512), 3, 0, 1) and one == ((0, 512), 1, 0, 1)
+    assert kv.current.shape == ((0, 512), 3, 0, ()) and one == ((0, 512), 1, 0, ())
     ids, rows = kv.current.sequences
     assert ids.tolist() == [0, 1, 2] and rows.tolist() == [0, 1, 2]
     mask = computed_mask(kv, kv.current.batch, kv.n_kv, None)
