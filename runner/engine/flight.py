@@ -80,8 +80,7 @@ def pack(order: list[Active], awaiting: set[int], budget: int, context: int, who
     from the flight in progress (ids in awaiting) while its context has room; placed in
     their slots' tokens. whole: a prompt goes in one batch or waits (an encoder's);
     all_rows: every token's row is an output (embeddings). Sorted by slot: a batch of
-    decode steps of evenly spaced slots may then attend each sequence's cells alone
-    (CausalCache._streams)."""
+    decode steps may then attend each sequence's cells alone (CausalCache._streams)."""
     entries = []
     for active in order:
         if budget == 0:

@@ -22,8 +22,8 @@ captured CUDA graph, stays the same for 256 tokens; Ollama's cache attends its b
 sequences' range of cells too): a sequence alone in its slot does not attend the cells the
 other slots keep. A batch of decode steps of several sequences, each in its home region,
 attends in streams instead (_streams): each sequence its own region's first cells, through
-4-D views of each group of evenly spaced sequences, as llama.cpp's cache streams. With flash attention the mask is
-F16.
+4-D views of each group of evenly spaced sequences, as llama.cpp's cache streams. With flash
+attention the mask is F16.
 """
 
 from __future__ import annotations

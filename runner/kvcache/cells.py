@@ -183,9 +183,9 @@ class Cells:
         return first, end
 
     def stream_cells(self, seqs: list[int]) -> int | None:
-        """How many cells of each home region a graph must see to attend each of seqs (ids
-        evenly spaced) within its own region, as a stream of its own: the most any of them has
-        reached, in blocks of PAD; None where the pool has no regions or a sequence's cells
+        """How many cells of each home region a graph must see to attend each of seqs
+        within its own region, as a stream of its own: the most any of them has reached, in
+        blocks of PAD; None where the pool has no regions or a sequence's cells
         do not all lie in its region (it overflowed, or shares another's: a fork)."""
         if not self.region:
             return None
