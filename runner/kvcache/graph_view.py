@@ -184,9 +184,9 @@ class GraphView:
     def _positions_into(self, window, seqs: np.ndarray, piece: np.ndarray) -> None:
         """Each sequence's row of the cells' positions: of the cells the graph sees, or in
         streams of the cells its own region's view sees."""
-        pool, first = self.cache.pools[window], self.placement.seen(window)[0]
+        pool = self.cache.pools[window]
         if not self.streams:
-            pool.positions_into(seqs, piece, first)
+            pool.positions_into(seqs, piece, self.placement.seen(window)[0])
             return
         row = 0
         for group in range(len(self.groups)):

@@ -43,11 +43,11 @@ def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None =
     t, outs, row = n_tokens // kv.streams, [], 0
     for group, (_, count, _) in enumerate(kv.groups):
         # the group's S sequences of t tokens each: (S, H, t, D) against (S, KVH, n_kv, D)
-        rows = (queries, own) if len(kv.groups) == 1 else \
-            (_rows(queries, row * t, count * t), _rows(own, row * t, count * t))
-        out = _attend(kv, rows[0].reshape(count, t, heads, -1).permute(0, 2, 1, 3),
-                      kv.keys(layer, k_node, group), kv.values(layer, v_node, group),
-                      rows[1].reshape(count, 1, t, own.shape[-1]), scale, softcap, None, sinks)
+        mine = _rows(queries, row * t, count * t).reshape(count, t, heads, -1)
+        out = _attend(kv, mine.permute(0, 2, 1, 3), kv.keys(layer, k_node, group),
+                      kv.values(layer, v_node, group),
+                      _rows(own, row * t, count * t).reshape(count, 1, t, own.shape[-1]),
+                      scale, softcap, None, sinks)
         outs.append(out.reshape(count * t, heads * out.shape[-1]))
         row += count
     out = outs[0]
@@ -57,7 +57,9 @@ def attend(kv, layer: int, q, k_node, v_node, scale: float, window: int | None =
 
 
 def _rows(tensor, start: int, n: int):
-    """Rows [start, start + n) of tensor, a view."""
+    """Rows [start, start + n) of tensor: a view, or tensor itself where that is all of it."""
+    if start == 0 and n == tensor.shape[0]:
+        return tensor
     return tensor.view((n, *tensor.shape[1:]), offset=start * tensor.strides[0],
                        strides=tensor.strides)
 
