@@ -77,7 +77,8 @@ def pack(order: list[Active], awaiting: set[int], budget: int, context: int, who
          all_rows: bool) -> list[Entry]:
     """The entries of the next batch, up to budget tokens, from the sequences in order: a
     chunk of each one's pending prompt, or a placeholder for each one awaiting a token
-    from the flight in progress (ids in awaiting) while its context has room; placed in
+    from the flight in progress (ids in awaiting) while its context has room and another
+    token is wanted after it (Active.continues); placed in
     their slots' tokens. whole: a prompt goes in one batch or waits (an encoder's);
     all_rows: every token's row is an output (embeddings). Sorted by slot: a batch of
     decode steps may then attend each sequence's cells alone (CausalCache._streams)."""
@@ -96,7 +97,7 @@ def pack(order: list[Active], awaiting: set[int], budget: int, context: int, who
             del active.pending[:len(chunk)]
             rows = len(chunk) if all_rows else int(not active.pending)
             entries.append(Entry(active, start, chunk, rows))
-        elif id(active) in awaiting and start < context:
+        elif id(active) in awaiting and start < context and active.continues:
             entries.append(Entry(active, start, [PLACEHOLDER], rows=1, sampled=True))
         else:
             continue

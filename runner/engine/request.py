@@ -105,6 +105,13 @@ class Active:
         return self._sampler_alone and takes_candidates(self.request.sampling, CANDIDATES)
 
     @property
+    def continues(self) -> bool:
+        """Whether the token being chosen now is not the last num_predict allows: only then
+        is it evaluated (a placeholder in the next batch), the last one only streamed."""
+        limit = self.request.options.num_predict
+        return limit < 0 or self.generated + 1 < limit
+
+    @property
     def _sampler_alone(self) -> bool:
         """Only the sampler reads the logits (no grammar masks them, no logprobs)."""
         return self.request.constraint is None and not self.request.logprobs
@@ -138,7 +145,8 @@ class Active:
     def record(self) -> str | None:
         """Count the token just chosen as generated and stream its text (its evaluation may
         be under way already: the logits it came from must not have been read over). Returns
-        a done reason (a stop string, a complete grammar) or None to go on."""
+        a done reason (a stop string, a complete grammar, num_predict reached) or None to
+        go on."""
         token = self._chosen
         constraint = self.request.constraint
         complete = constraint is not None and not constraint.accept(token)
@@ -151,7 +159,9 @@ class Active:
                               if not hit else -1)
         if text:
             self._send(text)
-        return "stop" if hit or complete else None
+        if hit or complete:
+            return "stop"
+        return "length" if 0 <= self.request.options.num_predict <= self.generated else None
 
     def _logprob(self, logits, token: int) -> dict:
         chosen, top = logprobs(logits, token, self.request.top_logprobs)

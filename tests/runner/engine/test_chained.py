@@ -97,7 +97,7 @@ def test_chained_steps_give_what_the_cpu_gives(model_paths, server):
     assert rpc_slots == cpu_slots                 # the same tokens kept, the dropped ones not
     # every step after the prompts', the third prompt's with the first one's decode too
     assert [flag for _, flag in chained[1:]] == [True] * (len(chained) - 1)
-    assert any(n > 1 and flag for n, flag in chained[1:]) and len(chained) > 20
+    assert any(n > 1 and flag for n, flag in chained[1:]) and len(chained) > 15
 
 
 def test_a_sampled_sequence_beside_greedy_ones_unchains_their_steps(model_paths, server):

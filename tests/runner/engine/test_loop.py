@@ -36,6 +36,26 @@ def test_parallel_streams_equal_each_alone(harness, overlap):
     assert all(t[1]["eval_count"] == 24 and t[1]["done_reason"] == "length" for t in together)
 
 
+@pytest.mark.parametrize("overlap", [True, False])
+@pytest.mark.parametrize("num_predict", [1, 2, 5])
+def test_the_last_token_allowed_is_streamed_not_evaluated(harness, overlap, num_predict):
+    """num_predict tokens cost the prompt's step and num_predict - 1 decode steps: no step
+    evaluates a token after which none is wanted (a prompt's time to its only token, as
+    llama-bench's pp measures it, is then its own step)."""
+    engine = harness.engine(parallel=2, overlap=overlap)
+    steps = []
+    build = engine.executor.build
+    engine.executor.build = lambda batch, *rest, **options: steps.append(len(batch)) or \
+        build(batch, *rest, **options)
+    prompt = harness.model.tokenize(PROMPTS[0], True)
+    text, done, _ = harness.run(engine, prompt, temperature=0, num_predict=num_predict)
+    assert done["eval_count"] == num_predict and done["done_reason"] == "length"
+    assert steps == [len(prompt)] + [1] * (num_predict - 1)
+    wait_free(engine, 2)
+    kept = max(engine.cache.slots, key=lambda slot: len(slot.tokens)).tokens
+    assert len(kept) == len(prompt) + num_predict - 1 and kept[:len(prompt)] == prompt
+
+
 def test_seed_repeats_and_differs(harness):
     """From the same cache state. (A reused prefix evaluates the prompt's last token in a
     batch of one instead of with the whole prompt: ggml's kernels for the two sizes round
