@@ -9,8 +9,15 @@ still compute with the graph's memory), feed() copies them in.
 Masks are computed in the graph, on the device that attends, from the position each cell
 holds of each of the batch's sequences (S x n_kv values) and the bounds of what each token
 sees (T values), rather than on the host and copied in (T x n_kv values a step: 16M for a
-512-token prompt chunk at 32k cells), as llama.cpp makes them. The transposed V is written
-through the slots alone (broadcast over its rows), not through a T x dims index.
+512-token prompt chunk at 32k cells), as llama.cpp makes them. A decode step of one sequence
+has as many values either way: its masks are made on the host, sparing the step the mask's
+five to seven small kernels per window (a GPU's decode step is a few hundred kernels of a
+few microseconds). Steps of several sequences keep the graph's masks: made on the host
+too, four streams without flash attention measured 6-11% slower on an H100, for a reason
+not found yet (bench/README.md). The keys and values are written to the cache as views,
+as llama.cpp writes them, so that CUDA fuses the RoPE before the write with it. The
+transposed V is written through the slots alone (broadcast over its rows), not through a
+T x dims index.
 """
 
 from __future__ import annotations
@@ -82,9 +89,11 @@ class GraphView:
         self.slots = {w: ctx.new_tensor("I64", (n,), name=f"kv_slots_{w}").set_input()
                       for w in set(cache.pool_of)}
         self.masks = {}       # window -> its mask, built the first time a layer asks for it
-        # each token's row of the cells' positions, where the batch holds several sequences
+        sequences = len(placement.sequences[0])
+        self.host_masks = n == 1          # one sequence's decode step: masks made here
+        # each token's row of the cells' positions, where the graph masks several sequences
         self._rows = ctx.new_tensor("I32", (n,), name="kq_rows").set_input() \
-            if len(placement.sequences[0]) > 1 else None
+            if sequences > 1 else None
         self._floats, self._host, self._views, self._pieces = self._mask_inputs(windows)
         self.rotations = Rotations(ctx, cache.key_rotation + cache.value_rotation)
 
@@ -109,20 +118,8 @@ class GraphView:
 
     def _mask_inputs(self, windows):
         """The masks' float inputs, views of one tensor (one copy a step), and the pieces of
-        one array that prepare() writes them into: per pool ("positions", its window), the
-        position each cell holds of each sequence, (S, n_kv); per window ("first" and
-        "last", the window), each token's bounds, (T, period) each, repeated along a row's
-        period (binary ops repeat a smaller operand along rows quickly, one element at a
-        time slowly); no first bound without a window."""
-        n, sequences = len(self.placement.batch), len(self.placement.sequences[0])
-        layout = []
-        for window in dict.fromkeys(self.cache.pool_for(w).window for w in windows):
-            layout.append((("positions", window), (sequences, self.placement.n_kv[window])))
-        for window in windows:
-            _, n_kv = self._seen(self.cache.pool_for(window))
-            period = min(n_kv & -n_kv, BOUND_PERIOD)
-            layout += [((side, window), (n, period))
-                       for side in ("first", "last") if side == "last" or window is not None]
+        one array that prepare() writes them into (_layout)."""
+        layout = self._layout(windows)
         sizes = [rows * columns for _, (rows, columns) in layout]
         floats = self.ctx.new_tensor("F32", (sum(sizes),), name="kq_inputs").set_input()
         host = np.empty(sum(sizes), dtype=np.float32)
@@ -133,6 +130,29 @@ class GraphView:
             offset += size
         return floats, host, views, pieces
 
+    def _layout(self, windows) -> list:
+        """[((what, window), shape)] of the masks' inputs. Masks made here: per window
+        ("mask", window), (T, n_kv), from each pool's positions (self._held, (S, n_kv)).
+        Made in the graph: per pool ("positions", its window), the position each cell holds
+        of each sequence, (S, n_kv); per window ("first" and "last", the window), each
+        token's bounds, (T, period) each, repeated along a row's period (binary ops repeat a
+        smaller operand along rows quickly, one element at a time slowly); no first bound
+        without a window."""
+        n, sequences = len(self.placement.batch), len(self.placement.sequences[0])
+        pools = dict.fromkeys(self.cache.pool_for(w).window for w in windows)
+        if self.host_masks:
+            self._held = {w: np.empty((sequences, self.placement.n_kv[w]), np.float32)
+                          for w in pools}
+            return [(("mask", w), (n, self.placement.n_kv[self.cache.pool_for(w).window]))
+                    for w in windows]
+        layout = [(("positions", w), (sequences, self.placement.n_kv[w])) for w in pools]
+        for window in windows:
+            _, n_kv = self._seen(self.cache.pool_for(window))
+            period = min(n_kv & -n_kv, BOUND_PERIOD)
+            layout += [((side, window), (n, period))
+                       for side in ("first", "last") if side == "last" or window is not None]
+        return layout
+
     def _mask(self, window, layer: int):
         """(T, n_kv) additive mask, F16 with flash attention, else F32: 0 where a token sees
         a cell, else -inf, computed in the graph on layer's device (not on the host, nor on
@@ -142,6 +162,9 @@ class GraphView:
         with no first bound, where position - last < 0; a cell holding none of the
         sequence's positions (ABSENT) lies beyond every bound."""
         n, views = len(self.placement.batch), self._views
+        if self.host_masks:          # the input's view itself stays where the input lies
+            mask = views["mask", window]                                # (T, n_kv)
+            return self._on_device([mask.cast("F16")], layer) if self.cache.flash else mask
         positions = views["positions", self.cache.pool_for(window).window]     # (S, n_kv)
         held = positions.repeat(n, positions.shape[1]) if self._rows is None else \
             positions.get_rows(self._rows)                              # (T, n_kv)
@@ -153,6 +176,10 @@ class GraphView:
         nodes += [nodes[-1].clamp(-math.inf, 0.0)]                      # 0 or -inf
         if self.cache.flash:
             nodes += [nodes[-1].cast("F16")]
+        return self._on_device(nodes, layer)
+
+    def _on_device(self, nodes: list, layer: int):
+        """The last of a mask's nodes, each placed on layer's device."""
         if self.cache.backends is not None:
             for node in nodes:
                 self.ctx.place(node, self.cache.backends[layer])
@@ -166,7 +193,12 @@ class GraphView:
         slots = {w: s.astype(np.int64, copy=False) for w, s in placement.slots.items()}
         values = [*((tensor, slots[w]) for w, tensor in self.slots.items()),
                   *self.rotations.inputs()]
-        if self.masks:
+        if self.masks and self.host_masks:
+            for window, held in self._held.items():
+                self._positions_into(window, seqs, held)
+            for window in self.masks:
+                self._host_mask(window)
+        elif self.masks:
             if self._rows is not None:
                 values.append((self._rows, rows))
             for (side, window), piece in self._pieces.items():
@@ -178,8 +210,22 @@ class GraphView:
                 self._pieces["last", window][:] = last[:, None]
                 if first is not None:
                     self._pieces["first", window][:] = first[:, None]
+        if self.masks:
             values.append((self._floats, self._host))
         self._values = values
+
+    def _host_mask(self, window) -> None:
+        """window's mask, made here as the graph would make it (see _mask): 0 where the
+        position a cell holds of the token's sequence lies between the token's bounds."""
+        first, last = seen_bounds(self.placement.batch, window, self.causal,
+                                  window in self.block_windows)
+        held = self._held[self.cache.pool_for(window).window]               # (1, n_kv)
+        seen = held < last[:, None]
+        if first is not None:
+            seen &= held > first[:, None]
+        piece = self._pieces["mask", window]
+        piece.fill(-math.inf)
+        piece[seen] = 0.0
 
     def _positions_into(self, window, seqs: np.ndarray, piece: np.ndarray) -> None:
         """Each sequence's row of the cells' positions: of the cells the graph sees, or in
@@ -207,8 +253,8 @@ class GraphView:
         n, window = len(self.placement.batch), cache.pool_of[layer]
         k = self.rotations.rotate(k, cache.key_rotation[layer])
         v = self.rotations.rotate(v, cache.value_rotation[layer])
-        k_cache = ctx.bind(cache.k[layer]).set_rows(k.reshape(n, -1), self.slots[window])
-        v_flat = v.reshape(n, -1)
+        k_cache = ctx.bind(cache.k[layer]).set_rows(_flat_rows(k, n), self.slots[window])
+        v_flat = _flat_rows(v, n)
         if cache.v[layer] is None:                       # V is read from K's rows
             return k_cache, k_cache
         if cache.flash:
@@ -279,3 +325,11 @@ class GraphView:
                              0)
             self.masks[window] = self._mask(window, layer)
         return self.masks[window]
+
+
+def _flat_rows(t, n: int):
+    """Contiguous t (n, ...) as (n, rest): a view, as llama.cpp writes its cache, where a
+    reshape would do, so that CUDA fuses the RoPE that made t with the write."""
+    if not t.is_contiguous:
+        raise ValueError("A cache write takes contiguous keys and values.")
+    return t.view((n, t.size // n))

@@ -200,20 +200,32 @@ def test_slots_apart_attend_in_streams_bit_for_bit(model_paths, name, flash, slo
 
 
 @pytest.mark.parametrize("tokens", [1, len(PROMPT)])
-def test_the_masks_are_computed_where_the_layers_attend(model, tokens):
-    """The masks are built in the graph from small inputs; with the layers on a device they
-    are computed there (not on the CPU and copied over), a decode step's as a prompt's."""
+def test_the_masks_are_made_where_the_layers_attend(model, tokens):
+    """A prompt's masks are built in the graph from small inputs; with the layers on a device
+    they are computed there (not on the CPU and copied over). A decode step's (a token of
+    each sequence: as many values either way) is made on the host and copied in as an
+    input, as llama.cpp's are; only its cast to float16 for flash attention is a node, and
+    that runs on the layers' device too."""
     model.kv.remove(0)
     step, _ = logits(model, Batch.of_sequence(PROMPT[:tokens], 0))
     scheduler = model.executor.scheduler
     mask = step.kv_inputs.masks[None]
     assert mask.shape == (tokens, model.kv.n_kv)
+    assert step.kv_inputs.host_masks == (tokens == 1)
+    # (an input read on another device is read through the scheduler's copy of it there,
+    # named "DEVICE#NAME#N")
     readers = [node for node in step.graph.nodes()
-               if any(source.ptr == mask.ptr for source in node.sources())]
+               if any(source.ptr == mask.ptr or source.name.split("#")[1:2] == [mask.name]
+                      for source in node.sources())]
     # the "rpc" model's layers are all on the RPC server, the scheduler's first backend
     layers_on = scheduler.backends[0]
     assert readers and {scheduler.backend_of(node) for node in readers} == {layers_on}
-    assert scheduler.backend_of(mask) is layers_on
+    made = [mask] if mask.op != "VIEW" else []          # the input itself is no node
+    assert tokens == 1 or made
+    assert all(scheduler.backend_of(node) is layers_on for node in made)
+    if tokens == 1:
+        viewed = mask if mask.op == "VIEW" else mask.sources()[0]
+        assert viewed.op == "VIEW" and viewed.sources()[0].name == "kq_inputs"
     model.kv.remove(0)
 
 
