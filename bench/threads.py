@@ -17,7 +17,8 @@ llama-cpp-python is missing or cannot load, and the figure llama.cpp's users quo
 ratios then compare with it.
 --loop measures ours as requests run, through the batch loop (runner.load, greedy): the
 prompt as one request's prompt_eval, and --generate decode steps of a request with a one-token
-prompt, from an empty cache as llama-bench's tg. The loop streams each token's text and
+prompt, from an empty cache as llama-bench's tg; a prompt of that size first warms up, as
+llama-bench's warm-up run does. The loop streams each token's text and
 builds the next step's graph while a step computes, and on a device chains greedy steps (the
 next is launched before the host reads the last): what users get. Without it each single
 step is built, launched and read one after another (about 0.3 ms of Python a step on the
@@ -81,15 +82,18 @@ def loop_speeds(path, threads: int, repack: bool, args) -> tuple[float, float]:
     model = runner.load(path, num_ctx=args.prompt + args.generate + 256, threads=threads,
                         flash_attn=args.flash, repack=repack, batch_size=max(args.prompt, 1),
                         **layers)
-    tokens = token_ids(path, args.prompt + args.repeat + 1, seed=1)
+    tokens = token_ids(path, args.prompt + 2 * args.repeat + 1, seed=1)
     best = [0.0, 0.0]
     try:
-        greedy(model, tokens[:8], 1)                                        # warm up
+        # warm up as llama-bench does: a prompt of the size measured (a device's first
+        # graphs of a shape are slow: CUDA's kernels load, its graphs are captured), a
+        # few decode steps
+        greedy(model, [tokens[-1]] + tokens[:args.prompt - 1], 4)
         for i in range(args.repeat):
-            # a first token of its own each time: nothing of it is in the prompt cache
+            # first tokens of their own each time: nothing of either is in the prompt cache
             done = greedy(model, [tokens[args.prompt + i]] + tokens[:args.prompt - 1], 1)
             best[0] = max(best[0], done["prompt_eval_count"] / done["prompt_eval_duration"])
-            done = greedy(model, [tokens[args.prompt + i + 1]], args.generate + 1)
+            done = greedy(model, [tokens[args.prompt + args.repeat + i]], args.generate + 1)
             if done["eval_count"] > 1:
                 best[1] = max(best[1], (done["eval_count"] - 1) / done["eval_duration"])
     finally:

@@ -148,7 +148,10 @@ phase_loop() {
 }
 
 phase_host() {
-    python3 bench/prefill_host.py --model "$SMOL" "$GEMMA" --device CUDA0 --threads 8 --repeat 3
+    for flash in "" --flash; do
+        python3 bench/prefill_host.py --model "$SMOL" "$GEMMA" --device CUDA0 --threads 8 \
+            --repeat 3 $flash
+    done
     python3 bench/prefill_host.py --model "$SMOL" "$GEMMA" --device CUDA0 --threads 8 \
         --prompt 64 --decode 64 --repeat 3
 }
