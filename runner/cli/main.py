@@ -224,7 +224,7 @@ def cmd_tokenize(args) -> int:
 def cmd_show(args) -> int:
     import pyggml
 
-    from ..serve.library import FILE_TYPES, type_name
+    from ..serve.entry import FILE_TYPES, type_name
 
     found = server()
     if found is not None:

@@ -19,7 +19,8 @@ import gguf
 from ..loading import store
 from ..registry.pull import pull as registry_pull
 from ..registry.transfer import PullError
-from .library import DIGEST, Entry, ModelNotFound, header_of, rfc3339
+from .entry import Entry, header_of, rfc3339
+from .library import DIGEST, ModelNotFound
 from .bodies import CopyRequest, ModelRequest
 from .reading import Served, body, documented
 from .service import ServeError

@@ -18,7 +18,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from .library import Entry
+from .entry import Entry
 from .options import LoadChoice, Settings
 from .workers import OutOfMemory, Runner
 

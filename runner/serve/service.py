@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from ..tokenizer.template import with_image_tags
 from .bodies import ChatRequest, EmbedRequest, GenerateRequest, Generation, Loading, NamedTool
-from .library import Entry, Library, ModelNotFound
+from .entry import Entry
+from .library import Library, ModelNotFound
 from .options import Settings, layered, load_choice, think_level
 from . import harmony  # noqa: F401  (registers its extractor)
 from .parsers import Extractor, forced_call_grammar, format_for, make_extractor

@@ -1,0 +1,161 @@
+"""One model a server offers (Entry): its file, what its manifest adds, and what the file's
+header tells of it (capabilities, details), the headers parsed once per file version."""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import math
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gguf import GGMLQuantizationType
+
+from pyggml.gguf_reader import Header
+
+from ..tokenizer.template import renderer_for, template_for
+from .fim import fim_tokens
+
+# the architectures whose single files' vision towers the runner reads (models/vision/
+# ollama.py's LAYOUTS; named here, as the server loads no model code: a test holds them equal)
+SINGLE_FILE_VISION = ("gemma3", "gemma4", "mistral3", "qwen25vl")
+
+# general.file_type as llama.cpp's converter writes it (llama_ftype)
+FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
+              10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S",
+              15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
+THINK_MARKERS = ("<think>", "enable_thinking", "<|channel>", "reasoning_content",
+                 "reasoning_effort")
+
+
+def header_of(path: Path) -> Header:
+    """A GGUF file's header, parsed once per file version (path, size and mtime): a model's
+    vocabulary is tens of megabytes of metadata, read by every request that names it."""
+    stat = path.stat()
+    with _PARSING:                  # requests that arrive together parse the file once
+        return _parsed(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+_PARSING = threading.Lock()
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(path: str, size: int, mtime_ns: int) -> Header:
+    return Header(path)
+
+
+@dataclass
+class Entry:
+    """One model: its file, and what its manifest adds."""
+    name: str
+    path: Path
+    digest: str                       # sha256 hex of the GGUF file
+    template: str | None = None       # overrides the file's chat template
+    system: str | None = None
+    parameters: dict = field(default_factory=dict)
+    projector: Path | None = None     # the vision encoder's mmproj file
+    messages: list | None = None      # a conversation every chat starts with (MESSAGE)
+    license: str | None = None
+    go_template: str | None = None    # a pulled model's Ollama template (the file's wins)
+    _metadata: dict | None = field(default=None, repr=False)
+    _projector_metadata: dict | None = field(default=None, repr=False)
+
+    @property
+    def size(self) -> int:
+        return self.path.stat().st_size
+
+    @property
+    def modified_at(self) -> str:
+        return rfc3339(self.path.stat().st_mtime)
+
+    @property
+    def metadata(self) -> dict:
+        if self._metadata is None:
+            self._metadata = header_of(self.path).metadata
+        return self._metadata
+
+    @property
+    def architecture(self) -> str:
+        return self.metadata.get("general.architecture", "unknown")
+
+    @property
+    def chat_template(self) -> str | None:
+        """The Jinja template: the manifest's, the file's own, else (unless the model was
+        pulled with Ollama's Go template, which then wins) the family's fallback."""
+        return self.template or self.metadata.get("tokenizer.chat_template") or \
+            (None if self.go_template else template_for(self.metadata))
+
+    @property
+    def context_length(self) -> int:
+        return int(self.metadata.get(f"{self.architecture}.context_length") or 2048)
+
+    def capabilities(self) -> list[str]:
+        meta, arch = self.metadata, self.architecture
+        template = self.chat_template or self.go_template or ""
+        found = ["embedding" if meta.get(f"{arch}.pooling_type") else "completion"]
+        built_in = renderer_for(meta) is not None        # harmony: tools and reasoning
+        if "tools" in template or built_in:
+            found.append("tools")
+        if any(marker in template for marker in THINK_MARKERS) or built_in:
+            found.append("thinking")
+        if "suffix" in template or fim_tokens(meta):
+            found.append("insert")
+        towers = self.projector_metadata() or meta
+        if towers.get("clip.has_vision_encoder") or (
+                meta.get("general.architecture") in SINGLE_FILE_VISION and
+                any(key.endswith("vision.block_count") for key in towers)):
+            found.append("vision")
+        if towers.get("clip.has_audio_encoder") or \
+                any(key.endswith("audio.block_count") for key in towers):
+            found.append("audio")
+        return found
+
+    def projector_metadata(self) -> dict | None:
+        if self.projector is not None and self._projector_metadata is None:
+            self._projector_metadata = header_of(self.projector).metadata
+        return self._projector_metadata
+
+    def projector_info(self) -> dict | None:
+        """The projector file's metadata, as Ollama's show reports it."""
+        meta = self.projector_metadata()
+        if meta is None:
+            return None
+        return {k: v for k, v in meta.items() if not k.startswith("tokenizer.")}
+
+    def details(self) -> dict:
+        meta = self.metadata
+        header = header_of(self.path)
+        parameters = sum(math.prod(t.ne) for t in header.tensors)
+        file_type = meta.get("general.file_type")
+        if file_type is None:
+            counts = Counter(type_name(t.type) for t in header.tensors)
+            quantization = counts.most_common(1)[0][0] if counts else "unknown"
+        else:
+            quantization = FILE_TYPES.get(file_type, f"file type {file_type}")
+        return {"parent_model": "", "format": "gguf", "family": self.architecture,
+                "families": [self.architecture], "parameter_size": human(parameters),
+                "quantization_level": quantization}
+
+
+def human(count: int) -> str:
+    """135M, 1.5B: parameter counts as Ollama prints them."""
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if count >= size:
+            value = count / size
+            return f"{value:.1f}{unit}" if value < 10 else f"{value:.0f}{unit}"
+    return str(count)
+
+
+def rfc3339(timestamp: float) -> str:
+    return datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc) \
+        .isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def type_name(ggml_type: int) -> str:
+    """A tensor type's name as llama.cpp prints it (Q4_K, F16)."""
+    try:
+        return GGMLQuantizationType(ggml_type).name
+    except ValueError:
+        return f"type {ggml_type}"
