@@ -6,27 +6,23 @@ status; an error after it is a last chunk {"error": ...}."""
 from __future__ import annotations
 
 import asyncio
-import datetime
 import math
 import time
-from dataclasses import dataclass, field
 
 from ..tokenizer.template import with_image_tags
 from .bodies import ChatRequest, EmbedRequest, GenerateRequest, Generation, Loading, NamedTool
+from .chunks import Call, now, reply_chunks
 from .entry import Entry
 from .library import Library, ModelNotFound
 from .options import Settings, layered, load_choice, think_level
 from . import harmony  # noqa: F401  (registers its extractor)
-from .parsers import Extractor, forced_call_grammar, format_for, make_extractor
+from .parsers import forced_call_grammar, format_for, make_extractor
 from .prompts import Prompt, chat_prompt, generate_prompt
 from .scheduler import Busy, Loaded, Scheduler
 from .stream import Stream, prepend
 from .workers import RunnerError
 
-DONE_REASONS = {0: "stop", 1: "length", 2: "stop"}
 SHUTTING_DOWN = "The server is shutting down; this reply was not finished."
-
-
 CONTEXT_EXCEEDED = "context_length_exceeded"     # OpenAI's code for a prompt that does not fit
 
 
@@ -34,23 +30,6 @@ class ServeError(Exception):
     def __init__(self, status: int, message: str, code: str | None = None):
         super().__init__(message)
         self.status, self.code = status, code
-
-
-def now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(
-        timespec="microseconds").replace("+00:00", "Z")
-
-
-@dataclass
-class Call:
-    """What the runner is asked for, and how its text turns into Ollama's chunks."""
-    entry: Entry
-    body: dict                           # the runner's /completion body
-    extractor: Extractor | None = None   # or a HarmonyExtractor (the same interface)
-    chat: bool = False
-    keep_context: bool = False           # generate: the final chunk carries `context`
-    prompt_text: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 class Service:
@@ -249,8 +228,8 @@ class Service:
         except BaseException:
             self.scheduler.release(loaded)
             raise
-        chunks = self._chunks(call, request.model, prepend(first, events), loaded,
-                              arrived, load_duration)
+        chunks = reply_chunks(call, request.model, prepend(first, events), runner,
+                              arrived, load_duration, self._failed)
         async def count() -> int:
             return len(await runner.tokenize(call.body["Prompt"]))
 
@@ -296,60 +275,6 @@ class Service:
         if grammar is not None:
             call.body["Grammar"] = grammar
             call.body["Format"] = None
-
-    async def _chunks(self, call: Call, model: str, events, loaded: Loaded, arrived: int,
-                      load_duration: int):
-        extractor, pieces = call.extractor, []
-        try:
-            async for event in events:
-                if "error" in event:
-                    yield {"error": event["error"]}
-                    return
-                if event.get("done"):
-                    tail = extractor.finish() if extractor else ("", "", [])
-                    if any(tail):
-                        yield self._chunk(call, model, *tail)
-                    done = self._chunk(call, model, "", "", [])
-                    done.update(done=True, done_reason=DONE_REASONS.get(event["done_reason"],
-                                                                        "stop"),
-                                total_duration=time.perf_counter_ns() - arrived,
-                                load_duration=load_duration,
-                                prompt_eval_count=event["prompt_eval_count"],
-                                prompt_cached_count=event.get("prompt_cached_count", 0),
-                                prompt_eval_duration=event["prompt_eval_duration"],
-                                eval_count=event["eval_count"],
-                                eval_duration=event["eval_duration"])
-                    if call.keep_context:
-                        done["context"] = await loaded.runner.tokenize(
-                            call.prompt_text + "".join(pieces))
-                    yield done
-                    return
-                text = event.get("content", "")
-                pieces.append(text)
-                content, thinking, calls = extractor.push(text) if extractor else (text, "", [])
-                chunk = self._chunk(call, model, content, thinking, calls)
-                if event.get("logprobs"):
-                    chunk["logprobs"] = [_with_bytes(entry) for entry in event["logprobs"]]
-                if content or thinking or calls or "logprobs" in chunk:
-                    yield chunk
-        except RunnerError as error:
-            yield {"error": self._failed(error)}
-
-    def _chunk(self, call: Call, model: str, content: str, thinking: str, calls: list) -> dict:
-        chunk = {"model": model, "created_at": now()}
-        if call.chat:
-            message = {"role": "assistant", "content": content}
-            if thinking:
-                message["thinking"] = thinking
-            if calls:
-                message["tool_calls"] = calls
-            chunk["message"] = message
-        else:
-            chunk["response"] = content
-            if thinking:
-                chunk["thinking"] = thinking
-        chunk["done"] = False
-        return chunk
 
     # -- embeddings ---------------------------------------------------------------------
 
@@ -402,9 +327,3 @@ def _protocol_images(images: list[str]) -> list[dict] | None:
     """The runner protocol's Images: base64 data and the id its [img-ID] tag names."""
     return [{"data": data, "id": i} for i, data in enumerate(images)] or None
 
-
-def _with_bytes(entry: dict) -> dict:
-    entry = dict(entry, bytes=list(entry["token"].encode()))
-    entry["top_logprobs"] = [dict(t, bytes=list(t["token"].encode()))
-                             for t in entry.get("top_logprobs", [])]
-    return entry
