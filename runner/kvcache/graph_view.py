@@ -12,9 +12,10 @@ sees (T values), rather than on the host and copied in (T x n_kv values a step: 
 512-token prompt chunk at 32k cells), as llama.cpp makes them. A decode step of one sequence
 has as many values either way: its masks are made on the host, sparing the step the mask's
 five to seven small kernels per window (a GPU's decode step is a few hundred kernels of a
-few microseconds). Steps of several sequences keep the graph's masks: made on the host
-too, four streams without flash attention measured 6-11% slower on an H100, for a reason
-not found yet (bench/README.md). The keys and values are written to the cache as views,
+few microseconds). Steps of several sequences keep the graph's masks: with theirs made on
+the host too (and the views below), four streams without flash attention measured 6-11%
+slower on an H100 than before both, one stream faster; which of the two costs the streams
+was not isolated (bench/README.md). The keys and values are written to the cache as views,
 as llama.cpp writes them, so that CUDA fuses the RoPE before the write with it. The
 transposed V is written through the slots alone (broadcast over its rows), not through a
 T x dims index.
