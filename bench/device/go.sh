@@ -19,6 +19,9 @@
 #   cpu     pp512 / tg64 at 1 to 16 threads on the Xeon, ours (the batch loop) beside
 #           llama-bench, with a CPU-only build made for it there (build/device-cpu, 30 s)
 #   bert    the f16 BERT that aborted on this AMX CPU (tests/runner/convert/test_bert.py)
+#   cpustep a CPU step's compute and host time apart at 1 and 16 threads
+#           (bench/prefill_host.py --decode), beside llama-bench's pp64 / tg64: where the
+#           Xeon's gap lies (into cpu.txt: 8 files at most come back)
 # DEADLINE: seconds after the start by which everything ends (default 560); a phase is cut
 # at the deadline, and one whose estimate no longer fits is skipped (build: 40 s where the
 # prebuilt matches, else 300). DEVICE_CUDA=0 builds for
@@ -42,15 +45,17 @@ export SMOL=$TWINS/smollm2.gguf GEMMA=$TWINS/gemma3.gguf LLAMA_BENCH=$PWD/$DIR/l
 
 say() { echo "[$((SECONDS - START)) s] $*" | tee -a "$OUT/summary.txt"; }
 
-# phase NAME ESTIMATE_S: run phase_NAME into $OUT/NAME.txt, cut at the deadline
+# phase NAME ESTIMATE_S: run phase_NAME into $OUT/NAME.txt (or the file OUTPUT names), cut
+# at the deadline
 phase() {
     local name=$1 estimate=$2 left=$((DEADLINE - (SECONDS - START)))
+    local file=${OUTPUT[$name]:-$name}
     if [ "$left" -lt "$estimate" ]; then
         say "$name: skipped ($left s left, it takes about $estimate)"
         return
     fi
     local began=$SECONDS
-    timeout --kill-after=5 "$left" bash -c "phase_$name" >> "$OUT/$name.txt" 2>&1
+    timeout --kill-after=5 "$left" bash -c "phase_$name" >> "$OUT/$file.txt" 2>&1
     local status=$?
     say "$name: exit $status after $((SECONDS - began)) s"
 }
@@ -171,9 +176,21 @@ phase_bert() {
         tests/runner/convert/test_bert.py
 }
 
-PHASES=(build test check gpu loop host cpu bert)
+phase_cpustep() {
+    native_cpu
+    for threads in 1 16; do
+        python3 bench/prefill_host.py --model "$SMOL" "$GEMMA" --threads $threads --prompt 64 \
+            --decode 64 --repeat 3
+        for model in "$SMOL" "$GEMMA"; do
+            "$LLAMA_BENCH" -m "$model" -t $threads -p 64 -n 64 -r 3 --repack 1,0
+        done
+    done
+}
+
+PHASES=(build test check gpu loop host cpu bert cpustep)
 declare -A ESTIMATE=([build]=300 [test]=30 [check]=40 [gpu]=60 [loop]=60 [host]=30 [cpu]=270
-                     [bert]=40)
+                     [bert]=40 [cpustep]=60)
+declare -A OUTPUT=([cpustep]=cpu)
 # the build takes 20-30 s where the prebuilt matches these sources (or is unpacked already),
 # not the 300 s of a CUDA build there: a short DEADLINE must not skip it
 if [ -e "$PROJ/pyggml/build_info.json" ] || { [ -e "$DIR/cuda-cp312.tar.xz" ] &&
