@@ -78,10 +78,10 @@ def pack(order: list[Active], awaiting: set[int], budget: int, context: int, who
     """The entries of the next batch, up to budget tokens, from the sequences in order: a
     chunk of each one's pending prompt, or a placeholder for each one awaiting a token
     from the flight in progress (ids in awaiting) while its context has room and another
-    token is wanted after it (Active.continues); placed in
-    their slots' tokens. whole: a prompt goes in one batch or waits (an encoder's);
-    all_rows: every token's row is an output (embeddings). Sorted by slot: a batch of
-    decode steps may then attend each sequence's cells alone (CausalCache._streams)."""
+    token is wanted after it (Active.continues); placed in their slots' tokens. whole: a
+    prompt goes in one batch or waits (an encoder's); all_rows: every token's row is an
+    output (embeddings). Sorted by slot: a batch of decode steps may then attend each
+    sequence's cells alone (CausalCache._streams)."""
     entries = []
     for active in order:
         if budget == 0:

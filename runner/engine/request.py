@@ -10,6 +10,7 @@ The engine calls the request's emit() from its own thread with one event per cal
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -105,11 +106,16 @@ class Active:
         return self._sampler_alone and takes_candidates(self.request.sampling, CANDIDATES)
 
     @property
+    def _allowed(self) -> float:
+        """How many more tokens num_predict allows (inf: no limit)."""
+        limit = self.request.options.num_predict
+        return math.inf if limit < 0 else limit - self.generated
+
+    @property
     def continues(self) -> bool:
         """Whether the token being chosen now is not the last num_predict allows: only then
         is it evaluated (a placeholder in the next batch), the last one only streamed."""
-        limit = self.request.options.num_predict
-        return limit < 0 or self.generated + 1 < limit
+        return self._allowed > 1
 
     @property
     def _sampler_alone(self) -> bool:
@@ -125,8 +131,7 @@ class Active:
         request = self.request
         if self.first_token is None:
             self.first_token = time.perf_counter_ns()
-        limit = request.options.num_predict
-        if 0 <= limit <= self.generated:
+        if self._allowed <= 0:
             return "length"
         if chosen is not None:
             token = chosen
@@ -161,7 +166,7 @@ class Active:
             self._send(text)
         if hit or complete:
             return "stop"
-        return "length" if 0 <= self.request.options.num_predict <= self.generated else None
+        return "length" if self._allowed <= 0 else None
 
     def _logprob(self, logits, token: int) -> dict:
         chosen, top = logprobs(logits, token, self.request.top_logprobs)

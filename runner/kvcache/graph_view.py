@@ -194,26 +194,30 @@ class GraphView:
         slots = {w: s.astype(np.int64, copy=False) for w, s in placement.slots.items()}
         values = [*((tensor, slots[w]) for w, tensor in self.slots.items()),
                   *self.rotations.inputs()]
-        if self.masks and self.host_masks:
-            for window, held in self._held.items():
-                self._positions_into(window, seqs, held)
-            for window in self.masks:
-                self._host_mask(window)
-        elif self.masks:
-            if self._rows is not None:
-                values.append((self._rows, rows))
-            for (side, window), piece in self._pieces.items():
-                if side == "positions":
-                    self._positions_into(window, seqs, piece)
-            for window in self.masks:
-                first, last = seen_bounds(batch, window, self.causal,
-                                          window in self.block_windows)
-                self._pieces["last", window][:] = last[:, None]
-                if first is not None:
-                    self._pieces["first", window][:] = first[:, None]
         if self.masks:
+            if self.host_masks:
+                for window, held in self._held.items():
+                    self._positions_into(window, seqs, held)
+                for window in self.masks:
+                    self._host_mask(window)
+            else:
+                self._graph_mask_inputs(values, batch, seqs, rows)
             values.append((self._floats, self._host))
         self._values = values
+
+    def _graph_mask_inputs(self, values: list, batch, seqs: np.ndarray, rows: np.ndarray):
+        """The inputs the graph makes its masks from (_mask): the cells' positions of each
+        sequence, each token's bounds, and (several sequences) each token's row."""
+        if self._rows is not None:
+            values.append((self._rows, rows))
+        for (side, window), piece in self._pieces.items():
+            if side == "positions":
+                self._positions_into(window, seqs, piece)
+        for window in self.masks:
+            first, last = seen_bounds(batch, window, self.causal, window in self.block_windows)
+            self._pieces["last", window][:] = last[:, None]
+            if first is not None:
+                self._pieces["first", window][:] = first[:, None]
 
     def _host_mask(self, window) -> None:
         """window's mask, made here as the graph would make it (see _mask): 0 where the

@@ -202,10 +202,10 @@ def test_slots_apart_attend_in_streams_bit_for_bit(model_paths, name, flash, slo
 @pytest.mark.parametrize("tokens", [1, len(PROMPT)])
 def test_the_masks_are_made_where_the_layers_attend(model, tokens):
     """A prompt's masks are built in the graph from small inputs; with the layers on a device
-    they are computed there (not on the CPU and copied over). A decode step's (a token of
-    each sequence: as many values either way) is made on the host and copied in as an
-    input, as llama.cpp's are; only its cast to float16 for flash attention is a node, and
-    that runs on the layers' device too."""
+    they are computed there (not on the CPU and copied over). One sequence's decode step's
+    (as many values either way) is made on the host and copied in as an input, as
+    llama.cpp's are; only its cast to float16 for flash attention is a node, and that runs
+    on the layers' device too."""
     model.kv.remove(0)
     step, _ = logits(model, Batch.of_sequence(PROMPT[:tokens], 0))
     scheduler = model.executor.scheduler
