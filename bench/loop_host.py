@@ -26,7 +26,7 @@ import collections
 import statistics
 import time
 
-from engines import greedy, model_path, token_ids
+from engines import greedy, model_path
 from streams import aggregate, prompts
 
 import runner

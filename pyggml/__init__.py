@@ -27,9 +27,9 @@ if _find_spec(__name__ + "._ggml") is None:  # the checkout itself, shadowing th
 
 # name -> the module that defines it
 _EXPORTS = {
-    **dict.fromkeys(["Backend", "Buffer", "BufferType", "Device", "allocate", "backend_features",
-                     "cpu_backend", "cpu_device", "device", "devices", "log_system_info",
-                     "system_info"], "backend"),
+    **dict.fromkeys(["Backend", "Device", "backend_features", "cpu_backend", "cpu_device",
+                     "device", "devices", "log_system_info", "system_info"], "backend"),
+    **dict.fromkeys(["Buffer", "BufferType", "allocate"], "memory"),
     "Context": "context",
     **dict.fromkeys(["BF16", "F16", "F32", "I32", "I64", "GGMLType"], "dtypes"),
     "GGMLError": "errors",

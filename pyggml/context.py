@@ -7,7 +7,7 @@ Contexts are always created with no_alloc: tensor memory lives in backend buffer
 from __future__ import annotations
 
 from ._lib import ffi, lib
-from .backend import Buffer
+from .memory import Buffer
 from .dtypes import GGMLType
 from .errors import GGMLError, ensure, failure_text
 from .graph import Graph

@@ -17,7 +17,8 @@ from typing import Callable
 import numpy as np
 
 from ._lib import ffi, lib
-from .backend import Backend, Buffer, BufferType, allocate, cpu_backend, cpu_device
+from .backend import Backend, cpu_backend, cpu_device
+from .memory import Buffer, BufferType, allocate
 from .context import Context
 from .dtypes import GGMLType
 from .errors import GGMLError

@@ -18,7 +18,8 @@ import weakref
 from typing import TYPE_CHECKING
 
 from ._lib import ffi, lib
-from .backend import Backend, Buffer, cpu_backend
+from .backend import Backend, cpu_backend
+from .memory import Buffer
 from .errors import GGMLError, failure_text
 from .tensor import Tensor
 from .worker import ComputeThread, Job

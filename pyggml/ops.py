@@ -14,7 +14,6 @@ import numpy as np
 from ._lib import ffi, lib
 from .dtypes import GGMLType
 from .errors import GGMLError, failure_text
-from .shape import ne_of
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -26,13 +25,10 @@ ROPE_MODES = {
     "imrope": lib.GGML_ROPE_TYPE_IMROPE,
     "vision": lib.GGML_ROPE_TYPE_VISION,
 }
-POOL_OPS = {"max": lib.GGML_OP_POOL_MAX, "avg": lib.GGML_OP_POOL_AVG}
-SCALE_MODES = {
-    "nearest": lib.GGML_SCALE_MODE_NEAREST,
-    "bilinear": lib.GGML_SCALE_MODE_BILINEAR,
-    "bicubic": lib.GGML_SCALE_MODE_BICUBIC,
-}
-def _table(table: dict, key: str, what: str) -> int:
+
+
+def named_constant(table: dict, key: str, what: str) -> int:
+    """table[key], or a ValueError naming what key was meant to be and the choices."""
     try:
         return table[key]
     except KeyError:
@@ -180,7 +176,7 @@ class TensorOps:
         ctx = self._home(positions)
         raw = lib.safe_ggml_rope_ext(
             ctx.ptr, self._ptr, positions._ptr, _null(freq_factors), n_dims,
-            _table(ROPE_MODES, mode, "rope mode"), n_ctx_orig, freq_base, freq_scale,
+            named_constant(ROPE_MODES, mode, "rope mode"), n_ctx_orig, freq_base, freq_scale,
             ext_factor, attn_factor, beta_fast, beta_slow)
         return self._result(ctx, raw, self.ndim, "rope_ext", positions)
 
@@ -194,7 +190,7 @@ class TensorOps:
         ctx = self._home(positions)
         raw = lib.safe_ggml_rope_multi(
             ctx.ptr, self._ptr, positions._ptr, _null(freq_factors), n_dims, sections,
-            _table(ROPE_MODES, mode, "rope mode"), n_ctx_orig, freq_base, freq_scale,
+            named_constant(ROPE_MODES, mode, "rope mode"), n_ctx_orig, freq_base, freq_scale,
             ext_factor, attn_factor, beta_fast, beta_slow)
         return self._result(ctx, raw, self.ndim, "rope_multi", positions)
 
@@ -233,58 +229,6 @@ class TensorOps:
             raise ValueError(f"argmax takes a vector or a matrix, not {self.ndim} dimensions.")
         ctx = self._home()
         return self._result(ctx, lib.safe_ggml_argmax(ctx.ptr, self._ptr), 1, "argmax")
-
-    # -- convolution, pooling, resampling -------------------------------------------------
-
-    def im2col(self, data, stride=(1, 1), padding=(0, 0), dilation=(1, 1), is_2d: bool = True,
-               dtype="F16"):
-        """Unfold data (N, C, H, W) for self's kernel (OC, C, KH, KW) into
-        (N, OH, OW, C*KH*KW); with is_2d False, data (N, C, W) -> (N, OW, C*KW)."""
-        (s1, s0), (p1, p0), (d1, d0) = stride, padding, dilation
-        ctx = self._home(data)
-        raw = lib.safe_ggml_im2col(ctx.ptr, self._ptr, data._ptr, s0, s1, p0, p1, d0, d1,
-                                   is_2d, GGMLType.parse(dtype))
-        return self._result(ctx, raw, 4 if is_2d else 3, "im2col", data)
-
-    def conv_2d(self, data, stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
-        """self kernel (OC, C, KH, KW) over data (N, C, H, W) -> (N, OC, OH, OW)."""
-        (s1, s0), (p1, p0), (d1, d0) = stride, padding, dilation
-        ctx = self._home(data)
-        raw = lib.safe_ggml_conv_2d(ctx.ptr, self._ptr, data._ptr, s0, s1, p0, p1, d0, d1)
-        return self._result(ctx, raw, 4, "conv_2d", data)
-
-    def conv_1d_dw(self, data, stride: int = 1, padding: int = 0, dilation: int = 1):
-        """Depthwise: self kernel (C, 1, K) over data (C, L) -> (C, OL), channel by channel."""
-        ctx = self._home(data)
-        raw = lib.safe_ggml_conv_1d_dw(ctx.ptr, self._ptr, data._ptr, stride, padding,
-                                       dilation)
-        return self._result(ctx, raw, data.ndim, "conv_1d_dw", data)
-
-    def pool_2d(self, op: str, kernel, stride=None, padding=(0, 0)):
-        """'max' or 'avg' pooling of self (N, C, H, W) with kernel (KH, KW)."""
-        (k1, k0), (p1, p0) = kernel, padding
-        s1, s0 = stride or kernel
-        ctx = self._home()
-        raw = lib.safe_ggml_pool_2d(ctx.ptr, self._ptr, _table(POOL_OPS, op, "pool op"),
-                                    k0, k1, s0, s1, p0, p1)
-        return self._result(ctx, raw, max(self.ndim, 2), ("pool_2d", op))
-
-    def interpolate(self, shape, mode: str = "nearest", align_corners: bool = False):
-        """Resample to a numpy-order shape of the same rank."""
-        flags = _table(SCALE_MODES, mode, "interpolation mode")
-        if align_corners:
-            flags |= lib.GGML_SCALE_FLAG_ALIGN_CORNERS
-        ctx = self._home()
-        raw = lib.safe_ggml_interpolate(ctx.ptr, self._ptr, *ne_of(shape), flags)
-        return self._result(ctx, raw, len(tuple(shape)), ("interpolate to", shape))
-
-    def upscale(self, factor: int, mode: str = "nearest"):
-        """Scale the last two dimensions by an integer factor."""
-        shape = list(self.shape)
-        shape[-1] *= factor
-        if len(shape) > 1:
-            shape[-2] *= factor
-        return self.interpolate(shape, mode)
 
     # element-wise and row-wise operations, one ggml call each
 

@@ -51,14 +51,6 @@ def test_cpu_backend_threads_and_support_queries():
         assert "CPU" in repr(backend)
 
 
-def test_buffers_report_size_and_host():
-    with pyggml.Context() as ctx:
-        ctx.new_tensor("F32", (256,))
-        buffer = ctx.allocate(pyggml.cpu_backend(threads=1))
-        assert buffer.size >= 1024 and buffer.is_host and buffer.name
-        buffer.clear(0)
-
-
 def test_build_info_records_the_patched_tree():
     info = json.loads(resources.files("pyggml").joinpath("build_info.json").read_text())
     # ON by default; a packager may build a portable library with it OFF

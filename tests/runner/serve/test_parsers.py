@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from runner.serve.parsers import FORMATS, PLAIN, Extractor, forced_call_grammar, format_for

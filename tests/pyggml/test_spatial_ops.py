@@ -1,4 +1,4 @@
-"""Convolution, im2col, pooling and resampling against numpy references."""
+"""Convolution, im2col, pooling and resampling (pyggml/spatial_ops.py) against numpy references."""
 
 import numpy as np
 import pytest
