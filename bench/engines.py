@@ -75,7 +75,7 @@ class Ours:
         return True
 
     def __init__(self, path, threads: int, flash: bool, repack: bool, cells: int,
-                 device: str | None = None, profile: bool = False):
+                 device: str | None = None, profile: bool = False, inline: bool = False):
         self.loaded = open_model(path)
         self.backend = pyggml.cpu_backend(threads)
         self.accelerator = pyggml.device(device).open() if device else None
@@ -84,7 +84,9 @@ class Ours:
         with Placer(self.loaded.model, self.loaded.tensors, embeddings=False) as placer:
             self.loaded.load(placer.place(layers, repack))
         self.kv = CausalCache(self.loaded.model.cache_layers(), cells, where, flash=flash)
-        self.scheduler = pyggml.Scheduler([b for b in (self.accelerator, self.backend) if b])
+        # inline: computed on the calling thread, not the scheduler's compute thread
+        self.scheduler = pyggml.Scheduler([b for b in (self.accelerator, self.backend) if b],
+                                          inline=inline)
         self.executor = Executor(self.loaded.model, self.kv, self.scheduler)
 
     def decode(self, tokens, start: int) -> None:
@@ -118,7 +120,7 @@ class LlamaCpp:
         return True
 
     def __init__(self, path, threads: int, flash: bool, repack: bool, cells: int,
-                 device: str | None = None, profile: bool = False):
+                 device: str | None = None, profile: bool = False, inline: bool = False):
         import llama_cpp as L
 
         self.L, self.profile = L, profile

@@ -13,14 +13,18 @@ does, but with nothing overlapped: every phase but the compute is what Python ad
 decode step (llama.cpp's whole step is its compute plus a little C++).
 
     python bench/prefill_host.py [--prompt 500] [--context N] [--decode N] [--threads 2]
-        [--repeat 5] [--flash] [--device CUDA0] [--model NAME_OR_PATH ...]
+        [--repeat 5] [--flash] [--device CUDA0] [--plain] [--inline]
+        [--model NAME_OR_PATH ...]
 
 --context N: the prompt (and the decode steps) come after N tokens of its sequence already
 in the cache (filled once, by chunks of 512), so that its step sees N + prompt cells, as a
 long conversation's next turn or a long prompt's later chunks do.
 
 --device puts every layer on that device (as `python -m pyggml` lists it). Medians in
-milliseconds (decoding: microseconds), printed as a table.
+milliseconds (decoding: microseconds), printed as a table. --plain keeps the CPU's weights in
+their file layout (llama-bench --repack 0); --inline computes on the calling thread instead of
+the scheduler's C compute thread (whether that thread costs the compute anything: the launch
+phase then holds the compute).
 """
 
 from __future__ import annotations
@@ -127,6 +131,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--flash", action="store_true")
     parser.add_argument("--device", default=None)
+    parser.add_argument("--plain", action="store_true", help="no repacked CPU weights")
+    parser.add_argument("--inline", action="store_true",
+                        help="compute on this thread, not the scheduler's compute thread")
     parser.add_argument("--model", nargs="+", default=["smollm2:135m", "gemma3:270m"])
     args = parser.parse_args()
     unit = "us" if args.decode else "ms"
@@ -134,9 +141,10 @@ def main() -> None:
     print("|" + " --- |" * (len(PHASES) + 4))
     for name in args.model:
         path = model_path(name)
-        engine = Ours(path, args.threads, args.flash, repack=args.device is None,
+        engine = Ours(path, args.threads, args.flash,
+                      repack=args.device is None and not args.plain,
                       cells=args.context + args.prompt + args.decode + 256,
-                      device=args.device)
+                      device=args.device, inline=args.inline)
         tokens = token_ids(path, args.prompt)
         if args.context:
             fill(engine, token_ids(path, args.context, seed=1))
@@ -153,6 +161,9 @@ def main() -> None:
         engine.close()
         for graph, runs in rows.items():
             median = {p: statistics.median(run[p] for run in runs) for p in PHASES}
+            if args.inline:                     # the launch returned once the compute was done
+                median["compute"] += median["launch"]
+                median["launch"] = 0.0
             host = sum(median.values()) - median["compute"]
             shown = "{:.0f}" if args.decode else "{:.2f}"
             cells = [shown.format(median[p]) for p in PHASES] + [shown.format(host)]

@@ -19,9 +19,10 @@
 #   cpu     pp512 / tg64 at 1 to 16 threads on the Xeon, ours (the batch loop) beside
 #           llama-bench, with a CPU-only build made for it there (build/device-cpu, 30 s)
 #   bert    the f16 BERT that aborted on this AMX CPU (tests/runner/convert/test_bert.py)
-#   cpustep a CPU step's compute and host time apart at 1 and 16 threads
-#           (bench/prefill_host.py --decode), beside llama-bench's pp64 / tg64: where the
-#           Xeon's gap lies (into cpu.txt: 8 files at most come back)
+#   cpustep where the Xeon's CPU gap lies: a step's compute and host time apart at 1 and 16
+#           threads (bench/prefill_host.py), repacked, plain, on the calling thread, held
+#           to one CPU, perf's top symbols, beside llama-bench (into cpu.txt: 8 files at
+#           most come back)
 # DEADLINE: seconds after the start by which everything ends (default 560); a phase is cut
 # at the deadline, and one whose estimate no longer fits is skipped (build: 40 s where the
 # prebuilt matches, else 300). DEVICE_CUDA=0 builds for
@@ -176,20 +177,53 @@ phase_bert() {
         tests/runner/convert/test_bert.py
 }
 
+# Where the Xeon's CPU gap lies. SmolLM2 was 0.71-0.91x llama-bench there at every thread
+# count, plain weights too and at 1 thread, where both run the same kernels of the same
+# libraries: the topology (SMT siblings, NUMA), then a step's compute apart from its host
+# time (prefill_host.py) beside llama-bench at the same flash setting, with repacked and plain
+# weights, on the scheduler's compute thread and on the calling one (--inline), and the whole
+# process held to one CPU (taskset), where the OS cannot move threads; perf's top symbols
+# where perf runs.
 phase_cpustep() {
     native_cpu
+    lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA|L2|L3)"
+    cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list \
+        /sys/devices/system/cpu/cpufreq/policy0/scaling_governor 2>/dev/null
+    local step="python3 bench/prefill_host.py --prompt 64 --decode 64 --repeat 3"
+    local bench="$LLAMA_BENCH -p 64 -n 64 -r 3 -fa 0"
     for threads in 1 16; do
-        python3 bench/prefill_host.py --model "$SMOL" "$GEMMA" --threads $threads --prompt 64 \
-            --decode 64 --repeat 3
+        local variants=("" --plain "--plain --inline")
+        [ $threads = 1 ] || variants=("" --plain)
+        for variant in "${variants[@]}"; do
+            echo "== ours, $threads threads, ${variant:-repacked}"
+            $step --model "$SMOL" "$GEMMA" --threads $threads $variant
+        done
         for model in "$SMOL" "$GEMMA"; do
-            "$LLAMA_BENCH" -m "$model" -t $threads -p 64 -n 64 -r 3 --repack 1,0
+            $bench -m "$model" -t $threads --repack 1,0
         done
     done
+    echo "== one prompt of 128 at 1 thread, plain: pure compute"
+    python3 bench/prefill_host.py --model "$SMOL" --prompt 128 --repeat 2 --threads 1 --plain
+    $LLAMA_BENCH -m "$SMOL" -p 128 -n 0 -r 3 -fa 0 -t 1 --repack 0
+    local cpu=$((CORES - 1))
+    echo "== held to CPU $cpu, 1 thread, plain"
+    taskset -c $cpu $step --model "$SMOL" --threads 1 --plain
+    taskset -c $cpu $bench -m "$SMOL" -t 1 --repack 0
+    if perf record -q -e cpu-clock -o /tmp/perf.ours -- true 2>/dev/null; then
+        echo "== perf: top symbols of 1-thread decode, ours then llama-bench (plain)"
+        perf record -q -e cpu-clock -o /tmp/perf.ours -- $step --model "$SMOL" --threads 1 \
+            --plain > /dev/null 2>&1
+        perf record -q -e cpu-clock -o /tmp/perf.llama -- $bench -m "$SMOL" -t 1 --repack 0 \
+            > /dev/null 2>&1
+        for data in /tmp/perf.ours /tmp/perf.llama; do
+            perf report -i $data --sort dso,sym --stdio 2>/dev/null | grep -v "^#" | head -14
+        done
+    fi
 }
 
 PHASES=(build test check gpu loop host cpu bert cpustep)
 declare -A ESTIMATE=([build]=300 [test]=30 [check]=40 [gpu]=60 [loop]=60 [host]=30 [cpu]=270
-                     [bert]=40 [cpustep]=60)
+                     [bert]=40 [cpustep]=180)
 declare -A OUTPUT=([cpustep]=cpu)
 # the build takes 20-30 s where the prebuilt matches these sources (or is unpacked already),
 # not the 300 s of a CUDA build there: a short DEADLINE must not skip it
