@@ -7,10 +7,10 @@ Contexts are always created with no_alloc: tensor memory lives in backend buffer
 from __future__ import annotations
 
 from ._lib import ffi, lib
-from .memory import Buffer
 from .dtypes import GGMLType
 from .errors import GGMLError, ensure, failure_text
 from .graph import Graph
+from .memory import Buffer
 from .shape import ne_of
 from .tensor import Tensor
 
@@ -47,6 +47,9 @@ class Context:
         # index inputs given fresh (garbage) memory by a scheduler and not set since
         self.unfilled: dict = {}
         self.placements: dict = {}  # node -> the Backend a scheduler must run it on
+        # while a compute of this graph's memory is in flight, the inputs set for the next one
+        # ((tensor, array) pairs: the compute thread copies them in as that one starts)
+        self.staged: list | None = None
 
     @property
     def ptr(self):

@@ -17,10 +17,12 @@ import threading
 import weakref
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ._lib import ffi, lib
 from .backend import Backend, cpu_backend
-from .memory import Buffer
 from .errors import GGMLError, failure_text
+from .memory import Buffer
 from .tensor import Tensor
 from .worker import ComputeThread, Job
 
@@ -33,7 +35,7 @@ MAX_SRC = lib.pyggml_max_src()       # operands a node may have
 STATUS_TEXT = {
     lib.GGML_STATUS_ALLOC_FAILED: "a buffer could not be allocated",
     lib.GGML_STATUS_FAILED: "the backend failed",
-    lib.GGML_STATUS_ABORTED: "the compute was aborted",
+    lib.GGML_STATUS_ABORTED: "the compute was aborted (or the one it was queued behind failed)",
 }
 
 
@@ -92,15 +94,28 @@ class Computation:
     the worker's (its result is the status), or None when the compute was queued inline
     with status (then wait() synchronizes the scheduler)."""
 
-    def __init__(self, job: Job | None, scheduler: "Scheduler", status: int = 0):
+    def __init__(self, job: Job | None, scheduler: "Scheduler", status: int = 0,
+                 kept: dict | None = None):
         self._job, self._status = job, status
         self._scheduler = scheduler
+        self._kept = kept or {}          # tensor pointer -> the array its values end in
         self._synchronized = job is not None
         self._finished = False          # waited for and checked: another wait() returns
         self.waited = False             # wait() was called (its outcome read or raised)
 
     def done(self) -> bool:
         return self._job.done() if self._job is not None else self._synchronized
+
+    def kept(self, tensor) -> np.ndarray:
+        """The values tensor had as this compute ended (compute_async's keep), after wait():
+        a compute queued behind it may have overwritten the tensor itself since."""
+        if not self.waited:
+            raise GGMLError("Wait for the compute before reading what it kept.")
+        try:
+            return self._kept[tensor.ptr]
+        except KeyError:
+            raise GGMLError(f"The compute did not keep {tensor.name or 'that tensor'}; name it "
+                            "in compute_async's keep.") from None
 
     def raise_if_not_queued(self) -> None:
         """Raise if queuing this (inline) compute failed, without waiting for it."""
@@ -249,15 +264,23 @@ class Scheduler:
         # reused it): they must be set before the compute, or ggml's kernels may abort on an
         # out-of-range index
         graph.context.unfilled = dict(self._index_inputs)
+        # queued behind a compute of this memory on the compute thread: inputs wait in host
+        # memory until that compute ends
+        busy = self._in_flight is not None and not self._in_flight.done()
+        graph.context.staged = [] if busy and not self.inline else None
 
     @property
     def _queues_behind(self) -> bool:
-        """A compute of the graph allocated last may be queued behind the one in flight."""
-        return self.inline and self._inputs_on_host
+        """A compute of the graph allocated last may be queued behind the one in flight: on
+        the compute thread (its inputs staged until it starts), or inline where its inputs
+        are in host memory."""
+        return not self.inline or self._inputs_on_host
 
-    def compute_async(self, graph: Graph) -> Computation:
+    def compute_async(self, graph: Graph, keep=()) -> Computation:
         """Start computing an allocated graph on the compute thread (inline: queue it from
-        this thread)."""
+        this thread). Allocated again while a compute of it is in flight, it waits behind
+        that one. keep: outputs whose values the Computation holds once done (kept()), for
+        outputs read after a compute queued behind this one started (compute thread only)."""
         self._check_size(graph)
         unfilled = graph.context.unfilled
         if unfilled:
@@ -275,12 +298,22 @@ class Scheduler:
                 previous.raise_if_not_queued()      # queued behind it: its failure first
             sched, cgraph = self.ptr, graph.ptr
             if self.inline:
+                if keep:
+                    raise GGMLError("An inline scheduler keeps no outputs; read them after "
+                                    "wait(), before queuing another compute.")
                 status = lib.ggml_backend_sched_graph_compute_async(sched, cgraph)
                 self._in_flight = Computation(None, self, status)
             else:
                 if self._worker is None:
                     self._worker = ComputeThread()
-                self._in_flight = Computation(self._worker.submit(sched, cgraph), self)
+                staged, graph.context.staged = graph.context.staged or (), None
+                kept = {t.ptr: t.host_array() for t in keep}
+                try:
+                    job = self._worker.submit(sched, cgraph, staged,
+                                              [(t, kept[t.ptr]) for t in keep])
+                except RuntimeError as refused:          # a third compute behind two
+                    raise GGMLError(f"{refused} Wait for the oldest first.") from None
+                self._in_flight = Computation(job, self, kept=kept)
             return self._in_flight
 
     def wait(self) -> None:

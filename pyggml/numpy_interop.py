@@ -64,9 +64,12 @@ def copy_in(tensor, array) -> None:
         bad = array[(array < 0) | (array >= limit[0])].flat[0]
         raise ValueError(f"{describe(tensor)} holds {limit[1]}, which must lie in "
                          f"[0, {limit[0]}), but it was given {bad}.")
+    context.unfilled.pop(ptr, None)
+    if context.staged is not None:              # a compute reads this memory now: for later
+        context.staged.append((tensor, np.array(array, order="C")))   # a copy: it is the
+        return                                                        # caller's to change
     array = np.ascontiguousarray(array)
     lib.ggml_backend_tensor_set(ptr, ffi.from_buffer(array), 0, array.nbytes)
-    context.unfilled.pop(ptr, None)
 
 
 def in_range(ids: np.ndarray, limit: int) -> bool:

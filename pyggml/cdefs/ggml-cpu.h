@@ -17,3 +17,6 @@ struct ggml_threadpool_params ggml_threadpool_params_default(int n_threads);
 struct ggml_threadpool * ggml_threadpool_new(struct ggml_threadpool_params * params);
 void ggml_threadpool_free(struct ggml_threadpool * threadpool);
 void ggml_backend_cpu_set_threadpool(struct ggml_backend * backend_cpu, struct ggml_threadpool * threadpool);
+void ggml_backend_cpu_set_abort_callback(struct ggml_backend * backend_cpu,
+                                         bool (*abort_callback)(void * data),
+                                         void * abort_callback_data);

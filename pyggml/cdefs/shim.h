@@ -9,13 +9,21 @@ void pyggml_graph_operands(struct ggml_cgraph * graph, int n, struct ggml_tensor
 int pyggml_max_src(void);
 void pyggml_detach(struct ggml_context * ctx, struct ggml_backend_buffer ** kept, int n_kept);
 
-/* a scheduler's compute thread (see _build.py, pyggml/worker.py) */
+/* a scheduler's compute thread (see compute_thread.c, pyggml/worker.py) */
+typedef struct pyggml_copy {
+    struct ggml_tensor * tensor;
+    void * data;
+    size_t size;
+} pyggml_copy;
 typedef struct pyggml_compute_thread pyggml_compute_thread;
 pyggml_compute_thread * pyggml_compute_thread_new(void);
-int pyggml_compute_thread_submit(pyggml_compute_thread * t, struct ggml_backend_sched * sched,
-                                 struct ggml_cgraph * graph);
-int pyggml_compute_thread_done(pyggml_compute_thread * t);
-int pyggml_compute_thread_collect(pyggml_compute_thread * t);
+long long pyggml_compute_thread_submit(pyggml_compute_thread * t,
+                                       struct ggml_backend_sched * sched,
+                                       struct ggml_cgraph * graph,
+                                       const pyggml_copy * inputs, int n_inputs,
+                                       const pyggml_copy * outputs, int n_outputs);
+int pyggml_compute_thread_done(pyggml_compute_thread * t, long long ticket);
+int pyggml_compute_thread_collect(pyggml_compute_thread * t, long long ticket);
 void pyggml_compute_thread_free(pyggml_compute_thread * t);
 int pyggml_compute_threads_alive(void);
 

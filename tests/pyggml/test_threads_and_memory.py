@@ -64,16 +64,36 @@ def test_compute_async_lets_python_build_the_next_graph(sched):
         np.testing.assert_allclose(y.numpy(), np.eye(768), atol=1e-6)
 
 
-def test_a_second_compute_in_flight_is_refused(sched):
+def test_a_compute_queued_behind_another_of_its_graph_keeps_both_apart(sched):
+    """Allocated again while it computes, a graph's inputs wait in host memory for the
+    compute in flight to end; what that compute made is kept for reading after the next one
+    started. A third compute behind the two is refused; another graph waits for both."""
     with pyggml.Context() as ctx:
-        a, y = big_matmul_graph(ctx, n=1024)
+        a, y = big_matmul_graph(ctx, n=512)
         graph = ctx.graph(y)
         sched.alloc(graph)
-        a.set(np.zeros((1024, 1024), np.float32))
-        first = sched.compute_async(graph)
-        with pytest.raises(pyggml.GGMLError, match="in flight or was not waited for"):
+        a.set(np.eye(512, dtype=np.float32))
+        first = sched.compute_async(graph, keep=[y])
+        sched.alloc(graph)
+        a.set(2 * np.eye(512, dtype=np.float32))          # staged: the first reads a now
+        assert ctx.staged is not None or first.done()
+        second = sched.compute_async(graph)
+        with pytest.raises(pyggml.GGMLError, match="already holds 2 jobs"):
             sched.compute_async(graph)
+        with pytest.raises(pyggml.GGMLError, match="Wait for the compute"):
+            first.kept(y)
         first.wait()
+        second.wait()
+        np.testing.assert_allclose(first.kept(y), np.eye(512), atol=1e-5)      # I^7
+        np.testing.assert_allclose(y.numpy(), 128 * np.eye(512), atol=1e-3)    # (2I)^7
+        with pytest.raises(pyggml.GGMLError, match="did not keep"):
+            second.kept(y)
+        with pyggml.Context() as other:
+            b = other.new_tensor("F32", (4,)).set_input()
+            out = b.scale(3.0).set_output()
+            sched.compute_async(graph)
+            sched.compute(other.graph(out), {b: np.ones(4, np.float32)})   # waits for it
+            np.testing.assert_array_equal(out.numpy(), np.full(4, 3.0))
 
 
 def rss_bytes() -> int:

@@ -1,6 +1,8 @@
 """The scheduler's compute thread (C): a graph computed and its status handed back once,
-refused while the last one runs, several waiters, shutdown and a dropped thread ending
-cleanly, and a compute that starts while the submitting thread keeps Python's lock."""
+a second one queued behind it with staged inputs and kept outputs (a third refused), a
+failure holding back what was queued behind it, several waiters, shutdown and a dropped
+thread ending cleanly, and a compute that starts while the submitting thread keeps Python's
+lock."""
 
 from __future__ import annotations
 
@@ -81,22 +83,73 @@ def test_a_compute_hands_back_its_status_once_and_the_thread_takes_the_next(doub
         thread.shutdown()
 
 
-def test_a_compute_is_refused_while_the_last_one_runs_and_taken_once_it_is_done(doubling):
+def test_a_compute_waits_behind_the_running_one_and_a_third_is_refused(doubling):
     thread, gate = ComputeThread(), Gate(doubling.sched)
     try:
         running = doubling.submit(thread)
         assert gate.reached.wait(30)
-        assert not running.done()
-        with pytest.raises(RuntimeError, match="still running"):
+        queued = doubling.submit(thread)
+        assert not running.done() and not queued.done()
+        with pytest.raises(RuntimeError, match="already holds 2 jobs"):
             doubling.submit(thread)
         gate.opened.set()
-        while not running.done():
+        while not queued.done():
             time.sleep(0.001)
         gate.close()
-        assert doubling.submit(thread).result() == lib.GGML_STATUS_SUCCESS   # last uncollected
-        assert running.result() == lib.GGML_STATUS_SUCCESS                   # its status stayed
+        assert running.done()                                   # in the order submitted
+        third = doubling.submit(thread)            # the oldest, done, is collected to make room
+        assert third.result() == queued.result() == running.result() == lib.GGML_STATUS_SUCCESS
     finally:
         gate.close()
+        thread.shutdown()
+
+
+def test_a_queued_compute_takes_staged_inputs_and_keeps_outputs(doubling):
+    """What a queued job reads is copied in as it starts, what the job before it made is
+    copied out as that one ends: neither is disturbed by the other's use of the memory."""
+    thread, gate = ComputeThread(), Gate(doubling.sched)
+    try:
+        first_out = np.zeros((4, 6), np.float32)
+        first = thread.submit(doubling.sched.ptr, doubling.graph.ptr,
+                              outputs=[(doubling.out, first_out)])
+        assert gate.reached.wait(30)
+        staged = np.full((4, 6), 7.0, np.float32)
+        second = thread.submit(doubling.sched.ptr, doubling.graph.ptr,
+                               inputs=[(doubling.x, staged)])
+        gate.opened.set()
+        assert second.result() == lib.GGML_STATUS_SUCCESS and first.done()
+        np.testing.assert_array_equal(first_out[0], [2001, 2003, 2005, 2007, 2009, 2011])
+        np.testing.assert_array_equal(doubling.out.numpy(), np.full((4, 6), 14))
+    finally:
+        gate.close()
+        thread.shutdown()
+
+
+def test_a_failed_compute_holds_back_the_one_queued_behind_it(doubling):
+    """A queued job took the failed one's results for its own: it does not run (its staged
+    inputs are never copied in). A job submitted once the failure was collected runs."""
+    reached, opened = threading.Event(), threading.Event()
+
+    def abort(_):                      # after the first node: hold, then fail the compute
+        reached.set()
+        return opened.wait(30)
+    callback = ffi.callback("bool(void *)", abort)
+    cpu = doubling.sched.backends[-1]
+    lib.ggml_backend_cpu_set_abort_callback(cpu.ptr, callback, ffi.NULL)
+    thread = ComputeThread()
+    try:
+        failing = doubling.submit(thread)
+        assert reached.wait(30)
+        held = thread.submit(doubling.sched.ptr, doubling.graph.ptr,
+                             inputs=[(doubling.x, np.full((4, 6), 7.0, np.float32))])
+        opened.set()
+        assert held.result() == failing.result() == lib.GGML_STATUS_ABORTED
+        assert not np.any(doubling.x.numpy() == 7)
+        lib.ggml_backend_cpu_set_abort_callback(cpu.ptr, ffi.NULL, ffi.NULL)
+        assert doubling.submit(thread).result() == lib.GGML_STATUS_SUCCESS
+    finally:
+        opened.set()
+        lib.ggml_backend_cpu_set_abort_callback(cpu.ptr, ffi.NULL, ffi.NULL)
         thread.shutdown()
 
 
