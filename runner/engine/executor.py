@@ -67,23 +67,28 @@ class Step:
     writes_chain: bool = False    # its choices go to the chain (the next step may take them)
     chain_rows: pyggml.Tensor | None = None    # int32 (T,): each token's row of tokens + chain
     chained: pyggml.Tensor | None = None       # int32 (T, 1): the tokens it computed, on the CPU
+    sources: np.ndarray | None = None  # launched chained: each token's row of the last choices
     computation: pyggml.Computation | None = None
+    queued_behind: pyggml.Computation | None = None   # the compute of this graph it followed
     retired: bool = False         # no longer kept: close once finished
 
 
 class Executor:
-    """choose_on_device: the logits live on a GPU or another machine; each graph then also
-    picks every row's largest logit there, so that a greedy step reads back one int32 per
-    sequence instead of the vocabulary (196 KB for SmolLM2, 1 MB for Gemma 3); a graph built
-    with candidates also picks the CANDIDATES largest, which a top-k sampler draws from."""
+    """choose_on_device: each graph also picks every row's largest logit, so that a greedy
+    step reads back one int32 per sequence instead of the vocabulary (196 KB for SmolLM2,
+    1 MB for Gemma 3) where the logits live on a GPU or another machine, and can hand it to
+    the next step without the host (chain_on); with candidates_on_device, a graph built with
+    candidates also picks the CANDIDATES largest, which a top-k sampler draws from."""
 
     def __init__(self, model, kv: CausalCache, scheduler: pyggml.Scheduler,
                  choose_on_device: bool = False, chain_on: pyggml.Backend | None = None,
-                 chain_rows: int = 1):
-        """chain_on: the output layer's backend, to chain steps on (the scheduler queues
-        graphs inline); chain_rows: the most outputs a chained step has (one a sequence)."""
+                 chain_rows: int = 1, candidates_on_device: bool = True):
+        """chain_on: the output layer's backend, to chain steps on: a step is then queued
+        behind the last (inline on a device, or on the CPU's compute thread); chain_rows:
+        the most outputs a chained step has (one a sequence)."""
         self.model, self.kv, self.scheduler = model, kv, scheduler
         self.choose_on_device = choose_on_device
+        self.candidates_on_device = candidates_on_device
         self._kept: OrderedDict[Shape, Step] = OrderedDict()   # graphs by shape, oldest first
         self._read: dict[str, np.ndarray] = {}      # what finish(reuse=True) reads into
         self._chain = _chain(chain_on, chain_rows) if choose_on_device and chain_on else None
@@ -101,7 +106,8 @@ class Executor:
         largest logits on the device (where it chooses there). chained: some tokens will
         be the last step's choices (launch's sources; needs self.chains)."""
         self.kv.start(batch, streams=self.model.attends_in_streams)
-        candidates = candidates and self.choose_on_device and not embeddings
+        candidates = candidates and self.choose_on_device and self.candidates_on_device and \
+            not embeddings
         if chained and self._chain is None:
             raise ValueError("This executor does not chain steps: its output layer is not on "
                              "a device that queues graphs.")
@@ -211,7 +217,12 @@ class Executor:
             step.inputs.media.set(step.batch.media)
             step.inputs.media_rows.set(step.batch.media_rows)
         step.kv_inputs.feed()
-        step.computation = self.scheduler.compute_async(step.graph)
+        step.sources = sources
+        step.queued_behind = step.computation if sources is not None else None
+        # queued behind this step on the compute thread, the next one overwrites its choices
+        # before handed_on reads them: the thread copies them out first
+        keep = [step.choices] if step.writes_chain and not self.scheduler.inline else ()
+        step.computation = self.scheduler.compute_async(step.graph, keep=keep)
 
     def finish(self, step: Step, reuse: bool = False, read: str = "logits",
                borrow: bool = False):
@@ -260,6 +271,13 @@ class Executor:
         choices of last, the step before it; read from host memory once step is launched
         (by then the device finished last: it is done with, unread)."""
         try:
+            if not self.scheduler.inline:           # the CPU's compute thread: from last's
+                done = step.queued_behind if last is step else last.computation   # choices
+                done.wait()
+                step.queued_behind = None
+                choices = done.kept(last.choices)
+                rows = np.maximum(step.sources, 0)
+                return np.where(step.sources < 0, step.batch.tokens, choices[rows])
             tokens = self._read_reused(step.chained, "chained")[:, 0]
             self.scheduler.check()        # a device on another machine may be gone: not data
             return tokens

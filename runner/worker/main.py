@@ -50,7 +50,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-shift", action="store_true",
                    help="a full context ends the generation (reason length) by default")
     p.add_argument("--no-overlap", action="store_true",
-                   help="do not build the next batch's graph while one computes")
+                   help="do not build the next batch's graph while one computes (nor "
+                        "queue greedy steps behind it on the CPU)")
     add_device_flags(p)
     p.add_argument("--no-load", action="store_true", help="wait for POST /load")
     p.add_argument("--no-pull", action="store_true",

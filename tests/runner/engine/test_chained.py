@@ -1,7 +1,8 @@
 """Chained steps: with every layer on a device that queues graphs (here a real ggml RPC server
-on loopback, as a GPU would be), the batch loop launches the next batch before it reads the
-greedy tokens of the last one, which the device hands on itself. Everything a user sees must
-be what the CPU alone gives: tokens, ends and what the prompt cache keeps."""
+on loopback, as a GPU would be), or on the CPU, whose compute thread queues them, the batch
+loop launches the next batch before it reads the greedy tokens of the last one, which the
+device hands on itself. Everything a user sees must be what the CPU gives one step after
+another: tokens, ends and what the prompt cache keeps."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import time
 import pytest
 
 import runner
+from pyggml.cpus import available_cpus
 from runner.api import split_options
 from runner.engine.request import Request
 
@@ -62,7 +64,7 @@ def settle(model) -> list:
 def with_stop_inside(path, requests) -> list:
     """The requests, the first one's stop string a word from the middle of its own greedy
     text on this CPU in the same batches, so that it is found whatever the kernels round."""
-    model = runner.load(path, num_ctx=128, parallel=2, repack=False, threads=2, num_gpu=0)
+    model = runner.load(path, num_ctx=128, parallel=2, repack=False, threads=1, num_gpu=0)
     try:
         words = run(model, requests)[0][0].split()
     finally:
@@ -72,11 +74,16 @@ def with_stop_inside(path, requests) -> list:
 
 
 def test_chained_steps_give_what_the_cpu_gives(model_paths, server):
+    """Chained on the CPU's compute thread and on a device that queues graphs, against the
+    CPU one step after another (no overlap: nothing queued, nothing chained)."""
     found, requests = {}, with_stop_inside(model_paths["smollm2"], REQUESTS)
-    for where, devices in (("cpu", dict(num_gpu=0)),
-                           ("rpc", dict(rpc=[server.endpoint], num_gpu=-1))):
+    places = {"cpu": dict(num_gpu=0, overlap=False), "cpu chained": dict(num_gpu=0),
+              "rpc": dict(rpc=[server.endpoint], num_gpu=-1)}
+    if available_cpus() < 2:            # the CPU chains where a CPU is left for the loop
+        del places["cpu chained"]
+    for where, devices in places.items():
         model = runner.load(model_paths["smollm2"], num_ctx=128, parallel=2, repack=False,
-                            threads=2, **devices)
+                            threads=1, **devices)
         chained = []
         build = model.executor.build
 
@@ -85,19 +92,21 @@ def test_chained_steps_give_what_the_cpu_gives(model_paths, server):
             return build(batch, *args, **options)
         model.executor.build = watched
         try:
-            assert model.executor.chains == (where == "rpc")
+            assert model.executor.chains == (where != "cpu")
             found[where] = run(model, requests), [s.tokens for s in settle(model)], chained
         finally:
             model.close()
-    (cpu, cpu_slots, _), (rpc, rpc_slots, chained) = found["cpu"], found["rpc"]
-    assert rpc == cpu
+    cpu, cpu_slots, _ = found["cpu"]
     assert [end for _, end, _ in cpu] == ["stop", "stop", "length"]
     assert requests[0][1]["stop"][0] not in cpu[0][0] and cpu[1][0].strip()
     assert cpu[2][2] == 12
-    assert rpc_slots == cpu_slots                 # the same tokens kept, the dropped ones not
-    # every step after the prompts', the third prompt's with the first one's decode too
-    assert [flag for _, flag in chained[1:]] == [True] * (len(chained) - 1)
-    assert any(n > 1 and flag for n, flag in chained[1:]) and len(chained) > 15
+    for where in set(found) - {"cpu"}:
+        texts, slots, chained = found[where]
+        assert texts == cpu, where
+        assert slots == cpu_slots, where      # the same tokens kept, the dropped ones not
+        # every step after the prompts', the third prompt's with the first one's decode too
+        assert [flag for _, flag in chained[1:]] == [True] * (len(chained) - 1), where
+        assert any(n > 1 and flag for n, flag in chained[1:]) and len(chained) > 15, where
 
 
 def test_a_sampled_sequence_beside_greedy_ones_unchains_their_steps(model_paths, server):
@@ -105,15 +114,16 @@ def test_a_sampled_sequence_beside_greedy_ones_unchains_their_steps(model_paths,
     the next batch then takes its tokens from the host, and chaining resumes after."""
     mixed = [REQUESTS[2], ("Water boils at", dict(temperature=0.8, seed=3, num_predict=10))]
     texts = {}
-    for where, devices in (("cpu", dict(num_gpu=0)),
+    for where, devices in (("cpu", dict(num_gpu=0, overlap=False)),
+                           ("cpu chained", dict(num_gpu=0)),
                            ("rpc", dict(rpc=[server.endpoint], num_gpu=-1))):
         model = runner.load(model_paths["smollm2"], num_ctx=128, parallel=2, repack=False,
-                            threads=2, **devices)
+                            threads=1, **devices)
         try:
             texts[where] = run(model, mixed)
         finally:
             model.close()
-    assert texts["rpc"] == texts["cpu"]
+    assert texts["rpc"] == texts["cpu"] == texts["cpu chained"]
     assert [n for _, _, n in texts["cpu"]] == [12, 10]
 
 
