@@ -6,7 +6,7 @@
 # from these sources (1 where it was not, or is missing).
 set -euo pipefail
 key=$(cat "$1/ggml/.pyggml-tree.json" CMakeLists.txt cmake/build_info.json.in \
-          pyggml/_build.py pyggml/cdefs/*.h | sha256sum | cut -c1-64)
+          pyggml/_build.py pyggml/cdefs/*.h pyggml/cdefs/*.c | sha256sum | cut -c1-64)
 if [ $# -lt 2 ]; then
     echo "$key"
 else
