@@ -120,7 +120,7 @@ class LlamaCpp:
         return True
 
     def __init__(self, path, threads: int, flash: bool, repack: bool, cells: int,
-                 device: str | None = None, profile: bool = False, inline: bool = False):
+                 device: str | None = None, profile: bool = False):
         import llama_cpp as L
 
         self.L, self.profile = L, profile

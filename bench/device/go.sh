@@ -183,7 +183,7 @@ phase_bert() {
 # time (prefill_host.py) beside llama-bench at the same flash setting, with repacked and plain
 # weights, on the scheduler's compute thread and on the calling one (--inline), and the whole
 # process held to one CPU (taskset), where the OS cannot move threads; perf's top symbols
-# where perf runs.
+# where perf runs; greedy steps chained on the CPU and not (loop_host.py).
 phase_cpustep() {
     native_cpu
     lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA|L2|L3)"
