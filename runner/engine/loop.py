@@ -153,7 +153,7 @@ class Engine:
             if self.in_flight is not None:
                 self._launch(self.in_flight)
             return
-        full = any(self._needs_shift(a) for a in self.active)
+        full = any(self._needs_shift(a) for a in self.active) or self._fills_up(flight)
         self._next = self._assemble() if self.overlap and not full else None
         if self._next is not None and self._next.sources is not None:
             self.in_flight, self._next = self._next, None
@@ -189,6 +189,13 @@ class Engine:
     def _needs_shift(self, active: Active) -> bool:
         return bool(active.pending) and \
             len(active.slot.tokens) + len(active.pending) > self.context
+
+    def _fills_up(self, flight: Flight) -> bool:
+        """Whether a sequence sampling from the flight has no cell left for its next token:
+        it shifts once the flight is done, and the next batch waits for that (assembled
+        now, it would leave the sequence out, a step behind the others from then on)."""
+        return not self.pooling and any(e.rows and len(e.active.slot.tokens) >= self.context
+                                        for e in flight.entries)
 
     def _shift_full(self) -> None:
         """With nothing computing: shift (or end) the sequences whose context is full."""

@@ -154,6 +154,32 @@ def test_full_context_shifts_or_ends_with_length(smollm2, harness):
                for slot in engine.cache.slots)           # the prompt survived every shift
 
 
+def test_sequences_shift_in_the_same_batches_with_and_without_overlap(harness):
+    """A sequence that fills its context while the next batch would be assembled beside the
+    compute shifts first and stays in that batch, as one after the other: assembled early,
+    it was left out and ran a step behind the others to the end."""
+    batches = {}
+    for overlap in (True, False):
+        engine = harness.engine(parallel=4, overlap=overlap, endless=True)   # 128 cells each
+        seen = batches[overlap] = []
+        executor = engine.executor                    # the model's: watched for this engine
+        build = executor.build
+        executor.build = lambda batch, *rest, **options: \
+            seen.append((batch.seqs.tolist(), batch.positions.tolist())) or \
+            build(batch, *rest, **options)
+        try:
+            pending = [harness.submit(engine, prompt, temperature=0, num_predict=150,
+                                      num_keep=4)[1] for prompt in PROMPTS[:2]]
+            assert all(harness.collect(events)[1]["eval_count"] == 150 for events in pending)
+        finally:
+            engine.stop()
+            del executor.build
+    assert batches[True] == batches[False]
+    shifted = [seqs for seqs, positions in batches[False] if len(seqs) == 2 and
+               positions[0] < positions[-1] - 60]      # the first prompt's sequence shifted
+    assert shifted and all(seqs == [0, 1] for seqs in shifted)
+
+
 def test_prompt_longer_than_the_context_is_refused(harness):
     engine = harness.engine(parallel=4)
     with pytest.raises(ValueError, match="holds at most 128"):
