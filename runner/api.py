@@ -50,7 +50,8 @@ class LoadOptions:
     multiuser_cache: bool = False   # fork the best cached prefix into the LRU slot
     swa_full: bool = False       # sliding-window layers keep the whole context, not their window
     overlap: bool = True         # build the next batch's graph while one computes (and
-                                 # queue greedy steps behind it on the CPU)
+                                 # queue greedy steps behind it on the CPU) where a CPU is
+                                 # left beside ggml's threads or no layer is on the CPU
     use_mmap: bool = True        # CPU weights point into the file
     devices: DeviceOptions = field(default_factory=DeviceOptions)   # GPUs and RPC servers
 
@@ -113,26 +114,29 @@ class Model:
             self.workload = replace(self.workload, batch=batch)
             shapes = model.cache_layers()
             self.kv = self.workload.cache(shapes, [self.backends[d] for d in layers[:len(shapes)]])
-            # GPUs and RPC servers queue a graph and return: started from the batch loop's
-            # own thread, a step spares two thread hand-offs; CPU layers would block it
-            self.scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices),
-                                              inline=not any(d.is_cpu for d in layers))
-            # greedy steps chain: each is queued behind the last and takes its token from
-            # the last one's choices where the output layer lies, with no host in between.
-            # A GPU queues inline; the CPU's compute thread queues too, with overlap on, where
-            # a CPU is left for the loop's Python, which then runs beside the compute (beside
-            # ggml's threads on every CPU, it slowed them more than it saved: 2 threads on 2
-            # CPUs, 134 against 129 tokens/s unchained)
+            # The loop's Python works beside a compute (overlap) where no layer is on the
+            # CPU, or a CPU is left beside ggml's threads: on a CPU of theirs it slows every
+            # thread at every barrier more than it saves (2 threads on 2 CPUs: 95 tokens/s
+            # overlapped, 103 one after the other). GPUs and RPC servers queue a graph and
+            # return: started from the loop's own thread, a step spares two thread
+            # hand-offs. CPU layers compute on the scheduler's compute thread where the loop
+            # overlaps, else on the loop's thread as llama.cpp's main thread computes (woken
+            # on a CPU of ggml's, a compute thread waited for one at every step).
             output, cpu = layers[-1], self.backends[pyggml.cpu_device()]
-            spare_cpu = cpu.threads < available_cpus()
-            chains = self.scheduler.inline or (output.is_cpu and options.overlap and spare_cpu)
+            on_cpu = any(d.is_cpu for d in layers)
+            overlap = options.overlap and (not on_cpu or cpu.threads < available_cpus())
+            self.scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices),
+                                              inline=not (on_cpu and overlap))
+            # greedy steps chain: each is queued behind the last and takes its token from
+            # the last one's choices where the output layer lies, with no host in between
+            chains = not on_cpu or (output.is_cpu and overlap)
             self.executor = Executor(model, self.kv, self.scheduler,
                                      choose_on_device=not output.is_cpu or chains,
                                      chain_on=self.backends[output] if chains else None,
                                      chain_rows=options.parallel,
                                      candidates_on_device=not output.is_cpu)
             self.engine = Engine(self.executor, self.tokenizer, options.parallel, batch,
-                                 options.multiuser_cache, options.overlap, self.loaded.pooling)
+                                 options.multiuser_cache, overlap, self.loaded.pooling)
             self.engine.reserve()
         except Exception:
             self._free()

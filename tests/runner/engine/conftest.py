@@ -14,7 +14,10 @@ from runner.engine.request import Request
 
 @pytest.fixture(scope="module")
 def smollm2(model_paths):
-    model = runner.load(model_paths["smollm2"], num_ctx=128, parallel=4, threads=2,
+    # one thread: a CPU is left for the loop, so a step computes on the scheduler's compute
+    # thread while an engine with overlap assembles the next (with ggml's threads on every
+    # CPU, the model computes on the loop's thread, after it)
+    model = runner.load(model_paths["smollm2"], num_ctx=128, parallel=4, threads=1,
                         flash_attn=True)
     yield model
     model.close()

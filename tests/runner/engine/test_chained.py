@@ -109,6 +109,19 @@ def test_chained_steps_give_what_the_cpu_gives(model_paths, server):
         assert any(n > 1 and flag for n, flag in chained[1:]) and len(chained) > 15, where
 
 
+def test_the_cpu_overlaps_and_chains_only_with_a_cpu_left_beside_ggml(model_paths):
+    """ggml's threads on every CPU: the loop's Python waits for each step (it would slow
+    them at every barrier); with a CPU left over it works beside the compute and chains."""
+    cpus = available_cpus()
+    for threads in sorted({cpus, max(1, cpus - 1)}):
+        model = runner.load(model_paths["smollm2"], num_ctx=64, threads=threads, num_gpu=0)
+        try:
+            spare = threads < cpus
+            assert (model.engine.overlap, model.executor.chains) == (spare, spare), threads
+        finally:
+            model.close()
+
+
 def test_a_sampled_sequence_beside_greedy_ones_unchains_their_steps(model_paths, server):
     """A sampler that needs more than the largest logit makes the batch read candidates;
     the next batch then takes its tokens from the host, and chaining resumes after."""
