@@ -22,7 +22,8 @@
 #   cpustep where the Xeon's CPU gap lies: a step's compute and host time apart at 1 and 16
 #           threads (bench/prefill_host.py), repacked, plain, on the calling thread, held
 #           to one CPU, perf's top symbols, beside llama-bench; greedy steps chained and
-#           not (bench/loop_host.py) (into cpu.txt: 8 files at most come back)
+#           not (bench/loop_host.py); with a thread on every CPU, the loop's ways of
+#           stepping (bench/overlap.py) (into cpu.txt: 8 files at most come back)
 # DEADLINE: seconds after the start by which everything ends (default 560); a phase is cut
 # at the deadline, and one whose estimate no longer fits is skipped (build: 40 s where the
 # prebuilt matches, else 300). DEVICE_CUDA=0 builds for
@@ -206,6 +207,8 @@ phase_cpustep() {
     for threads in 1 8; do
         python3 bench/loop_host.py --model "$SMOL" --threads $threads --generate 64 --rounds 2
     done
+    echo "== ggml's threads on every CPU: one step after the other against overlapped"
+    python3 bench/overlap.py --model "$SMOL" --threads "$CORES" --rounds 8
     echo "== one prompt of 128 at 1 thread, plain: pure compute"
     python3 bench/prefill_host.py --model "$SMOL" --prompt 128 --repeat 2 --threads 1 --plain
     $LLAMA_BENCH -m "$SMOL" -p 128 -n 0 -r 3 -fa 0 -t 1 --repack 0
@@ -227,7 +230,7 @@ phase_cpustep() {
 
 PHASES=(build test check gpu loop host cpu bert cpustep)
 declare -A ESTIMATE=([build]=300 [test]=30 [check]=40 [gpu]=60 [loop]=60 [host]=30 [cpu]=270
-                     [bert]=40 [cpustep]=210)
+                     [bert]=40 [cpustep]=240)
 declare -A OUTPUT=([cpustep]=cpu)
 # the build takes 20-30 s where the prebuilt matches these sources (or is unpacked already),
 # not the 300 s of a CUDA build there: a short DEADLINE must not skip it
