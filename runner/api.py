@@ -116,8 +116,8 @@ class Model:
             self.kv = self.workload.cache(shapes, [self.backends[d] for d in layers[:len(shapes)]])
             # The loop's Python works beside a compute (overlap) where no layer is on the
             # CPU, or a CPU is left beside ggml's threads: on a CPU of theirs it slows every
-            # thread at every barrier more than it saves (2 threads on 2 CPUs: 95 tokens/s
-            # overlapped, 103 one after the other). GPUs and RPC servers queue a graph and
+            # thread at every barrier more than it saves (2 threads on 2 CPUs: overlapped,
+            # 0.95-0.98 of this; bench/overlap.py). GPUs and RPC servers queue a graph and
             # return: started from the loop's own thread, a step spares two thread
             # hand-offs. CPU layers compute on the scheduler's compute thread where the loop
             # overlaps, else on the loop's thread as llama.cpp's main thread computes (woken
