@@ -10,8 +10,11 @@ Phases: "wait" (for the compute, inside finish), "read" (the rest of finish: the
 the device's choices), "choose" (the samplers), "launch" (inputs, the start of the compute;
 chained, it returns once the device has finished the last step, so it includes that wait),
 "handed on" (chained: reading the tokens back), "record" (streaming, while the next step
-computes), "assemble" (the next batch and its graph, while the last one computes). Chaining
-applies where every layer sits on GPUs or RPC servers; on the CPU both rows are the same.
+computes), "assemble" (the next batch and its graph, while the last one computes; "place"
+is its part that takes the batch's cache cells). Chaining
+applies on GPUs and RPC servers, and on the CPU where a CPU is left beside ggml's threads;
+elsewhere both rows are the same. With ggml's threads on every CPU, a step computes on the
+loop's thread: "launch" then holds the compute, and "python" its share of it.
 Over RPC the wait shows in "read": the device's synchronize returns before the compute ends.
 "python" is the loop thread's CPU time per iteration (a step): all it adds to a step, the
 overlapped phases included, and steadier than the phases' clock times on a busy machine.
@@ -33,13 +36,14 @@ import runner
 import runner.engine.executor
 from runner.engine import loop
 from runner.engine.request import Active
+from runner.kvcache import CausalCache
 from runner.loading.devices import add_device_flags, device_options
 
 PHASES = {"wait": None, "read": None, "choose": (Active, "choose"),
           "launch": (loop.Engine, "_launch"),
           "handed on": (runner.engine.executor.Executor, "handed_on"),
           "record": (loop.Engine, "_record"), "assemble": (loop.Engine, "_assemble"),
-          "python": None}
+          "place": (CausalCache, "start"), "python": None}
 
 
 def timed(times: dict) -> None:

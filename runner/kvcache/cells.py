@@ -157,18 +157,36 @@ class Cells:
         if self._free < n:
             raise CacheFullError(f"The KV cache has {self._free} free cells; the batch needs "
                                  f"{n}.")
-        if self.region:
-            slots = self._home_cells(batch)
+        cell = self._lone_cell(batch) if n == 1 and not self.region else None
+        if cell is not None:
+            slots, (first, end) = np.array([cell]), self._spans[int(batch.seqs[0])]
         else:
-            slots, self._low = self._first_free(n, self._low, self.size)
-        self.pos[slots] = batch.positions
-        self.seq[slots] = 1 << batch.seqs.astype(np.int64)
-        self._free -= n
-        first, end = self._widen(batch, slots)
+            if self.region:
+                slots = self._home_cells(batch)
+            else:
+                slots, self._low = self._first_free(n, self._low, self.size)
+            self.pos[slots] = batch.positions
+            self.seq[slots] = 1 << batch.seqs.astype(np.int64)
+            self._free -= n
+            first, end = self._widen(batch, slots)
         if all_cells:
             return slots, 0, self.size
         first = first // PAD * PAD
         return slots, first, min(self.size - first, -(-(end - first) // PAD) * PAD)
+
+    def _lone_cell(self, batch) -> int | None:
+        """A decode step's one token taken into the first free cell, where that is the
+        bound below which none is free, in Python's own integers: right after a compute,
+        whose weights evicted numpy's code from the caches, each numpy call of the general
+        path costs 10-15 times what it costs warm. None where that cell is taken."""
+        cell, seq = self._low, int(batch.seqs[0])
+        if cell >= self.size or self.seq[cell] != NO_SEQ:
+            return None
+        self.pos[cell], self.seq[cell] = int(batch.positions[0]), 1 << seq
+        self._low, self._free = cell + 1, self._free - 1
+        span = self._spans.setdefault(seq, [self.size, 0])
+        span[0], span[1] = min(span[0], cell), max(span[1], cell + 1)
+        return cell
 
     def _widen(self, batch, slots: np.ndarray) -> tuple[int, int]:
         """Widen the spans of the batch's sequences to their new cells; the span of all."""
