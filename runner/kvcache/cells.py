@@ -157,48 +157,49 @@ class Cells:
         if self._free < n:
             raise CacheFullError(f"The KV cache has {self._free} free cells; the batch needs "
                                  f"{n}.")
-        cell = self._lone_cell(batch) if n == 1 and not self.region else None
-        if cell is not None:
-            slots, (first, end) = np.array([cell]), self._spans[int(batch.seqs[0])]
-        else:
-            if self.region:
-                slots = self._home_cells(batch)
-            else:
-                slots, self._low = self._first_free(n, self._low, self.size)
-            self.pos[slots] = batch.positions
-            self.seq[slots] = 1 << batch.seqs.astype(np.int64)
-            self._free -= n
-            first, end = self._widen(batch, slots)
+        taken = self._lone_cell(batch) if n == 1 and not self.region else None
+        slots, first, end = taken or self._take(batch)
         if all_cells:
             return slots, 0, self.size
         first = first // PAD * PAD
         return slots, first, min(self.size - first, -(-(end - first) // PAD) * PAD)
 
-    def _lone_cell(self, batch) -> int | None:
-        """A decode step's one token taken into the first free cell, where that is the
-        bound below which none is free, in Python's own integers: right after a compute,
-        whose weights evicted numpy's code from the caches, each numpy call of the general
-        path costs 10-15 times what it costs warm. None where that cell is taken."""
-        cell, seq = self._low, int(batch.seqs[0])
-        if cell >= self.size or self.seq[cell] != NO_SEQ:
-            return None
-        self.pos[cell], self.seq[cell] = int(batch.positions[0]), 1 << seq
-        self._low, self._free = cell + 1, self._free - 1
-        span = self._spans.setdefault(seq, [self.size, 0])
-        span[0], span[1] = min(span[0], cell), max(span[1], cell + 1)
-        return cell
-
-    def _widen(self, batch, slots: np.ndarray) -> tuple[int, int]:
-        """Widen the spans of the batch's sequences to their new cells; the span of all."""
+    def _take(self, batch) -> tuple[np.ndarray, int, int]:
+        """Take the first free cells for the batch (each sequence's in its home region
+        first); them, and the span of all the batch's sequences' cells."""
+        if self.region:
+            slots = self._home_cells(batch)
+        else:
+            slots, self._low = self._first_free(len(batch), self._low, self.size)
+        self.pos[slots] = batch.positions
+        self.seq[slots] = 1 << batch.seqs.astype(np.int64)
+        self._free -= len(batch)
         first, end = self.size, 0
         for seq, start, stop in batch.runs:
             cells = slots[start:stop]
             low, high = (int(cells[0]),) * 2 if stop - start == 1 else \
                 (int(cells.min()), int(cells.max()))
-            span = self._spans.setdefault(seq, [self.size, 0])
-            span[0], span[1] = min(span[0], low), max(span[1], high + 1)
+            span = self._widen(seq, low, high + 1)
             first, end = min(first, span[0]), max(end, span[1])
-        return first, end
+        return slots, first, end
+
+    def _lone_cell(self, batch) -> tuple[np.ndarray, int, int] | None:
+        """_take for a decode step's one token, where the first free cell is the bound
+        below which none is free, in Python's own integers: right after a compute, whose
+        weights evicted numpy's code from the caches, each numpy call of the general path
+        costs 10-15 times what it costs warm. None where that cell is taken."""
+        cell, seq = self._low, int(batch.seqs[0])
+        if cell >= self.size or self.seq[cell] != NO_SEQ:
+            return None
+        self.pos[cell], self.seq[cell] = int(batch.positions[0]), 1 << seq
+        self._low, self._free = cell + 1, self._free - 1
+        return np.array([cell]), *self._widen(seq, cell, cell + 1)
+
+    def _widen(self, seq: int, low: int, end: int) -> list[int]:
+        """seq's span [first, end) of cells, widened to cells [low, end)."""
+        span = self._spans.setdefault(seq, [self.size, 0])
+        span[0], span[1] = min(span[0], low), max(span[1], end)
+        return span
 
     def stream_cells(self, seqs: list[int]) -> int | None:
         """How many cells of each home region a graph must see to attend each of seqs
