@@ -195,6 +195,13 @@ class Inputs:
         self.first.append(rows)
         return rows
 
+    def output_rows(self, *rows) -> tuple:
+        """Each of rows (T, ...) cut to the output rows (n_out, ...), as llama.cpp's
+        inp_out_ids cuts them after the last layer's attention: the rest of that layer (its
+        output projection, its FFN or experts) then computes only the rows whose logits
+        are read (one of a prompt's 512, not all of them)."""
+        return tuple(r.get_rows(self.outputs) for r in rows)
+
     def splice(self, x):
         """x (T, E), the token embeddings, with the image rows in place of their tokens'.
         The rows go into a copy: written into the lookup's own node, which lives with the

@@ -186,11 +186,13 @@ class Deepseek2(Transformer):
         x = inputs.splice(self.token_embd.get_rows(inputs.tokens))           # (T, E)
         for i, block in enumerate(self.blocks):
             h = x.rms_norm(c.norm_eps).mul(block.attn_norm)
-            x = x.add(block.attn_output.mul_mat(self._attention(block, h, inputs, kv, i)))
+            a = self._attention(block, h, inputs, kv, i)                     # (T, H*Dv)
+            if i == len(self.blocks) - 1:
+                a, x = inputs.output_rows(a, x)                              # (n_out, ...)
+            x = x.add(block.attn_output.mul_mat(a))
             h = x.rms_norm(c.norm_eps).mul(block.ffn_norm)
             x = x.add(self._ffn(block, h))
-        x = x.get_rows(inputs.outputs)                                       # (n_out, E)
-        x = x.rms_norm(c.norm_eps).mul(self.output_norm)
+        x = x.rms_norm(c.norm_eps).mul(self.output_norm)                     # (n_out, E)
         return self.project(x, inputs)                                       # (n_out, vocab)
 
     def _attention(self, block: Deepseek2Block, h, inputs, kv, i: int):

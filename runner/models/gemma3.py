@@ -147,14 +147,15 @@ class Gemma3(Transformer):
             k = self._rope(k, inputs.positions, i)
             a = attention(kv, i, q, k, v, 1.0, c.window_of(i),       # q carries the scale
                           c.attn_softcap)
+            if i == len(self.blocks) - 1:
+                a, x = inputs.output_rows(a, x)                              # (n_out, ...)
             a = block.attn_output.mul_mat(a).rms_norm(eps).mul(block.post_attention_norm)
             x = x.add(a)
             h = x.rms_norm(eps).mul(block.ffn_norm)
             gated = block.ffn_gate.mul_mat(h).geglu(block.ffn_up.mul_mat(h))     # (T, F)
             f = block.ffn_down.mul_mat(gated)
             x = x.add(f.rms_norm(eps).mul(block.post_ffw_norm))
-        x = x.get_rows(inputs.outputs)                                         # (n_out, E)
-        x = x.rms_norm(eps).mul(self.output_norm)
+        x = x.rms_norm(eps).mul(self.output_norm)                              # (n_out, E)
         logits = self.project(x, inputs)                                       # (n_out, vocab)
         if inputs.embeddings or not c.final_softcap:
             return logits

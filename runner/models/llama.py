@@ -121,18 +121,20 @@ class Llama(Transformer):
                                            self.rope_freqs), inputs)
             k = c.rope.apply(k, inputs.positions, self.rope_mode, self.rope_freqs)
             a = attention(kv, i, q, k, v, 1.0 / math.sqrt(c.head_dim))        # (T, H*D)
+            if i == len(self.blocks) - 1:
+                a, x = inputs.output_rows(a, x)                              # (n_out, ...)
             x = x.add(block.attn_output.mul_mat(a))
             h = x.rms_norm(c.norm_eps).mul(block.ffn_norm)
             x = self._layer_output(i, x.add(self._ffn(block, h)), inputs)
-        x = x.get_rows(inputs.outputs)                                       # (n_out, E)
-        x = x.rms_norm(c.norm_eps).mul(self.output_norm)
+        x = x.rms_norm(c.norm_eps).mul(self.output_norm)                     # (n_out, E)
         return self.project(x, inputs)                                       # (n_out, vocab)
 
     def position_axes(self) -> int:
         return self.config.rope.axes
 
     def _layer_output(self, i: int, x, inputs):
-        """Layer i's output x (T, E) as the next layer reads it (Qwen3-VL adds to it)."""
+        """Layer i's output x (T, E) as the next layer reads it (Qwen3-VL adds to it; the
+        last layer's is (n_out, E))."""
         return x
 
     def _queries(self, q, inputs):

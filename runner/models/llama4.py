@@ -118,12 +118,13 @@ class Llama4(Llama):
                     inputs.positions, n, c.temperature_floor, c.temperature_scale, offset=1.0)
                 q = q.mul(temperature)
             a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d), c.window_of(i))  # (T, H*D)
+            if i == len(self.blocks) - 1:
+                a, x = inputs.output_rows(a, x)                              # (n_out, ...)
             x = x.add(block.attn_output.mul_mat(a))
             h = x.rms_norm(c.norm_eps).mul(block.ffn_norm)
-            x = x.add(self._experts(block, h, n) if c.is_moe(i) else self._ffn(
+            x = x.add(self._experts(block, h) if c.is_moe(i) else self._ffn(
                 block.ffn_gate, block.ffn_up, block.ffn_down, h))
-        x = x.get_rows(inputs.outputs)                                       # (n_out, E)
-        x = x.rms_norm(c.norm_eps).mul(self.output_norm)
+        x = x.rms_norm(c.norm_eps).mul(self.output_norm)                     # (n_out, E)
         return self.project(x, inputs)                                       # (n_out, vocab)
 
     def shift(self, k, deltas, layer: int):
@@ -134,9 +135,10 @@ class Llama4(Llama):
     def _ffn(gate, up, down, h):
         return down.mul_mat(gate.mul_mat(h).swiglu(up.mul_mat(h)))
 
-    def _experts(self, block, h, n: int):
-        """The chosen expert's output for the token scaled by its sigmoid score, plus the
-        shared expert's."""
+    def _experts(self, block, h):
+        """The chosen expert's output for each row of h (T, E) scaled by its sigmoid score,
+        plus the shared expert's."""
+        n = h.shape[0]
         logits = block.ffn_gate_inp.mul_mat(h)                               # (T, experts)
         chosen = logits.top_k(1)                                             # (T, 1) int32
         score = logits.reshape(n, -1, 1).get_rows(chosen).reshape(n, 1).sigmoid()

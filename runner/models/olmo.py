@@ -95,11 +95,12 @@ class Olmo2(Transformer):
             q = rope.apply(q.reshape(n, c.heads, d), inputs.positions, self.rope_mode)
             k = rope.apply(k.reshape(n, c.kv_heads, d), inputs.positions, self.rope_mode)
             a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d), c.window_of(i))  # (T, H*D)
+            if i == len(self.blocks) - 1:
+                a, x = inputs.output_rows(a, x)                              # (n_out, ...)
             x = x.add(block.attn_output.mul_mat(a).rms_norm(eps).mul(block.post_attention_norm))
             gated = block.ffn_gate.mul_mat(x).swiglu(block.ffn_up.mul_mat(x))   # (T, F)
             x = x.add(block.ffn_down.mul_mat(gated).rms_norm(eps).mul(block.post_ffw_norm))
-        x = x.get_rows(inputs.outputs)                                       # (n_out, E)
-        x = x.rms_norm(eps).mul(self.output_norm)
+        x = x.rms_norm(eps).mul(self.output_norm)                            # (n_out, E)
         return self.project(x, inputs)                                       # (n_out, vocab)
 
     def shift(self, k, deltas, layer: int):

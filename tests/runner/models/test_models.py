@@ -104,6 +104,28 @@ def test_flash_attention_and_quantized_cache_agree(loaded, backend, key):
 
 
 @pytest.mark.parametrize("key", MODELS)
+def test_the_last_layer_computes_only_the_rows_whose_logits_are_read(loaded, backend, key):
+    """After its attention, the last layer's products take the output rows alone (as
+    llama.cpp's inp_out_ids): a prompt's other rows are not carried through its output
+    projection and FFN, and the rows read give the logits of a pass that keeps them all."""
+    model = loaded(key)
+    ids = model.tokenizer.encode(PROMPTS[2] + " one hundred degrees Celsius at sea level")
+    kv = CausalCache(model.model.cache_layers(), 256, backend, "f16", False)
+    executor = Executor(model.model, kv, pyggml.Scheduler([backend]))
+    wanted = [3, len(ids) - 1]
+    step = executor.build(Batch(ids, np.arange(len(ids)), np.zeros(len(ids), int), wanted))
+    products = [node.shape[0] for node in step.graph.nodes() if node.op == "MUL_MAT"]
+    # the output projection, and the last layer's own after its attention
+    assert products.count(len(wanted)) >= 4 and products[-1] == len(wanted)
+    executor.launch(step)
+    some = executor.finish(step)
+    kv.remove(0)
+    _, every = run(model, backend, ids)
+    assert_close(every[wanted], some)
+    assert np.abs(every[wanted] - some).max() < 0.05 * np.ptp(every[wanted])
+
+
+@pytest.mark.parametrize("key", MODELS)
 def test_two_sequences_in_one_batch(loaded, backend, key):
     model = loaded(key)
     a = model.tokenizer.encode("The capital of France is")
