@@ -72,6 +72,14 @@ def swiglu_experts(gate_exps, up_exps, down_exps, h, chosen, weights):
 
 
 def weighted_sum(out, weights):
-    """out (T, K, E) and weights (T, K, 1) -> (T, E)."""
-    n, _, embd = out.shape
-    return out.mul(weights).permute(0, 2, 1).cont().sum_rows().reshape(n, embd)
+    """out (T, K, E) and weights (T, K, 1) -> (T, E): the weighted outputs of the K experts
+    added one after the other, each a view of its rows, as llama.cpp adds them (the same
+    float sums; a transposed copy summed by rows, as before, streamed all T x K x E values
+    twice more and summed in doubles)."""
+    weighted = out.mul(weights)                                          # (T, K, E)
+    n, k, embd = weighted.shape
+    row, expert, item = weighted.strides
+    total = weighted.view((n, embd), strides=(row, item))                # expert 0's (T, E)
+    for i in range(1, k):
+        total = total.add(weighted.view((n, embd), offset=i * expert, strides=(row, item)))
+    return total if k > 1 else total.cont()

@@ -32,6 +32,7 @@ from . import register
 from .attention import attend
 from .base import (ATTENTION, LLM, ROPE, Block, Metadata, ModelError, Transformer,
                    TransformerConfig, Weights)
+from .experts import weighted_sum
 from .gemma_parts import cache_donor, per_layer_inputs
 from .rope import RopeConfig
 
@@ -319,7 +320,7 @@ class Gemma4(Transformer):
         h = normed.mul(block.pre_ffw_norm_2).reshape(n, 1, c.embd)
         gate_up = block.ffn_gate_up_exps.mul_mat_id(h, chosen)              # (T, K, 2F)
         out = block.ffn_down_exps.mul_mat_id(gate_up.geglu_halves(), chosen)  # (T, K, E)
-        return out.mul(weights).permute(0, 2, 1).cont().sum_rows().reshape(n, c.embd)
+        return weighted_sum(out, weights)                                    # (T, E)
 
     def shift(self, k, deltas, layer: int):
         """Re-rotate cached keys k (cells, KVH, D) of cached layer `layer` by deltas."""
