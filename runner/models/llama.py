@@ -109,6 +109,7 @@ class Llama(Transformer):
     def forward(self, inputs, kv):
         c = self.config
         x = inputs.splice(self.token_embd.get_rows(inputs.tokens))           # (T, E)
+        cut = self._cut_layer
         for i, block in enumerate(self.blocks):
             h = x.rms_norm(c.norm_eps).mul(block.attn_norm)
             eps, kvh, d = c.norm_eps, c.kv_heads, c.head_dim
@@ -121,20 +122,28 @@ class Llama(Transformer):
                                            self.rope_freqs), inputs)
             k = c.rope.apply(k, inputs.positions, self.rope_mode, self.rope_freqs)
             a = attention(kv, i, q, k, v, 1.0 / math.sqrt(c.head_dim))        # (T, H*D)
-            if i == len(self.blocks) - 1:
+            if i == cut:
                 a, x = inputs.output_rows(a, x)                              # (n_out, ...)
             x = x.add(block.attn_output.mul_mat(a))
             h = x.rms_norm(c.norm_eps).mul(block.ffn_norm)
             x = self._layer_output(i, x.add(self._ffn(block, h)), inputs)
+        if cut is None:
+            x, = inputs.output_rows(x)                                       # (n_out, E)
         x = x.rms_norm(c.norm_eps).mul(self.output_norm)                     # (n_out, E)
         return self.project(x, inputs)                                       # (n_out, vocab)
 
     def position_axes(self) -> int:
         return self.config.rope.axes
 
+    @property
+    def _cut_layer(self) -> int | None:
+        """The layer after whose attention only the output rows go on (Inputs.output_rows):
+        the last; None: all rows go through every layer, cut after the last."""
+        return len(self.blocks) - 1
+
     def _layer_output(self, i: int, x, inputs):
         """Layer i's output x (T, E) as the next layer reads it (Qwen3-VL adds to it; the
-        last layer's is (n_out, E))."""
+        cut layer's is (n_out, E))."""
         return x
 
     def _queries(self, q, inputs):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from . import register
-from .base import LLM, Metadata, ModelError, Weights
+from .base import LLM, Metadata, Weights
 from .experts import Routing, route, swiglu_experts
 from .llama import Llama, LlamaBlock, LlamaConfig
 
@@ -56,10 +56,12 @@ class Qwen3VLText:
         model = super().from_metadata(meta, weights)
         m = Metadata(meta, meta["general.architecture"])
         model.deepstack_layers = int(m.get(LLM.NUM_DEEPSTACK_LAYERS, 0))
-        if model.deepstack_layers >= len(model.blocks):     # the last cuts rows to outputs
-            raise ModelError(f"{model.deepstack_layers} deepstack layers need a model of more "
-                             f"layers than that, not {len(model.blocks)}.")
         return model
+
+    @property
+    def _cut_layer(self) -> int | None:
+        """None where deepstack adds to the last layer's every row (a tiny model's)."""
+        return None if self.deepstack_layers >= len(self.blocks) else super()._cut_layer
 
     def media_width(self) -> int:
         return self.config.embd * (1 + self.deepstack_layers)
