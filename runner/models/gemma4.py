@@ -127,6 +127,13 @@ class Rows:
     select: object = None               # int32 (n,) rows of the batch; None: all of them
     masks: dict = field(default_factory=dict)
 
+    @classmethod
+    def outputs(cls, inputs) -> "Rows":
+        """The rows whose logits are read."""
+        n = inputs.outputs.shape[0]
+        return cls(n, inputs.positions.reshape(-1, 1).get_rows(inputs.outputs).reshape(n),
+                   inputs.outputs)
+
     def take(self, x):
         """x (T, ...) for every token -> (n, ...) for these rows."""
         return x if self.select is None else x.get_rows(self.select)
@@ -250,22 +257,24 @@ class Gemma4(Transformer):
         for i, block in enumerate(self.blocks):
             if i == c.cached_layers and n_out < inputs.n_tokens and \
                     self.sharing_layers_output_rows_only:              # outputs' rows from here
-                rows = Rows(n_out, inputs.positions.reshape(-1, 1).get_rows(inputs.outputs)
-                            .reshape(n_out), inputs.outputs)
+                rows = Rows.outputs(inputs)
                 x = x.get_rows(inputs.outputs)                                 # (n_out, E)
             x = self._block(i, block, x, per_layer, inputs, rows, kv, caches)
-        if rows.select is None:
-            x = x.get_rows(inputs.outputs)                                     # (n_out, E)
-        x = x.rms_norm(c.norm_eps).mul(self.output_norm)
+        x = x.rms_norm(c.norm_eps).mul(self.output_norm)                       # (n_out, E)
         logits = self.project(x, inputs)                                       # (n_out, vocab)
         if inputs.embeddings or not c.softcap:
             return logits
         return logits.scale(1.0 / c.softcap).tanh().scale(c.softcap)
 
     def _block(self, i: int, block, x, per_layer, inputs, rows: Rows, kv, caches):
-        """x (n, E) for the rows -> (n, E)."""
-        c, n, eps = self.config, rows.n, self.config.norm_eps
+        """x (n, E) for the rows -> (n, E); the last layer's (n_out, E), cut after its
+        attention where the rows were not cut before (Inputs.output_rows)."""
+        c, eps = self.config, self.config.norm_eps
         a = self._attention(i, block, x.rms_norm(eps).mul(block.attn_norm), rows, kv, caches)
+        if i == len(self.blocks) - 1 and rows.select is None:
+            rows = Rows.outputs(inputs)
+            a, x = inputs.output_rows(a, x)                                  # (n_out, E)
+        n = rows.n
         x = x.add(a.rms_norm(eps).mul(block.post_attention_norm))
         normed = x.rms_norm(eps)                  # the FFN's, the router's and the experts'
         h = normed.mul(block.ffn_norm)

@@ -144,6 +144,35 @@ def test_a_multimodal_checkpoint_converts_its_text_model(made, tmp_path, kind):
     assert differ <= {"general.name"}, differ
 
 
+def test_the_last_layer_cuts_the_rows_after_its_attention_without_sharing(made, backend,
+                                                                           monkeypatch):
+    """Where no earlier layer cut the rows (sharing layers' cut off), the last layer
+    carries only the output rows past its attention, as llama.cpp's gemma4 graph does: the
+    same logits, the last layer's FFN and per-layer products on those rows alone."""
+    import pyggml
+    from runner.engine.executor import Executor
+    from runner.kvcache import CausalCache
+    from runner.loading.loader import load_model
+    from runner.models.gemma4 import Gemma4
+
+    monkeypatch.setattr(Gemma4, "sharing_layers_output_rows_only", False)
+    model = load_model(made("gemma4")["f32"], backend)
+    ids = model.tokenizer.encode(PROMPT, add_special=True)
+
+    def run(outputs):
+        kv = CausalCache(model.model.cache_layers(), 256, backend, "f32", False)
+        executor = Executor(model.model, kv, pyggml.Scheduler([backend]))
+        step = executor.build(Batch(ids, np.arange(len(ids)), np.zeros(len(ids), int), outputs))
+        rows = [node.shape[0] for node in step.graph.nodes() if node.op == "MUL_MAT"]
+        executor.launch(step)
+        return executor.finish(step), rows
+
+    every, _ = run(np.arange(len(ids)))
+    some, rows = run(np.array([3, len(ids) - 1]))
+    assert np.abs(some - every[[3, -1]]).max() < 1e-5
+    assert rows.count(2) >= 4                  # gate, up, down (and more), the output's
+
+
 @pytest.mark.parametrize("flash", [False, True])
 def test_sharing_layers_compute_only_the_output_rows(made, backend, flash):
     """The layers that share a cache write none, so there a prompt needs only the rows
