@@ -121,6 +121,12 @@ class Transformer:
         self.output_norm = weights.take("output_norm.weight", (c.embd,))
         self.output = weights.optional("output.weight", (c.vocab, c.embd)) or self.token_embd
 
+    @property
+    def _cut_layer(self) -> int | None:
+        """The layer after whose attention only the output rows go on (Inputs.output_rows):
+        the last; None (a model that says so): all rows go through every layer."""
+        return len(self.blocks) - 1
+
     def project(self, x, inputs: Inputs):
         """(n_out, E) final-normed hidden states -> logits (n_out, vocab), or themselves when
         the graph makes embeddings."""

@@ -187,7 +187,7 @@ class Deepseek2(Transformer):
         for i, block in enumerate(self.blocks):
             h = x.rms_norm(c.norm_eps).mul(block.attn_norm)
             a = self._attention(block, h, inputs, kv, i)                     # (T, H*Dv)
-            if i == len(self.blocks) - 1:
+            if i == self._cut_layer:
                 a, x = inputs.output_rows(a, x)                              # (n_out, ...)
             x = x.add(block.attn_output.mul_mat(a))
             h = x.rms_norm(c.norm_eps).mul(block.ffn_norm)

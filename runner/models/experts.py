@@ -73,9 +73,8 @@ def swiglu_experts(gate_exps, up_exps, down_exps, h, chosen, weights):
 
 def weighted_sum(out, weights):
     """out (T, K, E) and weights (T, K, 1) -> (T, E): the weighted outputs of the K experts
-    added one after the other, each a view of its rows, as llama.cpp adds them (the same
-    float sums; a transposed copy summed by rows, as before, streamed all T x K x E values
-    twice more and summed in doubles)."""
+    added one after the other, each a view of its rows, in llama.cpp's order and without a
+    copy (a transposed copy summed by rows streams every value twice more)."""
     weighted = out.mul(weights)                                          # (T, K, E)
     n, k, embd = weighted.shape
     row, expert, item = weighted.strides

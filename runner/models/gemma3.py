@@ -147,7 +147,7 @@ class Gemma3(Transformer):
             k = self._rope(k, inputs.positions, i)
             a = attention(kv, i, q, k, v, 1.0, c.window_of(i),       # q carries the scale
                           c.attn_softcap)
-            if i == len(self.blocks) - 1:
+            if i == self._cut_layer:
                 a, x = inputs.output_rows(a, x)                              # (n_out, ...)
             a = block.attn_output.mul_mat(a).rms_norm(eps).mul(block.post_attention_norm)
             x = x.add(a)

@@ -271,7 +271,7 @@ class Gemma4(Transformer):
         attention where the rows were not cut before (Inputs.output_rows)."""
         c, eps = self.config, self.config.norm_eps
         a = self._attention(i, block, x.rms_norm(eps).mul(block.attn_norm), rows, kv, caches)
-        if i == len(self.blocks) - 1 and rows.select is None:
+        if i == self._cut_layer and rows.select is None:
             rows = Rows.outputs(inputs)
             a, x = inputs.output_rows(a, x)                                  # (n_out, E)
         n = rows.n

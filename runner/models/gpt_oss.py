@@ -147,7 +147,7 @@ class GptOss(Transformer):
             k = c.rope.apply(k, inputs.positions, self.rope_mode)
             a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d), c.window_of(i),
                           sinks=block.attn_sinks)                            # (T, H*D)
-            if i == len(self.blocks) - 1:
+            if i == self._cut_layer:
                 a, x = inputs.output_rows(a, x)                              # (n_out, ...)
             x = x.add(block.attn_output.mul_mat(a).add(block.attn_output_bias))
             h = x.rms_norm(c.norm_eps).mul(block.post_attention_norm)

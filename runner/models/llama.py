@@ -135,12 +135,6 @@ class Llama(Transformer):
     def position_axes(self) -> int:
         return self.config.rope.axes
 
-    @property
-    def _cut_layer(self) -> int | None:
-        """The layer after whose attention only the output rows go on (Inputs.output_rows):
-        the last; None: all rows go through every layer, cut after the last."""
-        return len(self.blocks) - 1
-
     def _layer_output(self, i: int, x, inputs):
         """Layer i's output x (T, E) as the next layer reads it (Qwen3-VL adds to it; the
         cut layer's is (n_out, E))."""

@@ -118,7 +118,7 @@ class Llama4(Llama):
                     inputs.positions, n, c.temperature_floor, c.temperature_scale, offset=1.0)
                 q = q.mul(temperature)
             a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d), c.window_of(i))  # (T, H*D)
-            if i == len(self.blocks) - 1:
+            if i == self._cut_layer:
                 a, x = inputs.output_rows(a, x)                              # (n_out, ...)
             x = x.add(block.attn_output.mul_mat(a))
             h = x.rms_norm(c.norm_eps).mul(block.ffn_norm)

@@ -95,7 +95,7 @@ class Olmo2(Transformer):
             q = rope.apply(q.reshape(n, c.heads, d), inputs.positions, self.rope_mode)
             k = rope.apply(k.reshape(n, c.kv_heads, d), inputs.positions, self.rope_mode)
             a = attention(kv, i, q, k, v, 1.0 / math.sqrt(d), c.window_of(i))  # (T, H*D)
-            if i == len(self.blocks) - 1:
+            if i == self._cut_layer:
                 a, x = inputs.output_rows(a, x)                              # (n_out, ...)
             x = x.add(block.attn_output.mul_mat(a).rms_norm(eps).mul(block.post_attention_norm))
             gated = block.ffn_gate.mul_mat(x).swiglu(block.ffn_up.mul_mat(x))   # (T, F)
