@@ -19,6 +19,7 @@ from .dtypes import GGMLType
 from .errors import GGMLError, failure_text
 from .numpy_interop import borrowed, copy_in, host_array, to_numpy
 from .ops import TensorOps
+from .recurrent_ops import RecurrentOps
 from .shape import describe, ggml_dim, ne_of, resolve_shape
 from .spatial_ops import SpatialOps
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from .context import Context
 
 
-class Tensor(TensorOps, SpatialOps):
+class Tensor(TensorOps, SpatialOps, RecurrentOps):
     __slots__ = ("_ptr", "_ctx", "ndim", "_array_layout", "_shape", "_borrowed", "__weakref__")
 
     def __init__(self, ptr, ctx: Context, ndim: int):
