@@ -20,6 +20,7 @@ from .gemma3n import gemma3n_hparams, gemma3n_hyper, gemma3n_shape, stack_altup
 from .gemma4 import gemma4_extra, gemma4_hparams, gemma4_hyper, gemma4_shape, gemma4_split
 from .gpt_oss import gpt_oss_hparams, gpt_oss_split, pair_mxfp4
 from .hyper import Hyper, expected_shape, extra_tensors
+from .qwen35 import qwen35_hparams, qwen35_hyper, qwen35_split
 from .nomic import (NOMIC_NAMES, nomic_hparams, nomic_hyper, nomic_moe_hparams,
                     nomic_moe_hyper, nomic_moe_split)
 from .sentence import add_dense_tensors, dense_sizes
@@ -76,6 +77,13 @@ def qwen3moe_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", director
     writer.add_expert_count(config.get("num_experts") or config["num_local_experts"])
     writer.add_expert_used_count(config["num_experts_per_tok"])
     writer.add_expert_feed_forward_length(config["moe_intermediate_size"])
+
+
+def qwen35_shape(name: str, h: Hyper, config: dict) -> tuple[int, ...] | None:
+    """Qwen 3.5's attn_q holds each head's query and its gate."""
+    if name.endswith("attn_q.weight"):
+        return (2 * h.heads * h.head_dim, h.embd)
+    return expected_shape(name, h)
 
 
 def olmo2_shape(name: str, h: Hyper, config: dict) -> tuple[int, ...] | None:
@@ -314,13 +322,22 @@ ARCHITECTURES = {
                             prepare=pair_mxfp4),
     "llama4_text": Architecture(gguf.MODEL_ARCH.LLAMA4, hparams=llama4_hparams,
                                 split=llama4_split),
+    "qwen3_5_text": Architecture(gguf.MODEL_ARCH.QWEN35, norm_shift=1.0, hyper=qwen35_hyper,
+                                 hparams=qwen35_hparams, split=qwen35_split,
+                                 shape=qwen35_shape),
+    "qwen3_5_moe_text": Architecture(gguf.MODEL_ARCH.QWEN35MOE, norm_shift=1.0,
+                                     hyper=qwen35_hyper, hparams=qwen35_hparams,
+                                     split=qwen35_split, shape=qwen35_shape,
+                                     names={"moe_intermediate_size": "intermediate_size"}),
+    "qwen3_next": Architecture(gguf.MODEL_ARCH.QWEN3NEXT, norm_shift=1.0, hyper=qwen35_hyper,
+                               hparams=qwen35_hparams, split=qwen35_split, shape=qwen35_shape),
 }
 # multimodal checkpoints (model_type) whose text model we convert: their config.json nests it
 # under text_config, their text tensors live under one of TEXT_PREFIXES (as transformers
 # saves them, or as the released checkpoints name them), and their other towers are left
 # out (convert/mmproj.py writes them)
 MULTIMODAL = {"gemma3", "gemma3n", "gemma4", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl",
-              "qwen3_vl", "qwen3_vl_moe"}
+              "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"}
 TEXT_PREFIXES = ("model.language_model.", "language_model.model.")
 HEAD_PREFIXES = ("language_model.lm_head.",)
 # a text model saved under its own names beside the tower's ("visual.": Qwen2.5-VL)

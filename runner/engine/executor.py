@@ -191,7 +191,7 @@ class Executor:
         # CPU) before the masks (at the first attention), so the layers' device gets one
         # split. Masks first made two, and an RPC device, which repeats only the last graph
         # it was sent, got both in full every step (0.6-0.7 ms a step on loopback).
-        graph = ctx.graph(*inputs.first, *outputs)
+        graph = ctx.graph(*inputs.first, *outputs, *kv_inputs.writes)
         return Step(batch, ctx, graph, inputs, kv_inputs, logits, choices,
                     candidates, token_input, writes_chain, chain_rows, chained)
 
@@ -336,6 +336,8 @@ class Executor:
             hadamard = Rotations(ctx, kv.key_rotation)    # quantized keys were rotated
             nodes, rotating = [], set()           # the pools whose keys rotate
             for layer, shape in enumerate(kv.layers):
+                if kv.k[layer] is None:               # a recurrent layer's: no keys
+                    continue
                 cache, window = ctx.bind(kv.k[layer]), kv.pool_of[layer]
                 keys = cache.reshape(len(hits[window]), shape.kv_heads, shape.head_dim)
                 source = keys if cache.dtype == pyggml.F16 else keys.cast("F32")  # (cells, KVH, D)

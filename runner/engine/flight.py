@@ -90,8 +90,9 @@ def pack(order: list[Active], awaiting: set[int], budget: int, context: int, who
         if active.pending and whole and len(active.pending) > budget:
             continue                               # whole, in the next batch
         if active.pending:
-            # a batch is cut before an image rather than inside it
-            chunk = active.pending[:run_start(active.pending, min(budget, len(active.pending)))]
+            # a batch is cut before an image rather than inside it, and at a checkpoint
+            room = min(budget, len(active.pending), active.until_cut(start))
+            chunk = active.pending[:run_start(active.pending, room)]
             if not chunk:
                 continue                           # the image waits for the next batch
             del active.pending[:len(chunk)]

@@ -27,6 +27,7 @@ from ..multimodal.axes import axes, position_at
 from ..multimodal.media import attach_media, runs, token_ids
 from ..tokenizer import Tokenizer
 from .batch import Batch
+from .checkpoints import cut_points
 from .executor import Executor
 from .flight import PLACEHOLDER, Entry, Flight, pack
 from .pooling import pool
@@ -184,7 +185,10 @@ class Engine:
                 return
             slot, reused = taken
             request = self.waiting.popleft()
-            self.active.append(Active(request, slot, reused, self.tokenizer))
+            active = Active(request, slot, reused, self.tokenizer)
+            if self.kv.keeps_checkpoints and self.pooling is None:
+                active.cuts = cut_points(request.tokens, reused, self.tokenizer.is_special)
+            self.active.append(active)
 
     def _needs_shift(self, active: Active) -> bool:
         return bool(active.pending) and \
@@ -228,6 +232,10 @@ class Engine:
         flight.step = self.executor.build(flight.batch, self.pooling is not None,
                                           flight.needs == "candidates",
                                           chained=flight.sources is not None)
+        for entry in entries:                   # a batch that ends at a cut keeps its state
+            end = entry.start + len(entry.tokens)
+            if end in entry.active.cuts:
+                self.kv.checkpoint(entry.active.slot.id, end)
         return flight
 
     def _axes(self, entry: Entry) -> np.ndarray:
@@ -360,7 +368,8 @@ class Engine:
         held = any(e.active is active for f in (self.in_flight, self._next) if f
                    for e in f.entries)
         if not held and slot.busy:
-            self.cache.truncate(slot, active.keep)
+            kept = self.cache.truncate(slot, active.keep)
+            self.kv.checkpoint(slot.id, kept)       # where the reply ends
             self.cache.release(slot)
             with self._cond:
                 self._cond.notify()

@@ -89,6 +89,15 @@ class Active:
         self.placed = 0                     # batches holding its tokens, not yet finished
         self.hidden: list[np.ndarray] = []  # final hidden states, when making an embedding
         self.keep = 0                       # tokens its slot keeps once it has ended
+        self.cuts: list[int] = []           # positions its prompt's batches end at
+                                            # (checkpoints of a recurrent state)
+
+    def until_cut(self, start: int) -> int:
+        """How many tokens from position start its next batch may take before a cut."""
+        for cut in self.cuts:
+            if cut > start:
+                return cut - start
+        return len(self.pending)
 
     @property
     def prefilling(self) -> bool:

@@ -13,8 +13,9 @@ from .slots import InputCache
 
 def shift_context(active: Active, cache: InputCache, executor: Executor, axes: int) -> bool:
     """Keep num_keep tokens, drop half of the rest, re-rotate the keys after the gap (axes
-    > 1: M-RoPE positions). Cells shared with a fork cannot move: then the kept tokens are
-    evaluated again. False where nothing can be dropped."""
+    > 1: M-RoPE positions). Cells shared with a fork cannot move, nor can a recurrent
+    state forget a range: then the kept tokens are evaluated again (from the latest point
+    the cache may resume at before the gap). False where nothing can be dropped."""
     slot, n = active.slot, len(active.slot.tokens)
     num_keep = active.request.options.num_keep
     keep = min(len(active.request.tokens) if num_keep < 0 else num_keep, n - 1)
@@ -22,10 +23,10 @@ def shift_context(active: Active, cache: InputCache, executor: Executor, axes: i
     discard = run_end(slot.tokens, keep + (n - keep) // 2) - keep          # whole
     if discard <= 0:
         return False
-    if cache.shared_beyond(slot, keep + discard):
+    if not executor.kv.drops_ranges or cache.shared_beyond(slot, keep + discard):
         kept = slot.tokens[:keep] + slot.tokens[keep + discard:]
-        cache.truncate(slot, 0)
-        active.pending = kept + active.pending
+        resumed = cache.truncate(slot, keep)
+        active.pending = kept[resumed:] + active.pending
         return True
     rope_delta = None
     if axes > 1:                          # images may have saved rope positions there

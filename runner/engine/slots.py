@@ -75,27 +75,38 @@ class InputCache:
         elif self.multiuser:
             slot = min(free, key=lambda s: s.last_used)
             best = max(self.slots, key=lambda s: common_prefix(s.tokens, prompt))
-            shared = run_start(prompt, min(common_prefix(best.tokens, prompt), len(prompt) - 1))
-            if best is not slot and shared > common_prefix(slot.tokens, prompt) and \
-                    self.kv.holds(best.id, shared):
+            shared = self._resume_point(best.id, prompt, min(common_prefix(best.tokens, prompt),
+                                                             len(prompt) - 1))
+            if best is not slot and shared > common_prefix(slot.tokens, prompt):
                 self.kv.copy_prefix(best.id, slot.id, shared)
                 slot.tokens = best.tokens[:shared]
                 slot.forget_from(0)
         else:
             slot = max(free, key=lambda s: (common_prefix(s.tokens, prompt), -s.last_used))
-        # an image is reused whole or evaluated again whole
-        keep = run_start(prompt, max(0, min(common_prefix(slot.tokens, prompt), len(prompt) - 1)))
-        if not self.kv.holds(slot.id, keep):
-            keep = 0
+        keep = self._resume_point(slot.id, prompt,
+                                  max(0, min(common_prefix(slot.tokens, prompt), len(prompt) - 1)))
         self.truncate(slot, keep)
         slot.busy, slot.last_used = True, time.monotonic()
         return slot, keep
 
-    def truncate(self, slot: Slot, n: int) -> None:
-        """Forget what slot holds from position n on."""
+    def _resume_point(self, seq: int, prompt: list, n: int) -> int:
+        """The most of prompt's first n tokens, which seq's cache holds, that a prompt may
+        resume after: an image is reused whole or evaluated again whole; a recurrent state
+        resumes only where the cache kept one (kv.rollback_point); 0 where the cache no
+        longer holds what the next token sees (kv.holds)."""
+        n = run_start(prompt, n)
+        while (earlier := run_start(prompt, self.kv.rollback_point(seq, n))) != n:
+            n = earlier
+        return n if self.kv.holds(seq, n) else 0
+
+    def truncate(self, slot: Slot, n: int) -> int:
+        """Forget what slot holds from position n on (from the latest position before it
+        that its cache may resume at); how many tokens it keeps."""
+        n = self.kv.rollback_point(slot.id, n)
         self.kv.remove(slot.id, n)
         del slot.tokens[n:]
         slot.forget_from(n)
+        return n
 
     def release(self, slot: Slot) -> None:
         slot.busy, slot.last_used = False, time.monotonic()

@@ -64,6 +64,7 @@ class LayerShape:
     v_dim: int          # of V, per head
     values_in_keys: bool = False    # V is each K row's first v_dim (one KV head)
     window: object = None           # the layer's attention window (cells.first_seen's)
+    state: object = None            # a recurrent layer's StateShape (hybrid.py): no K or V
 
 
 class CausalCache:
@@ -87,12 +88,18 @@ class CausalCache:
                 self.pools[window] = Cells(size, window)
         self.pool_of = [s.window if s.window in self.pools else None for s in layers]
         # runs each layer's keys (and queries) and values are rotated in (rotation.py)
-        self.key_rotation = [key_rotation(cache_type, s.head_dim) for s in layers]
-        self.value_rotation = [value_rotation(cache_type, s.v_dim) for s in layers]
+        self.key_rotation = [key_rotation(cache_type, s.head_dim) if s.state is None else None
+                             for s in layers]
+        self.value_rotation = [value_rotation(cache_type, s.v_dim) if s.state is None else
+                               None for s in layers]
         self.storage = pyggml.Context(max_tensors=2 * len(layers) + 1, graphs=0)
         ggml_type = CACHE_TYPES[cache_type]
         self.k, self.v = [], []
         for i, shape in enumerate(layers):
+            if shape.state is not None:              # a recurrent layer's (hybrid.py)
+                self.k.append(None)
+                self.v.append(None)
+                continue
             n = self.cells_of(i).size
             self.k.append(self.storage.new_tensor(
                 ggml_type, (n, shape.kv_heads * shape.head_dim), name=f"cache_k_l{i}"))
@@ -124,7 +131,8 @@ class CausalCache:
         return buffers
 
     def tensors(self, layer: int) -> list:
-        """The layer's cache tensors: K and V, or K alone where V is read from it."""
+        """The layer's cache tensors: K and V, or K alone where V is read from it (none for
+        a recurrent layer)."""
         return [t for t in (self.k[layer], self.v[layer]) if t is not None]
 
     def cells_of(self, layer: int) -> Cells:
@@ -232,6 +240,19 @@ class CausalCache:
     def n_kv(self) -> int:
         """How many of the whole pool's cells the current batch's graph sees."""
         return self._placement.n_kv[None]
+
+    # a KV cache drops any range of positions and resumes anywhere; a recurrent state does
+    # neither and keeps checkpoints instead (hybrid.py)
+    drops_ranges = True
+    keeps_checkpoints = False
+
+    def rollback_point(self, seq: int, n: int) -> int:
+        """The latest position at or before n that seq may resume at: n itself."""
+        return n
+
+    def checkpoint(self, seq: int, position: int) -> bool:
+        """A KV cache keeps every position: nothing to keep."""
+        return False
 
     def remove(self, seq: int, p0: int = 0, p1: int | None = None) -> None:
         """Drop positions [p0, p1) of seq (p1 None: to the end)."""

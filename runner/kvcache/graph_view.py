@@ -97,6 +97,7 @@ class GraphView:
             if sequences > 1 else None
         self._floats, self._host, self._views, self._pieces = self._mask_inputs(windows)
         self.rotations = Rotations(ctx, cache.key_rotation + cache.value_rotation)
+        self.writes: list = []    # cache writes no later node reads (recurrent states)
 
     @property
     def streams(self) -> int:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pyggml
 
 from ..engine.executor import Executor
-from ..kvcache import CausalCache
+from ..kvcache import CausalCache, new_cache
 from ..multimodal.projector_memory import add_measured
 from .devices import Backends, DeviceOptions, accelerators, listed_layers, offload
 from .placement import Placement, Placer
@@ -31,6 +31,7 @@ class Workload:
     batch: int = 512
     embeddings: bool = False
     swa_full: bool = False      # sliding layers keep the whole context (llama.cpp's --swa-full)
+    checkpoints: int | None = None   # recurrent states kept per sequence (None: by size)
 
     @property
     def cells(self) -> int:
@@ -38,11 +39,12 @@ class Workload:
 
     def cache(self, shapes, backends, allocate: bool = True) -> CausalCache:
         """The KV cache of layers of shapes: a sliding layer's holds its window for every
-        sequence and a batch (an encoder's batch is its whole input: no window pools)."""
+        sequence and a batch (an encoder's batch is its whole input: no window pools); a
+        recurrent layer's, its states and checkpoints for every sequence."""
         windowed = not (self.swa_full or self.embeddings)
-        return CausalCache(shapes, self.cells, backends, self.cache_type, self.flash,
-                           allocate, window_cells=(self.parallel, self.batch) if windowed
-                           else None)
+        return new_cache(shapes, self.cells, backends, self.cache_type, self.flash,
+                         allocate, window_cells=(self.parallel, self.batch) if windowed
+                         else None, sequences=self.parallel, checkpoints=self.checkpoints)
 
 
 @dataclass

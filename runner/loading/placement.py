@@ -26,7 +26,7 @@ import pyggml
 
 from ..engine.batch import Batch
 from ..engine.executor import Executor
-from ..kvcache import CausalCache
+from ..kvcache import new_cache
 
 BLOCK = re.compile(r"^blk\.(\d+)\.")
 VIEW_OPS = {"VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"}
@@ -71,7 +71,7 @@ class Placer:
     def _probe(self, model, embeddings: bool) -> dict[str, list[pyggml.Tensor]]:
         """The nodes of a small graph of the model that compute with each weight (a view of
         a weight is not a use: the nodes that read the view are)."""
-        kv = CausalCache(model.cache_layers(), PROBE_TOKENS, None, allocate=False)
+        kv = new_cache(model.cache_layers(), PROBE_TOKENS, None, allocate=False)
         step = Executor(model, kv, None).build(Batch(np.zeros(PROBE_TOKENS),
                                                      np.arange(PROBE_TOKENS),
                                                      np.zeros(PROBE_TOKENS)), embeddings)

@@ -54,6 +54,12 @@ class Tokenizer:
             raise ValueError(f"Token id {token} is outside the vocabulary (0..{self.size - 1}).")
         return self.token_bytes[token]
 
+    def is_special(self, token: int) -> bool:
+        """Whether token is a control or added token (a chat template's markers)."""
+        types = self.vocab.types
+        return 0 <= token < len(types) and types[token] in (TokenType.CONTROL,
+                                                            TokenType.USER_DEFINED)
+
     def is_eog(self, token: int) -> bool:
         return token in self.vocab.eog
 

@@ -29,13 +29,15 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "deepseek_v3": ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"],
            "glm4_moe_lite": ["[gMASK]", "<sop>", "<|user|>", "<|endoftext|>"],
            "gpt_oss": ["<|startoftext|>", "<|start|>", "<|message|>", "<|end|>",
-                       "<|return|>"]}
+                       "<|return|>"],
+           **{kind: ["<|endoftext|>", "<think>", "</think>", "<|im_start|>", "<|im_end|>"]
+              for kind in ("qwen3_5", "qwen3_5_moe", "qwen3_next")}}
 PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_think": QWEN2,
            "qwen3_moe": QWEN2, "olmo2": QWEN2,
            "ministral3": QWEN2, "olmo3": QWEN2, "gemma2": QWEN2, "gemma3": QWEN2,
            "gemma3n": QWEN2, "llama4": LLAMA3, "gemma4": QWEN2, "gemma4_moe": QWEN2,
            "deepseek_v2": QWEN2, "deepseek_v3": QWEN2, "glm4_moe_lite": QWEN2,
-           "gpt_oss": GPT4O}
+           "gpt_oss": GPT4O, "qwen3_5": QWEN2, "qwen3_5_moe": QWEN2, "qwen3_next": QWEN2}
 SLIDING, FULL = "sliding_attention", "full_attention"
 # gpt-oss as the released models are, shrunk: biases everywhere, sinks, the even layers
 # sliding, experts chosen by raw logits; YaRN with its correction range rounded (truncate,
@@ -91,6 +93,20 @@ GEMMA3N = dict(head_dim=16, num_hidden_layers=22, intermediate_size=128,
                hidden_size_per_layer_input=256, laurel_rank=64, altup_num_inputs=4,
                sliding_window=8, final_logit_softcapping=30.0, tie_word_embeddings=True,
                initializer_range=0.05)
+# Qwen 3.5 and Qwen3-Next: layers 0-2 and 4-6 gated DeltaNets (2 key heads, 4 value heads
+# of 16: the value heads' order matters), 3 and 7 gated attention; half of each head
+# rotated; the MoE ones 8 experts of 32, 2 a token, and a shared expert
+QWEN35 = dict(head_dim=16, num_hidden_layers=8, linear_key_head_dim=16,
+              linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+              linear_conv_kernel_dim=4)
+QWEN35_ROPE = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
+QWEN35_MOE = dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                  shared_expert_intermediate_size=32)
+QWEN35_KINDS = {
+    "qwen3_5": dict(QWEN35, rope_parameters=dict(QWEN35_ROPE, mrope_section=[2, 1, 1])),
+    "qwen3_5_moe": dict(QWEN35, **QWEN35_MOE,
+                        rope_parameters=dict(QWEN35_ROPE, mrope_section=[2, 1, 1])),
+    "qwen3_next": dict(QWEN35, **QWEN35_MOE, rope_parameters=QWEN35_ROPE)}
 SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
              rms_norm_eps=1e-5, initializer_range=0.1)
@@ -170,7 +186,10 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM"),
                "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM"),
                "glm4_moe_lite": ("Glm4MoeLiteConfig", "Glm4MoeLiteForCausalLM"),
-               "gpt_oss": ("GptOssConfig", "GptOssForCausalLM")}
+               "gpt_oss": ("GptOssConfig", "GptOssForCausalLM"),
+               "qwen3_5": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM"),
+               "qwen3_5_moe": ("Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM"),
+               "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM")}
     config_class, model_class = (getattr(transformers, n) for n in classes[kind])
     settings = dict(SHAPE, vocab_size=len(tok), tie_word_embeddings=False,
                     eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
@@ -207,10 +226,13 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
         settings.update(GEMMA3N, vocab_size_per_layer_input=len(tok))
     if kind == "gpt_oss":         # 4 layers, the even ones sliding (a window of 8); 4 experts
         settings.update(GPT_OSS)  # of 32, 2 a token; YaRN 4x over 16 positions
+    if kind in QWEN35_KINDS:
+        settings.update(QWEN35_KINDS[kind])
     settings.update(config)
     torch.manual_seed(seed)
     model = model_class(config_class(**settings)).eval()
-    if kind in GEMMA4_KINDS or kind in DEEPSEEK_KINDS or kind in ("gemma3n", "gpt_oss"):
+    if kind in GEMMA4_KINDS or kind in DEEPSEEK_KINDS or kind in QWEN35_KINDS or \
+            kind in ("gemma3n", "gpt_oss"):
         _vary_unit_weights(model, kind)
     model.save_pretrained(directory)
     tok.save_pretrained(directory)
