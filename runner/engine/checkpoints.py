@@ -8,10 +8,11 @@ A prompt's batches end, beside where the batch size ends them:
   writes the reply there without the "<think>"; llama.cpp's server cuts 4 tokens before the
   end for the same reason);
 - every EVERY positions of a long prompt (a later prompt that differs inside it resumes
-  from the last one before the difference);
-- where it ends (the state the reply starts from).
-The engine keeps the state of each cut as a checkpoint, and the state where a reply ends;
-the cache bounds how many a sequence keeps (the oldest go first).
+  from the last one before the difference).
+Not where it ends: the same prompt again resumes one token short of its end (its last
+token is evaluated for the logits), and a next turn that keeps the reply resumes from the
+state where the reply ended, which the engine keeps too. The cache bounds how many a
+sequence keeps (the oldest go first).
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ MARKS = 2
 
 
 def cut_points(prompt: list, start: int, special: Callable[[int], bool]) -> list[int]:
-    """The positions after start, up to and with the prompt's end, where its batches end
-    so that a checkpoint is taken there (an image is not cut: its start instead)."""
+    """The positions after start and before the prompt's end where its batches end so that
+    a checkpoint is taken there (an image is not cut: its start instead)."""
     end = len(prompt)
     cuts = set(range((start // EVERY + 1) * EVERY, end, EVERY))
     marks = [i for i in range(max(start + 1, end - TAIL), end)
              if isinstance(prompt[i], int) and special(prompt[i])]
     cuts.update(marks[-MARKS:])
     cuts = {run_start(prompt, c) for c in cuts}
-    return sorted(c for c in cuts | {end} if start < c)
+    return sorted(c for c in cuts if start < c < end)

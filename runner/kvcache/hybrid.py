@@ -31,6 +31,7 @@ from .graph_view import GraphView, Placement
 from .states import StateCells
 
 DEFAULT_CHECKPOINTS = 4      # per sequence, where the KV budget (default_checkpoints) allows
+MIN_CHECKPOINTS = 2          # before a turn's generation prompt, and where its reply ended
 
 
 @dataclass(frozen=True)
@@ -73,12 +74,13 @@ class HybridPlacement(Placement):
 def default_checkpoints(layers, cells: int, sequences: int) -> int:
     """The checkpoints each sequence keeps by default: as many as DEFAULT_CHECKPOINTS where
     their bytes stay under the KV cache's (its attention layers' keys and values at
-    cells), at least one (where a prompt ends)."""
+    cells), at least MIN_CHECKPOINTS."""
     kv_bytes = sum(2 * 2 * s.kv_heads * s.head_dim for s in layers if s.state is None) * cells
     state_bytes = sum(s.state.nbytes for s in layers if s.state is not None)
     if not state_bytes:
         return 0
-    return max(1, min(DEFAULT_CHECKPOINTS, kv_bytes // (state_bytes * max(sequences, 1))))
+    return max(MIN_CHECKPOINTS, min(DEFAULT_CHECKPOINTS,
+                                    kv_bytes // (state_bytes * max(sequences, 1))))
 
 
 class HybridCache(CausalCache):
