@@ -22,7 +22,9 @@ from runner.loading.loader import load_model
 from .hf_tiny import checkpoint
 from .parity import PROMPT, reference
 
-KINDS = ["qwen3_5", "qwen3_5_moe", "qwen3_next"]
+ARCHITECTURE_OF = {"qwen3_5": "qwen35", "qwen3_5_moe": "qwen35moe", "qwen3_next": "qwen3next"}
+KINDS = list(ARCHITECTURE_OF)
+ARCHITECTURES = set(ARCHITECTURE_OF.values())
 TOLERANCE = 5e-3
 
 
@@ -49,11 +51,15 @@ def executor(path, sequences: int = 2, checkpoints: int | None = None):
 def test_the_file_names_the_architecture_and_its_recurrent_layers(converted):
     import gguf
 
+    from runner.models import model_class
+    from runner.models.qwen35 import Qwen35
+
     kind, _, path, _, _ = converted
     reader = gguf.GGUFReader(path)
-    arch = {"qwen3_5": "qwen35", "qwen3_5_moe": "qwen35moe", "qwen3_next": "qwen3next"}[kind]
+    arch = ARCHITECTURE_OF[kind]
     field = reader.fields["general.architecture"]
     assert bytes(field.parts[-1]).decode() == arch
+    assert model_class(arch) is Qwen35
     recurrent = reader.fields[f"{arch}.attention.recurrent_layers"]
     assert [bool(recurrent.parts[i][0]) for i in recurrent.data] == \
         [True, True, True, False] * 2

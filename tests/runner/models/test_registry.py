@@ -15,6 +15,7 @@ from ..convert import test_embedding_gemma as embedding_gemma_parity
 from ..convert import test_gpt_oss as gpt_oss_parity
 from ..convert import test_nomic as nomic_parity
 from ..convert import test_parity as text_parity
+from ..convert import test_qwen35 as qwen35_parity
 from ..convert import test_qwen_vl as qwen_vl_parity
 from ..vision import test_encoders as vision_parity
 
@@ -23,7 +24,8 @@ def test_every_architecture_has_its_parity_test():
     tested = set(text_parity.ARCHITECTURE_OF.values()) | {
         bert_parity.ARCHITECTURE, nomic_parity.ARCHITECTURE, nomic_parity.MOE_ARCHITECTURE,
         embedding_gemma_parity.ARCHITECTURE, embedding_gemma_parity.OLLAMA_ARCHITECTURE,
-        gpt_oss_parity.OLLAMA_ARCHITECTURE} | qwen_vl_parity.ARCHITECTURES
+        gpt_oss_parity.OLLAMA_ARCHITECTURE} | qwen_vl_parity.ARCHITECTURES | \
+        qwen35_parity.ARCHITECTURES
     assert set(ARCHITECTURES) == tested, "an architecture is registered without a parity test"
 
 
