@@ -49,6 +49,7 @@ class LoadOptions:
     repack: bool = True          # repacked CPU weight layouts, as llama.cpp by default
     multiuser_cache: bool = False   # fork the best cached prefix into the LRU slot
     swa_full: bool = False       # sliding-window layers keep the whole context, not their window
+    checkpoints: int | None = None   # recurrent states kept per sequence (None: by size)
     overlap: bool = True         # build the next batch's graph while one computes (and
                                  # queue greedy steps behind it on the CPU) where a CPU is
                                  # left beside ggml's threads or no layer is on the CPU
@@ -61,6 +62,11 @@ class LoadOptions:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}.")
         check_cache_type(self.kv_cache_type, self.flash_attn)
+        if self.checkpoints is not None and (isinstance(self.checkpoints, bool) or
+                                             not isinstance(self.checkpoints, int) or
+                                             not 0 <= self.checkpoints <= 64):
+            raise ValueError(f"checkpoints must be an integer in [0, 64], not "
+                             f"{self.checkpoints!r}.")
 
 
 def split_options(options: dict, ignored=frozenset()) -> tuple[SamplingOptions,
@@ -330,7 +336,7 @@ def workload_of(model, options: LoadOptions, pooling: str | None) -> Workload:
         cache_type = "f32"
     return Workload(context, options.parallel, cache_type, options.flash_attn,
                     options.batch_size, embeddings=pooling is not None,
-                    swa_full=options.swa_full)
+                    swa_full=options.swa_full, checkpoints=options.checkpoints)
 
 
 def footprint_of(opened: Loaded, options: LoadOptions) -> Footprint:

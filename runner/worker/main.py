@@ -47,6 +47,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--swa-full", action="store_true",
                    help="sliding-window layers keep the whole context, not only their window "
                         "(more memory; any cached prefix can be resumed)")
+    p.add_argument("--checkpoints", type=int, default=None, metavar="N",
+                   help="recurrent states a sequence keeps to resume a later prompt from "
+                        "(hybrid models; default: up to 4, within the KV cache's bytes)")
     p.add_argument("--no-shift", action="store_true",
                    help="a full context ends the generation (reason length) by default")
     p.add_argument("--no-overlap", action="store_true",
@@ -98,7 +101,8 @@ def main(argv=None) -> int:
                         ctx_size=args.ctx_size or 4096 * args.parallel, threads=args.threads,
                         flash_attn=args.flash_attn, kv_cache_type=args.kv_cache_type,
                         multiuser_cache=args.multiuser_cache, overlap=not args.no_overlap,
-                        swa_full=args.swa_full, devices=device_options(args))
+                        swa_full=args.swa_full, checkpoints=args.checkpoints,
+                        devices=device_options(args))
         layout.check()
         state = RunnerState(args.model, pull=not args.no_pull, projector=args.mmproj)
         accelerators(layout.devices)          # the RPC servers' devices join /info now

@@ -51,6 +51,7 @@ class Layout:
     multiuser_cache: bool = False
     overlap: bool = True            # build the next batch's graph while one computes
     swa_full: bool = False          # sliding-window layers keep the whole context
+    checkpoints: int | None = None  # recurrent states kept per sequence (None: by size)
     devices: DeviceOptions = field(default_factory=DeviceOptions)
 
     def check(self) -> None:
@@ -76,7 +77,8 @@ class Layout:
                            batch_size=self.batch_size, threads=self.threads,
                            flash_attn=self.flash, kv_cache_type=self.kv_cache_type,
                            multiuser_cache=self.multiuser_cache, overlap=self.overlap,
-                           swa_full=self.swa_full, devices=self.devices)
+                           swa_full=self.swa_full, checkpoints=self.checkpoints,
+                           devices=self.devices)
 
 
 class OutOfMemory(Exception):

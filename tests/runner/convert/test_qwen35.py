@@ -169,3 +169,13 @@ def test_a_full_context_shifts_by_evaluating_the_kept_tokens_again(converted):
         assert model.last.eval_count > 16
         assert model.last.done_reason == "length" or model.last.eval_count < 40
     assert text
+
+
+def test_the_checkpoints_option_bounds_them_and_refuses_nonsense(converted):
+    import runner
+
+    _, _, path, _, _ = converted
+    with runner.load(str(path), num_ctx=64, checkpoints=3) as model:
+        assert model.kv.checkpoints == 3
+    with pytest.raises(ValueError, match="checkpoints must be an integer in"):
+        runner.load(str(path), num_ctx=64, checkpoints=-1)
