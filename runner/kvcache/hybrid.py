@@ -119,10 +119,6 @@ class HybridCache(CausalCache):
             return super().tensors(layer)
         return [self.conv[layer], self.recurrent[layer]]
 
-    def state_bytes(self) -> int:
-        """The bytes of one state cell of every recurrent layer (a checkpoint's cost)."""
-        return sum(s.state.nbytes for s in self.layers if s.state is not None)
-
     def partition(self, sequences: int) -> None:
         super().partition(sequences)
         if sequences > self.states.sequences:
