@@ -45,6 +45,7 @@ V_HEAD_REORDERED = "{arch}.ssm.v_head_reordered"           # Ollama's files
 
 @dataclass
 class Qwen35Config(LlamaConfig):
+    arch: str = "qwen35"             # the file's, which names its keys
     conv_kernel: int = 4
     state: int = 128                 # S: a key's and a value's head size
     key_heads: int = 1               # H_k
@@ -75,7 +76,7 @@ class Qwen35Config(LlamaConfig):
         if recurrent is None:
             interval = int(m.get(LLM.FULL_ATTENTION_INTERVAL, 4))
             recurrent = [(i + 1) % interval != 0 for i in range(layers)]
-        config = cls(**vars(base), conv_kernel=int(m.require(SSM.CONV_KERNEL)),
+        config = cls(**vars(base), arch=arch, conv_kernel=int(m.require(SSM.CONV_KERNEL)),
                      state=int(m.require(SSM.STATE_SIZE)),
                      key_heads=int(m.require(SSM.GROUP_COUNT)),
                      value_heads=int(m.require(SSM.TIME_STEP_RANK)),
@@ -198,6 +199,17 @@ class Qwen35(Transformer):
         return block
 
     def _bind_delta_net(self, weights: Weights, block: Qwen35Block, p: str) -> None:
+        try:
+            self._bind_delta_net_weights(weights, block, p)
+        except ModelError as error:
+            c, arch = self.config, self.config.arch
+            sizes = ", ".join(f"{key.format(arch=arch)} = {value}" for key, value in (
+                (SSM.STATE_SIZE, c.state), (SSM.GROUP_COUNT, c.key_heads),
+                (SSM.TIME_STEP_RANK, c.value_heads), (SSM.CONV_KERNEL, c.conv_kernel)))
+            raise ModelError(f"{error} The recurrent layers' sizes come from {sizes}; one "
+                             "of these keys disagrees with the file's tensors.") from error
+
+    def _bind_delta_net_weights(self, weights: Weights, block: Qwen35Block, p: str) -> None:
         c, heads = self.config, self.config.value_heads
         weights.bind(block, p, {
             "attn_qkv": (c.conv_channels, c.embd), "attn_gate": (c.value_dim, c.embd),

@@ -163,6 +163,8 @@ def create_app(state: RunnerState, secret: str | None = None) -> FastAPI:
                            ctx_size=body.kv_size, threads=body.num_threads, flash_attn=flash,
                            kv_cache_type=body.kv_cache_type or "f16",
                            multiuser_cache=body.multiuser_cache)
+            if body.checkpoints is not None:
+                changes["checkpoints"] = body.checkpoints
             if body.gpu_layers is not None:
                 listed = {g.id: tuple(g.layers) for g in body.gpu_layers if g.layers}
                 changes["devices"] = replace(state.with_defaults().devices, gpu_layers=listed)

@@ -80,6 +80,8 @@ class LoadRequest(Body):
     # on these devices, the rest on the CPU
     gpu_layers: list[DeviceLayers] | None = Field(None, alias="GPULayers")
     multiuser_cache: bool = Field(False, alias="MultiUserCache")
+    # a hybrid model's recurrent-state checkpoints per sequence (absent: the runner's own)
+    checkpoints: int | None = Field(None, alias="Checkpoints", ge=0, le=64)
 
 
 OPERATIONS = {0: "fit", 1: "alloc", 2: "commit", 3: "close"}

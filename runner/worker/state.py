@@ -128,9 +128,21 @@ class RunnerState:
         footprint = self.measure(layout)
         problems = shortfalls(footprint)
         if problems:
-            raise OutOfMemory(f"The layout does not fit: {'; '.join(problems)}.",
-                              memory_report(footprint))
+            raise OutOfMemory(f"The layout does not fit: {'; '.join(problems)}"
+                              f"{self._checkpoints_share(layout)}.", memory_report(footprint))
         return footprint
+
+    def _checkpoints_share(self, layout: Layout) -> str:
+        """Where a layout asked for checkpoints of recurrent states: what they take."""
+        if not layout.checkpoints:
+            return ""
+        per_state = sum(s.state.nbytes for s in self.opened.model.cache_layers()
+                        if s.state is not None)
+        if not per_state:
+            return ""
+        share = per_state * layout.checkpoints * layout.parallel
+        return (f"; of that, {layout.checkpoints} checkpoints of the recurrent states per "
+                f"sequence take {share / 2**20:.0f} MiB (ask for fewer checkpoints)")
 
     def alloc(self, layout: Layout) -> dict:
         footprint = self.check_fit(layout)

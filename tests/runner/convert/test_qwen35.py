@@ -179,3 +179,23 @@ def test_the_checkpoints_option_bounds_them_and_refuses_nonsense(converted):
         assert model.kv.checkpoints == 3
     with pytest.raises(ValueError, match="checkpoints must be an integer in"):
         runner.load(str(path), num_ctx=64, checkpoints=-1)
+
+
+@pytest.mark.parametrize("key, value", [("ssm.state_size", 8), ("ssm.time_step_rank", 2),
+                                        ("ssm.conv_kernel", 3), ("ssm.group_count", 4)])
+def test_recurrent_sizes_that_disagree_with_the_tensors_are_refused_naming_the_key(
+        converted, tmp_path, key, value):
+    from runner.models.base import ModelError
+
+    from .gguf_edit import rewrite
+
+    kind, _, path, _, _ = converted
+    arch = ARCHITECTURE_OF[kind]
+    values = {f"{arch}.{key}": value}
+    if key in ("ssm.state_size", "ssm.time_step_rank"):      # inner_size agrees with them
+        state = 8 if key == "ssm.state_size" else 16
+        heads = 2 if key == "ssm.time_step_rank" else 4
+        values[f"{arch}.ssm.inner_size"] = state * heads
+    bad = rewrite(path, tmp_path / "bad.gguf", values=values)
+    with pytest.raises(ModelError, match=f"{arch}.{key} = {value}.*disagrees"):
+        load_model(bad, pyggml.cpu_backend(threads=1))
