@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 SSM = gguf.Keys.SSM
 RECURRENT_LAYERS = "{arch}.attention.recurrent_layers"     # llama.cpp's, not in gguf-py
 V_HEAD_REORDERED = "{arch}.ssm.v_head_reordered"           # Ollama's files
+# the DeltaNet's query and key L2 norm: transformers' (FLA's) fixed 1e-6; llama.cpp takes
+# rms_norm_eps, which the released models set to 1e-6 as well
+L2_NORM_EPS = 1e-6
 
 
 @dataclass
@@ -334,9 +337,9 @@ class Qwen35(Transformer):
                          strides=(seq, token, c.state * item, item))
 
     def _l2_norm(self, x):
-        """x / sqrt(sum(x^2) + eps) over the head (transformers' l2norm, llama.cpp's form)."""
+        """x / sqrt(sum(x^2) + 1e-6) over the head (transformers' l2norm)."""
         c = self.config
-        return x.rms_norm(c.norm_eps / c.state).scale(1.0 / math.sqrt(c.state))
+        return x.rms_norm(L2_NORM_EPS / c.state).scale(1.0 / math.sqrt(c.state))
 
     def _grouped(self, x):
         """(S, t, H_k, D) -> (S, t, H_v, D): each key head repeated for its r value heads."""

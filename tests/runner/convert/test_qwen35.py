@@ -4,8 +4,11 @@ batch to batch), of two sequences of different lengths in one batch, of a fork, 
 the engine: a second turn resumed from a checkpoint, a context shift.
 
 Tolerance: transformers' own float32 forward (its chunked delta rule) differs from its
-float64 one by 3e-4 on these models; ours by 1.5e-3 to 3.5e-3 (measured 2026-11-28), so
-the comparisons allow 5e-3 on logits of magnitude 7."""
+float64 one by 3e-4 on these models (its MoE experts' float32 kernel by 1.2e-3); ours differs
+from its float32 by at most 4.4e-4 (measured 2026-11-28), so the comparisons allow 1e-3 on
+logits of magnitude 7. (The DeltaNet's L2 norm takes transformers' fixed eps of 1e-6; with
+the tiny models' rms_norm_eps of 1e-5 there instead, as llama.cpp's graph takes it, the
+error grows to 1.5e-3 to 3.4e-3 through the recurrence.)"""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from .parity import PROMPT, reference
 ARCHITECTURE_OF = {"qwen3_5": "qwen35", "qwen3_5_moe": "qwen35moe", "qwen3_next": "qwen3next"}
 KINDS = list(ARCHITECTURE_OF)
 ARCHITECTURES = set(ARCHITECTURE_OF.values())
-TOLERANCE = 5e-3
+TOLERANCE = 1e-3
 
 
 @pytest.fixture(scope="module", params=KINDS)
