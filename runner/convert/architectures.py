@@ -20,7 +20,7 @@ from .gemma3n import gemma3n_hparams, gemma3n_hyper, gemma3n_shape, stack_altup
 from .gemma4 import gemma4_extra, gemma4_hparams, gemma4_hyper, gemma4_shape, gemma4_split
 from .gpt_oss import gpt_oss_hparams, gpt_oss_split, pair_mxfp4
 from .hyper import Hyper, expected_shape, extra_tensors
-from .qwen35 import qwen35_hparams, qwen35_hyper, qwen35_split
+from .qwen35 import qwen35_hparams, qwen35_hyper, qwen35_prepare, qwen35_split
 from .nomic import (NOMIC_NAMES, nomic_hparams, nomic_hyper, nomic_moe_hparams,
                     nomic_moe_hyper, nomic_moe_split)
 from .sentence import add_dense_tensors, dense_sizes
@@ -266,6 +266,9 @@ class Architecture:
 
 
 # config.json model_type -> architecture
+# Qwen 3.5 (dense, MoE) and Qwen3-Next: norms +1 but ssm_norm, the DeltaNet's tensors, MTP
+QWEN35_PARTS = dict(norm_shift=1.0, hyper=qwen35_hyper, hparams=qwen35_hparams,
+                    split=qwen35_split, shape=qwen35_shape, prepare=qwen35_prepare)
 ARCHITECTURES = {
     "llama": Architecture(gguf.MODEL_ARCH.LLAMA, permute_qk=True),
     "mistral": Architecture(gguf.MODEL_ARCH.LLAMA, permute_qk=True),   # as llama.cpp's
@@ -322,15 +325,10 @@ ARCHITECTURES = {
                             prepare=pair_mxfp4),
     "llama4_text": Architecture(gguf.MODEL_ARCH.LLAMA4, hparams=llama4_hparams,
                                 split=llama4_split),
-    "qwen3_5_text": Architecture(gguf.MODEL_ARCH.QWEN35, norm_shift=1.0, hyper=qwen35_hyper,
-                                 hparams=qwen35_hparams, split=qwen35_split,
-                                 shape=qwen35_shape),
-    "qwen3_5_moe_text": Architecture(gguf.MODEL_ARCH.QWEN35MOE, norm_shift=1.0,
-                                     hyper=qwen35_hyper, hparams=qwen35_hparams,
-                                     split=qwen35_split, shape=qwen35_shape,
+    "qwen3_5_text": Architecture(gguf.MODEL_ARCH.QWEN35, **QWEN35_PARTS),
+    "qwen3_5_moe_text": Architecture(gguf.MODEL_ARCH.QWEN35MOE, **QWEN35_PARTS,
                                      names={"moe_intermediate_size": "intermediate_size"}),
-    "qwen3_next": Architecture(gguf.MODEL_ARCH.QWEN3NEXT, norm_shift=1.0, hyper=qwen35_hyper,
-                               hparams=qwen35_hparams, split=qwen35_split, shape=qwen35_shape),
+    "qwen3_next": Architecture(gguf.MODEL_ARCH.QWEN3NEXT, **QWEN35_PARTS),
 }
 # multimodal checkpoints (model_type) whose text model we convert: their config.json nests it
 # under text_config, their text tensors live under one of TEXT_PREFIXES (as transformers

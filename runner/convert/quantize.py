@@ -53,13 +53,14 @@ MIXTURES = {
 }
 K_FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
 FLOATS = {"F32", "F16", "BF16"}
-# kept in their type, as llama.cpp keeps them: expert routers, Gemma 3n's small AltUp and
-# Laurel matrices and its per-layer projection, BERT's position and token-type embeddings
 # types a file may hold already that stay as they are: gpt-oss's MXFP4 experts, as released
 # (llama.cpp refuses to quantize such a file unless told to requantize them)
 PASS_THROUGH = ("MXFP4",)
+# kept in their type, as llama.cpp keeps them: expert routers, Gemma 3n's small AltUp and
+# Laurel matrices and its per-layer projection, BERT's position and token-type embeddings,
+# a recurrent layer's convolution kernel (small, and ggml's ssm_conv reads it as F32)
 KEPT = ("ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj",
-        "position_embd.weight", "token_types.weight")
+        "position_embd.weight", "token_types.weight", "ssm_conv1d.weight")
 # the embeddings that stand in for the output matrix when the model ties it (Gemma 3n's
 # per-layer ones are ranked with them)
 EMBEDDINGS = ("token_embd.weight", "per_layer_token_embd.weight")

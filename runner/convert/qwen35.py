@@ -7,8 +7,13 @@ where every other norm gets its +1 (Architecture.norm_shift); Qwen3-Next's fused
 in_proj_qkvz (per key head [q, k, v, z]) becomes attn_qkv (all q, all k, all v) and
 attn_gate. Qwen 3.5's value heads are reordered from transformers' grouped order (value
 head j reads key head j // r) to the tiled order ggml's gated_delta_net broadcasts in
-(j reads j % H_k), in every tensor indexed by value head. The MTP head (mtp.*) is left
-out: transformers does not load it, and the runner does not run it.
+(j reads j % H_k), in every tensor indexed by value head.
+
+The MTP head (mtp.*, which transformers neither saves nor loads) is kept as llama.cpp's
+converter keeps it, for speculative decoding: its layers follow the model's as full-attention
+blocks (block_count counts them, nextn_predict_layers says how many), its projection and
+norms as blk.N.nextn.{eh_proj,enorm,hnorm,shared_head_norm}. The runner does not run them
+(nor load them).
 """
 
 from __future__ import annotations
@@ -27,13 +32,35 @@ LINEAR = re.compile(r"layers\.(\d+)\.linear_attn\.(\w+?(?:\.weight)?)$")
 SHARED = re.compile(r"layers\.(\d+)\.mlp\.(shared_expert_gate|shared_expert\.(gate|up|down)"
                     r"_proj|gate)\.weight$")
 QWEN35_SECTIONS = [11, 11, 10]          # transformers' default M-RoPE sections
+MTP_LAYER = re.compile(r"^(?:model\.)?mtp\.layers\.(\d+)\.(.+)$")
+MTP_PART = re.compile(r"^(?:model\.)?mtp\.(fc|pre_fc_norm_embedding|pre_fc_norm_hidden|norm)"
+                      r"\.weight$")
+NEXTN = {"fc": "eh_proj", "pre_fc_norm_embedding": "enorm", "pre_fc_norm_hidden": "hnorm",
+         "norm": "shared_head_norm"}
+MTP_LAYERS = "mtp_num_hidden_layers"
+
+
+def qwen35_prepare(checkpoint) -> None:
+    """The MTP head's layers renamed as the layers after the model's (llama.cpp's way), and
+    their number, as found, in the config."""
+    base, found = checkpoint.config["num_hidden_layers"], 0
+    for name, entry in list(checkpoint.tensors.items()):
+        match = MTP_LAYER.match(name)
+        if match:
+            index, rest = int(match.group(1)), match.group(2)
+            new = f"model.layers.{base + index}.{rest}"
+            del checkpoint.tensors[name]
+            checkpoint.tensors[new] = replace(entry, name=new)
+            found = max(found, index + 1)
+    checkpoint.config[MTP_LAYERS] = found
 
 
 def qwen35_hyper(config: dict, h: Hyper) -> Hyper:
     """The rotated dimensions: a part of each head (partial_rotary_factor)."""
     rope = config.get("rope_parameters") or {}
     factor = rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 0.25))
-    return replace(h, rope_dims=int(h.head_dim * factor), rope_scaling=None)
+    return replace(h, rope_dims=int(h.head_dim * factor), rope_scaling=None,
+                   layers=h.layers + config.get(MTP_LAYERS, 0))
 
 
 def qwen35_hparams(writer: gguf.GGUFWriter, config: dict, h: Hyper, directory) -> None:
@@ -54,11 +81,14 @@ def qwen35_hparams(writer: gguf.GGUFWriter, config: dict, h: Hyper, directory) -
     writer.add_ssm_group_count(key_heads)
     writer.add_ssm_time_step_rank(value_heads)
     writer.add_ssm_inner_size(value_dim * value_heads)
-    interval = config.get("full_attention_interval", 4)
+    interval, layers = config.get("full_attention_interval", 4), config["num_hidden_layers"]
     kinds = config.get("layer_types") or ["full_attention" if (i + 1) % interval == 0 else
-                                          "linear_attention" for i in range(h.layers)]
+                                          "linear_attention" for i in range(layers)]
+    mtp = h.layers - layers                  # MTP layers: full-attention blocks
     writer.add_array(f"{arch}.attention.recurrent_layers",
-                     [kind == "linear_attention" for kind in kinds])
+                     [kind == "linear_attention" for kind in kinds] + [False] * mtp)
+    if mtp:
+        writer.add_nextn_predict_layers(mtp)
     writer.add_full_attention_interval(interval)
     if arch != "qwen3next":
         rope = config.get("rope_parameters") or {}
@@ -84,9 +114,12 @@ def _tiled(data: np.ndarray, axis: int, key_heads: int, size: int) -> np.ndarray
 
 def qwen35_split(entry, config: dict) -> dict | None:
     """The tensors that do not simply rename: the DeltaNet's, the shared expert's, the
-    router's, the experts', and the MTP head's (left out)."""
-    if entry.name.startswith("mtp."):
-        return {}
+    router's, the experts', and the MTP head's own."""
+    found = MTP_PART.match(entry.name)
+    if found:
+        name = f"blk.{config['num_hidden_layers']}.nextn.{NEXTN[found.group(1)]}.weight"
+        shift = 0.0 if found.group(1) == "fc" else 1.0        # norms: +1, as all but ssm_norm
+        return {name: (entry.shape, lambda: np.asarray(entry.load(), np.float32) + shift)}
     found = SHARED.search(entry.name)
     if found:
         layer, kind = found.group(1), found.group(2)

@@ -6,7 +6,7 @@ import numpy as np
 
 import pyggml
 from runner.engine.executor import Executor
-from runner.kvcache import CausalCache
+from runner.kvcache import new_cache
 from runner.loading.loader import load_model
 
 PROMPT = "The capital of France is Paris, and the capital of Spain is Madrid."
@@ -61,5 +61,5 @@ def reference(hf_dir, ids, gelu=None) -> np.ndarray:
 
 def executor(path, backend, cache_type="f32"):
     model = load_model(path, backend)
-    kv = CausalCache(model.model.cache_layers(), 256, backend, cache_type, False)
+    kv = new_cache(model.model.cache_layers(), 256, backend, cache_type, False)
     return model, Executor(model.model, kv, pyggml.Scheduler([backend]))

@@ -123,3 +123,19 @@ def test_gemma4_with_experts_and_per_layer_embeddings_quantizes(backend, tmp_pat
         assert np.isfinite(logits(out, backend)).all()
     assert types["blk.0.ffn_gate_up_exps.weight"] == "Q4_K"
     assert types["blk.0.ffn_gate_inp.weight"] == types["blk.0.ffn_down_exps.scale"] == "F32"
+
+
+def test_qwen35_quantizes_as_llama_cpp_quantizes_it(backend, tmp_path):
+    """The DeltaNet's convolution kernel stays F32 (ggml's ssm_conv reads F32), its fused
+    attn_qkv ranks with attn_v (one a layer either way), 1-D tensors stay F32."""
+    hf = checkpoint("qwen3_5", tmp_path / "hf", hidden_size=256, intermediate_size=512,
+                    linear_key_head_dim=64, linear_value_head_dim=64, head_dim=64)
+    f16 = convert(hf, tmp_path / "f16.gguf", "f16", progress=False)
+    out = quantize_file(f16, tmp_path / "q.gguf", "Q4_K_M", progress=False)
+    types = {t.name: pyggml.dtypes.type_name(t.type).upper() for t in Header(out).tensors}
+    assert types["blk.0.ssm_conv1d.weight"] == types["blk.0.ssm_a"] == "F32"
+    assert types["blk.0.ssm_dt.bias"] == types["blk.0.ssm_norm.weight"] == "F32"
+    assert [types[f"blk.{i}.attn_qkv.weight" if i % 4 != 3 else f"blk.{i}.attn_v.weight"]
+            for i in range(8)] == ["Q6_K" if use_more_bits(i, 8) else "Q4_K" for i in range(8)]
+    assert types["blk.1.ssm_alpha.weight"] == types["blk.1.attn_gate.weight"] == "Q4_K"
+    assert np.isfinite(logits(out, backend)).all()

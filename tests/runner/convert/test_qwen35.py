@@ -202,3 +202,54 @@ def test_recurrent_sizes_that_disagree_with_the_tensors_are_refused_naming_the_k
     bad = rewrite(path, tmp_path / "bad.gguf", values=values)
     with pytest.raises(ModelError, match=f"{arch}.{key} = {value}.*disagrees"):
         load_model(bad, pyggml.cpu_backend(threads=1))
+
+
+def with_mtp_head(hf, directory):
+    """hf's checkpoint with an MTP head as the released ones hold it (mtp.*, which
+    transformers neither saves nor loads): a copy of layer 3 (full attention) and its own
+    projection and norms, random."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    shutil.copytree(hf, directory)
+    tensors = load_file(directory / "model.safetensors")
+    rng = np.random.default_rng(0)
+    embd = tensors["model.norm.weight"].shape[0]
+    for name, data in list(tensors.items()):
+        if name.startswith("model.layers.3."):
+            tensors["mtp.layers.0." + name.removeprefix("model.layers.3.")] = data
+    tensors["mtp.fc.weight"] = rng.normal(0, 0.1, (embd, 2 * embd)).astype(np.float32)
+    for part in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
+        tensors[f"mtp.{part}.weight"] = rng.normal(0, 0.1, embd).astype(np.float32)
+    save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
+    return directory, tensors
+
+
+def test_the_mtp_head_is_kept_as_llama_cpps_converter_keeps_it(converted, tmp_path):
+    from pyggml.gguf_reader import Header
+
+    kind, hf, _, ids, expected = converted
+    arch = ARCHITECTURE_OF[kind]
+    source, tensors = with_mtp_head(hf, tmp_path / "hf")
+    path = convert(source, tmp_path / "mtp.gguf", "f32", progress=False)
+    header = Header(path)
+    meta = header.metadata
+    assert meta[f"{arch}.block_count"] == 9 and meta[f"{arch}.nextn_predict_layers"] == 1
+    assert list(meta[f"{arch}.attention.recurrent_layers"]) == [True, True, True, False] * 2 + \
+        [False]
+    import gguf
+
+    found = {t.name: np.array(t.data) for t in gguf.GGUFReader(str(path)).tensors}
+    np.testing.assert_array_equal(found["blk.8.nextn.eh_proj.weight"], tensors["mtp.fc.weight"])
+    for part, gguf_name in (("pre_fc_norm_embedding", "enorm"), ("pre_fc_norm_hidden", "hnorm"),
+                            ("norm", "shared_head_norm")):       # norms +1, as all of them
+        np.testing.assert_allclose(found[f"blk.8.nextn.{gguf_name}.weight"],
+                                   tensors[f"mtp.{part}.weight"] + 1)
+    for name in ("attn_q", "attn_k", "attn_v", "attn_output", "attn_norm", "attn_q_norm"):
+        np.testing.assert_array_equal(found[f"blk.8.{name}.weight"],
+                                      found[f"blk.3.{name}.weight"])
+    # the runner runs the model's layers, not the head's
+    kv, ex = executor(path)
+    logits = ex.logits(Batch.of_sequence(ids, 0, all_logits=True))
+    np.testing.assert_allclose(logits, expected, atol=TOLERANCE)
