@@ -265,6 +265,9 @@ TOWERS = {
     "qwen2_vl": VisionTower("qwen2vl_merger", qwen_vl_hparams, plan=qwen_vl_tower.plan),
     "qwen3_vl": VisionTower("qwen3vl_merger", qwen_vl_hparams, plan=qwen_vl_tower.plan),
     "qwen3_vl_moe": VisionTower("qwen3vl_merger", qwen_vl_hparams, plan=qwen_vl_tower.plan),
+    # Qwen 3.5's: Qwen3-VL's without deepstack
+    "qwen3_5": VisionTower("qwen3vl_merger", qwen_vl_hparams, plan=qwen_vl_tower.plan),
+    "qwen3_5_moe": VisionTower("qwen3vl_merger", qwen_vl_hparams, plan=qwen_vl_tower.plan),
 }
 
 

@@ -37,6 +37,17 @@ DEEPSTACK_NAMES = {"norm": "norm", "linear_fc1": "fc1", "linear_fc2": "fc2"}
 # the tower's MLP activation -> the key saying it (quick GELU: none)
 ACTIVATIONS = {"quick_gelu": None, "silu": VISION.USE_SILU, "gelu_pytorch_tanh": VISION.USE_GELU}
 EPS = 1e-6                               # the reference's norms in the tower and merger
+# Qwen3-VL's tower without its deepstack mergers (llama.cpp writes them as qwen3vl_merger
+# files whose blocks are none of them deepstack)
+NO_DEEPSTACK = {"qwen3_5", "qwen3_5_moe"}
+
+
+def deepstack_of(config: dict) -> list[int] | None:
+    """Qwen3-VL's deepstack blocks ([] for Qwen 3.5's tower); None: a Qwen2-VL or Qwen2.5-VL
+    tower (whose QKV llama.cpp splits)."""
+    if config.get("model_type") in NO_DEEPSTACK:
+        return []
+    return config["vision_config"].get("deepstack_visual_indexes")
 
 
 def vision_settings(checkpoint: Checkpoint) -> dict:
@@ -94,8 +105,8 @@ def write_hparams(writer: gguf.GGUFWriter, checkpoint: Checkpoint, processor: di
                                   "llama.cpp's qwen2.5vl_merger needs.")
         writer.add_uint32(VISION.N_WA_PATTERN, pattern)
         writer.add_uint32(VISION.WINDOW_SIZE, int(vision.get("window_size", DEFAULT_WINDOW)))
-    deepstack = vision.get("deepstack_visual_indexes")
-    if deepstack:                        # Qwen3-VL
+    deepstack = deepstack_of(config)
+    if deepstack is not None:            # Qwen3-VL, Qwen 3.5
         writer.add_array(VISION.IS_DEEPSTACK_LAYERS,
                          [i in deepstack for i in range(vision["depth"])])
 
@@ -103,8 +114,7 @@ def write_hparams(writer: gguf.GGUFWriter, checkpoint: Checkpoint, processor: di
 def plan(checkpoint: Checkpoint) -> dict:
     """GGUF name -> (shape, load) for the tower's tensors."""
     found = {}
-    vision = checkpoint.config["vision_config"]
-    deepstack = vision.get("deepstack_visual_indexes")
+    deepstack = deepstack_of(checkpoint.config)
     for entry in checkpoint.tensors.values():
         prefix = next((p for p in PREFIXES if entry.name.startswith(p)), None)
         if prefix is None:

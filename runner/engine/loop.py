@@ -187,7 +187,8 @@ class Engine:
             request = self.waiting.popleft()
             active = Active(request, slot, reused, self.tokenizer)
             if self.kv.keeps_checkpoints and self.pooling is None:
-                active.cuts = cut_points(request.tokens, reused, self.tokenizer.is_special)
+                active.cuts = cut_points(request.tokens, reused, self.tokenizer.is_special,
+                                         self.kv.checkpoints)
             self.active.append(active)
 
     def _needs_shift(self, active: Active) -> bool:

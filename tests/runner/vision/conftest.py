@@ -12,7 +12,8 @@ from . import hf_vision
 BUILDERS = {"gemma3": hf_vision.gemma3, "llava": hf_vision.llava, "gemma4": hf_vision.gemma4,
             "mistral3": hf_vision.mistral3, "pixtral": hf_vision.pixtral,
             "qwen2_5_vl": hf_vision.qwen2_5_vl, "qwen2_vl": hf_vision.qwen2_vl,
-            "qwen3_vl": hf_vision.qwen3_vl, "qwen3_vl_moe": hf_vision.qwen3_vl_moe}
+            "qwen3_vl": hf_vision.qwen3_vl, "qwen3_vl_moe": hf_vision.qwen3_vl_moe,
+            "qwen3_5": hf_vision.qwen3_5}
 
 
 @pytest.fixture(scope="session")

@@ -52,6 +52,13 @@ QWEN2_VISION = dict(depth=2, embed_dim=32, hidden_size=hf_tiny.SHAPE["hidden_siz
 QWEN3_VISION = dict(depth=3, hidden_size=32, intermediate_size=48, num_heads=2, patch_size=4,
                     spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16,
                     deepstack_visual_indexes=[0, 2], out_hidden_size=hf_tiny.SHAPE["hidden_size"])
+# Qwen 3.5: Qwen3-VL's tower without deepstack, before a hybrid text model (DeltaNet layers
+# 0-2, attention 3; half of each head rotated, interleaved M-RoPE over pairs 2, 1 and 1)
+QWEN35_VISION = {k: v for k, v in QWEN3_VISION.items() if k != "deepstack_visual_indexes"}
+QWEN35_TEXT = dict({k: v for k, v in hf_tiny.QWEN35.items() if k != "head_dim"},
+                   num_hidden_layers=4)
+QWEN35_ROPE = {"mrope_section": [2, 1, 1], "mrope_interleaved": True,
+               "partial_rotary_factor": 0.5}
 QWEN_PROCESSOR = dict(size={"shortest_edge": 4 * 64, "longest_edge": 64 * 64}, patch_size=4,
                       merge_size=2, temporal_patch_size=2)
 # Qwen's turns (its images stand where the server's [img-N] tags put them)
@@ -65,7 +72,8 @@ MISTRAL = ("{{ bos_token }}{% for m in messages %}{% if m.role == 'system' %}"
 # the reference's input naming which positions hold image rows (for its attention masks)
 TYPE_IDS = {"gemma3": "token_type_ids", "gemma4": "mm_token_type_ids",
             "qwen2_5_vl": "mm_token_type_ids", "qwen2_vl": "mm_token_type_ids",
-            "qwen3_vl": "mm_token_type_ids", "qwen3_vl_moe": "mm_token_type_ids"}
+            "qwen3_vl": "mm_token_type_ids", "qwen3_vl_moe": "mm_token_type_ids",
+            "qwen3_5": "mm_token_type_ids"}
 GEMMA4_PROCESSOR = dict(patch_size=4, max_soft_tokens=70, pooling_kernel_size=3)
 
 
@@ -161,6 +169,15 @@ def qwen3_vl_moe(directory: Path, seed: int = 0) -> Path:
                             {"image_mean": [0.5] * 3, "image_std": [0.5] * 3},
                             dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                                  decoder_sparse_step=1))
+
+
+def qwen3_5(directory: Path, seed: int = 0) -> Path:
+    """A tiny Qwen 3.5: Qwen3-VL's tower (no deepstack) before DeltaNet and attention layers."""
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+
+    return _qwen_checkpoint(directory, seed, Qwen3_5Config, Qwen3_5ForConditionalGeneration,
+                            QWEN35_VISION, QWEN35_ROPE,
+                            {"image_mean": [0.5] * 3, "image_std": [0.5] * 3}, QWEN35_TEXT)
 
 
 def _qwen_checkpoint(directory: Path, seed: int, config_class, model_class, vision: dict,
@@ -382,6 +399,8 @@ def processed(kind: str, data: bytes) -> dict:
         "qwen3_vl": lambda: transformers.Qwen2VLImageProcessorPil(
             **QWEN_PROCESSOR, image_mean=[0.5] * 3, image_std=[0.5] * 3),
         "qwen3_vl_moe": lambda: transformers.Qwen2VLImageProcessorPil(
+            **QWEN_PROCESSOR, image_mean=[0.5] * 3, image_std=[0.5] * 3),
+        "qwen3_5": lambda: transformers.Qwen2VLImageProcessorPil(
             **QWEN_PROCESSOR, image_mean=[0.5] * 3, image_std=[0.5] * 3),
     }
     out = processors[kind]()(Image.open(io.BytesIO(data)), return_tensors="np")

@@ -23,7 +23,7 @@ from . import hf_vision
 from .hf_vision import png
 
 KINDS = ["gemma3", "llava", "gemma4", "mistral3", "pixtral", "qwen2_5_vl", "qwen2_vl",
-         "qwen3_vl", "qwen3_vl_moe"]
+         "qwen3_vl", "qwen3_vl_moe", "qwen3_5"]
 IMAGE_A, IMAGE_B = png(1, 40, 56), png(2, 20, 12)
 IMG_BREAK = hf_vision.tokenizer("mistral").convert_tokens_to_ids("[IMG_BREAK]")
 LONG = " and then".join(["The cat sat on the mat"] * 4)        # beyond the window of 8
@@ -37,8 +37,10 @@ def kind(request):
 @pytest.fixture(scope="module")
 def model(vision_models, kind):
     paths = vision_models(kind)
+    # checkpoints (Qwen 3.5's recurrent states): room for one where a prompt ends, which a
+    # second turn that extends the prompt (not the reply) resumes from
     loaded = runner.load(paths["model"], projector=paths["mmproj"], num_ctx=256, parallel=2,
-                         threads=2, kv_cache_type="f32")
+                         threads=2, kv_cache_type="f32", checkpoints=4)
     yield loaded
     loaded.close()
 
