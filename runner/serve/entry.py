@@ -20,7 +20,7 @@ from .fim import fim_tokens
 
 # the architectures whose single files' vision towers the runner reads (models/vision/
 # ollama.py's LAYOUTS; named here, as the server loads no model code: a test holds them equal)
-SINGLE_FILE_VISION = ("gemma3", "gemma4", "mistral3", "qwen25vl")
+SINGLE_FILE_VISION = ("gemma3", "gemma4", "mistral3", "qwen25vl", "qwen35", "qwen35moe")
 
 # general.file_type as llama.cpp's converter writes it (llama_ftype)
 FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",

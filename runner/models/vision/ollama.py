@@ -46,6 +46,22 @@ HALVES = "clip.vision.rotary_halves"
 IMG_BREAK_TOKEN = "clip.vision.img_break_token"
 
 
+QWEN35 = OllamaLayout("qwen3vl_merger", [
+    (r"^v\.patch_embed\.", "v.patch_embd."),
+    (r"^v\.pos_embed\.", "v.position_embd."),
+    (r"^(v\.blk\.\d+)\.norm([12])\.", r"\1.ln\2."),
+    (r"^(v\.blk\.\d+)\.mlp\.linear_fc1\.", r"\1.ffn_up."),
+    (r"^(v\.blk\.\d+)\.mlp\.linear_fc2\.", r"\1.ffn_down."),
+    (r"^v\.merger\.norm\.", "v.post_ln."),
+    (r"^v\.merger\.linear_fc1\.", "mm.0."),
+    (r"^v\.merger\.linear_fc2\.", "mm.2.")],
+    # Ollama's files say neither the epsilon nor the image size (the position table does)
+    keys={VISION.Attention.LAYERNORM_EPS: 1e-6, VISION.IMAGE_SIZE: 768},
+    arch_keys={"vision.spatial_merge_size": VISION.SPATIAL_MERGE_SIZE,
+               "vision.shortest_edge": VISION.IMAGE_MIN_PIXELS,
+               "vision.image_mean": VISION.IMAGE_MEAN, "vision.image_std": VISION.IMAGE_STD})
+
+
 LAYOUTS = {
     "gemma3": OllamaLayout("gemma3", [
         (r"^v\.patch_embedding\.", "v.patch_embd."),
@@ -85,6 +101,10 @@ LAYOUTS = {
                    "vision.window_size": VISION.WINDOW_SIZE,
                    "vision.max_pixels": VISION.IMAGE_MAX_PIXELS,
                    "vision.fullatt_block_indexes": FULL_BLOCKS}),
+    # Qwen 3.5 (Ollama converts it as Qwen3-Next, with Qwen3-VL's tower): Q, K and V split,
+    # the Conv3D patch kernel whole (its two time slices inside; qwen_vl.py reads it so)
+    "qwen35": QWEN35,
+    "qwen35moe": QWEN35,
 }
 
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from . import Pixels, register_projector
 from ..base import Block, Metadata, ModelError, Weights
-from .qwen_vl import DEFAULT_MERGE, QwenVision, file_pixels, linear, merge_order
+from .qwen_vl import DEFAULT_MERGE, QwenVision, file_pixels, linear, merge_order, tower_config
 from .vit import ViTConfig, layer_norm
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class Qwen3Vision(QwenVision):
 
     @classmethod
     def from_metadata(cls, meta: dict, weights: Weights) -> "Qwen3Vision":
-        m, config = Metadata(meta, "clip"), ViTConfig.from_metadata(meta)
+        m, config = Metadata(meta, "clip"), tower_config(meta, weights)
         if config.head_dim % 4:
             raise ModelError(f"A head of {config.head_dim} cannot be split into row and "
                              "column halves of pairs.")

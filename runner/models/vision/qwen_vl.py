@@ -115,8 +115,12 @@ class QwenVision:
         self.full_blocks = None if full_blocks is None else frozenset(full_blocks)
         self.min_pixels, self.max_pixels = pixels or default_pixels(c.patch, merge)
         kernel = (c.embd, 3, c.patch, c.patch)
-        self.patch_embd = [weights.take("v.patch_embd.weight", kernel),
-                           weights.take("v.patch_embd.weight.1", kernel)]
+        if "v.patch_embd.weight.1" in weights.tensors:      # llama.cpp's: a kernel a frame
+            self.patch_embd = [weights.take("v.patch_embd.weight", kernel),
+                               weights.take("v.patch_embd.weight.1", kernel)]
+        else:               # Ollama's Qwen3-VL: the Conv3D whole, (D, 3, 2, p, p) as (3D, 2, p, p)
+            self.patch_embd = [weights.take("v.patch_embd.weight",
+                                            (3 * c.embd, 2, c.patch, c.patch))]
         self.blocks = [self._bind_block(weights, i) for i in range(c.layers)]
         cell = c.embd * merge * merge
         self.post_ln = weights.take("v.post_ln.weight", (c.embd,))
@@ -142,12 +146,7 @@ class QwenVision:
 
     @classmethod
     def from_metadata(cls, meta: dict, weights: Weights) -> "QwenVision":
-        m = Metadata(meta, "clip")
-        if VISION.FEED_FORWARD_LENGTH not in meta:        # Ollama's files do not say it
-            ffn = weights.tensors.get("v.blk.0.ffn_up.weight")
-            if ffn is not None:
-                meta = dict(meta, **{VISION.FEED_FORWARD_LENGTH: ffn.shape[0]})
-        config = ViTConfig.from_metadata(meta)
+        m, config = Metadata(meta, "clip"), tower_config(meta, weights)
         if config.head_dim % 4:
             raise ModelError(f"A head of {config.head_dim} cannot be split into row and "
                              "column halves of pairs.")
@@ -212,6 +211,11 @@ class QwenVision:
     def _embed(self, patches):
         """patches (P, 3*p*p) -> (P, D): the temporal pair's two kernels, summed."""
         c, ctx = self.config, patches.context
+        if len(self.patch_embd) == 1:      # the whole Conv3D: each patch as both frames
+            n, area = patches.shape[0], c.patch * c.patch
+            frames = patches.reshape(n, 3, 1, area).repeat(n, 3, 2, area) \
+                .reshape(n, 6 * area)                                         # (P, 3*2*p*p)
+            return ctx.bind(self.patch_embd[0]).reshape(c.embd, 6 * area).mul_mat(frames)
         x = None
         for kernel in self.patch_embd:
             matrix = ctx.bind(kernel).reshape(c.embd, 3 * c.patch * c.patch)
@@ -266,6 +270,16 @@ def default_pixels(patch: int, merge: int) -> tuple[int, int]:
     """The least and most pixels of a resized image, MIN_CELLS and MAX_CELLS cells."""
     area = (patch * merge) ** 2
     return MIN_CELLS * area, MAX_CELLS * area
+
+
+def tower_config(meta: dict, weights: Weights) -> ViTConfig:
+    """The tower's sizes; the feed-forward size from its tensors where the file does not say
+    it (Ollama's do not)."""
+    if VISION.FEED_FORWARD_LENGTH not in meta:
+        ffn = weights.tensors.get("v.blk.0.ffn_up.weight")
+        if ffn is not None:
+            meta = dict(meta, **{VISION.FEED_FORWARD_LENGTH: ffn.shape[0]})
+    return ViTConfig.from_metadata(meta)
 
 
 def file_pixels(m: Metadata, config: ViTConfig, merge: int) -> tuple[int, int]:

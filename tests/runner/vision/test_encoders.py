@@ -17,7 +17,8 @@ from .hf_vision import png
 # each tiny checkpoint kind and its clip.projector_type (see test_registry.py)
 PROJECTOR_OF = {"gemma3": "gemma3", "llava": "mlp", "gemma4": "gemma4v", "mistral3": "pixtral",
                 "pixtral": "pixtral", "qwen2_5_vl": "qwen2.5vl_merger",
-                "qwen2_vl": "qwen2vl_merger", "qwen3_vl": "qwen3vl_merger"}
+                "qwen2_vl": "qwen2vl_merger", "qwen3_vl": "qwen3vl_merger",
+                "qwen3_5": "qwen3vl_merger"}
 KINDS = list(PROJECTOR_OF)
 
 

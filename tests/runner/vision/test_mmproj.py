@@ -51,10 +51,16 @@ REQUIRED_TENSORS = {       # checkpoint kind -> (projector type, its tensors)
                                     *[f"v.deepstack.{i}.{t}.{k}" for i in (0, 2)
                                       for t in ("norm", "fc1", "fc2")
                                       for k in ("weight", "bias")]]),
+    # Qwen 3.5's: Qwen3-VL's without deepstack
+    "qwen3_5": ("qwen3vl_merger", ["v.patch_embd.weight", "v.patch_embd.weight.1",
+                                   "v.patch_embd.bias", "v.position_embd.weight",
+                                   "v.post_ln.weight", "mm.0.weight", "mm.0.bias",
+                                   "mm.2.weight", "mm.2.bias"]),
 }
 # the image a kind is encoded at, where its own size would be resized (differently: llama.cpp
 # keeps Qwen's images between 8 and 4096 cells, the tiny processor between 4 and 64)
-SIZES = {"qwen2_5_vl": (40, 56), "qwen2_vl": (40, 56), "qwen3_vl": (40, 56)}
+SIZES = {"qwen2_5_vl": (40, 56), "qwen2_vl": (40, 56), "qwen3_vl": (40, 56),
+         "qwen3_5": (40, 56)}
 # where llama.cpp departs from transformers (which ours matches to 1e-4, test_encoders):
 # its LLaVA graph puts the class token last yet reads rows 1..P and its projector uses tanh
 # GELU; its Gemma 4 resizes images its own way (bilinear, to other sizes)
@@ -74,7 +80,7 @@ def test_the_mmproj_carries_what_llama_cpp_requires(kind, vision_models):
     assert len(meta["clip.vision.image_mean"]) == len(meta["clip.vision.image_std"]) == 3
     names = set(projector.tensors_info)
     layers = meta["clip.vision.block_count"]
-    block = FUSED_BLOCK_TENSORS if kind == "qwen3_vl" else BLOCK_TENSORS
+    block = FUSED_BLOCK_TENSORS if kind in ("qwen3_vl", "qwen3_5") else BLOCK_TENSORS
     wanted = tensors + [f"v.blk.{i}.{t}.weight" for i in range(layers) for t in block]
     assert [name for name in wanted if name not in names] == []
 

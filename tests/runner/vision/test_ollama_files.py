@@ -31,17 +31,26 @@ OLLAMA_NAMES = {
                    ("v.patch_embd.weight", "v.patch_embd_0.weight"),
                    ("v.post_ln.", "v.merger.ln_q."), ("mm.0.", "v.merger.mlp.0."),
                    ("mm.2.", "v.merger.mlp.2.")],
+    "qwen3_5": [("v.patch_embd.", "v.patch_embed."), ("v.position_embd.", "v.pos_embed."),
+                (".ln1.", ".norm1."), (".ln2.", ".norm2."), (".ffn_up.", ".mlp.linear_fc1."),
+                (".ffn_down.", ".mlp.linear_fc2."), ("v.post_ln.", "v.merger.norm."),
+                ("mm.0.", "v.merger.linear_fc1."), ("mm.2.", "v.merger.linear_fc2.")],
 }
 # how Ollama's files differ beyond names: the text's architecture, the keys it does not write,
 # the arch-level keys it writes, the rows it leaves out (Pixtral's [IMG_BREAK]: the text
 # model's) and Q and K rows kept as the reference has them (pairs split into halves)
 OLLAMA_ARCH = {"mistral3": "mistral3", "qwen2_5_vl": "qwen25vl"}
 UNWRITTEN = {"mistral3": {"attention.layer_norm_epsilon"},
-             "qwen2_5_vl": {"feed_forward_length", "image_size"}}
+             "qwen2_5_vl": {"feed_forward_length", "image_size"},
+             "qwen3_5": {"feed_forward_length", "image_size", "attention.layer_norm_epsilon"}}
 ARCH_KEYS = {"mistral3": {"spatial_merge_size": "clip.vision.spatial_merge_size"},
              "qwen2_5_vl": {"vision.spatial_merge_size": "clip.vision.spatial_merge_size",
                             "vision.window_size": "clip.vision.window_size",
-                            "vision.max_pixels": "clip.vision.image_max_pixels"}}
+                            "vision.max_pixels": "clip.vision.image_max_pixels"},
+             "qwen3_5": {"vision.spatial_merge_size": "clip.vision.spatial_merge_size",
+                         "vision.shortest_edge": "clip.vision.image_min_pixels",
+                         "vision.image_mean": "clip.vision.image_mean",
+                         "vision.image_std": "clip.vision.image_std"}}
 # Ollama's Qwen2.5-VL reads no least area from the file (56 x 56 pixels, as the reference's
 # default): an image above it reads alike
 IMAGE_SIZES = {"qwen2_5_vl": (48, 72)}
@@ -54,6 +63,24 @@ VISION_KEYS = ("embedding_length", "feed_forward_length", "block_count", "attent
                "projector.scale_factor", "image_max_tokens")
 AUDIO_KEYS = ("embedding_length", "feed_forward_length", "block_count", "attention.head_count",
               "attention.layer_norm_epsilon", "num_mel_bins")
+
+
+def qwen35_tensors(name: str, data: np.ndarray, tower: dict) -> list:
+    """Ollama's Qwen 3.5 tower tensors for one of ours: Q, K and V split; the two frames'
+    kernels one Conv3D, (D, 3, 2, p, p) stored as (3D, 2, p, p)."""
+    if name == "v.patch_embd.weight.1":
+        return []
+    if name == "v.patch_embd.weight":
+        both = np.stack([data, tower["v.patch_embd.weight.1"]], axis=2)
+        return [("v.patch_embed.weight", both.reshape(-1, *both.shape[2:]))]
+    if ".attn_qkv." in name:
+        return [(name.replace("attn_qkv", f"attn_{letter}"), part)
+                for letter, part in zip("qkv", np.split(data, 3))]
+    return [(ollama_name(name, "qwen3_5"), data)]
+
+
+# families whose tensors change beyond their names
+RESHAPED = {"qwen3_5": qwen35_tensors}
 
 
 def ollama_name(name: str, family: str) -> str:
@@ -103,6 +130,8 @@ def single_file(model, mmproj, out, family: str, rename=ollama_name):
         writer.add_uint32(f"{arch}.mm_tokens_per_image", (side // pool) ** 2)
     heads = tower.fields["clip.vision.attention.head_count"].contents() \
         if family in HALVES else 0
+    arrays = {t.name: np.asarray(t.data).reshape(tuple(reversed(t.shape.tolist())))
+              for t in tower.tensors}
     for reader, rename in ((text, None), (tower, rename)):
         for tensor in reader.tensors:
             if rename and tensor.name in LEFT_OUT.get(family, ()):
@@ -111,7 +140,11 @@ def single_file(model, mmproj, out, family: str, rename=ollama_name):
             data = np.asarray(tensor.data).reshape(tuple(reversed(tensor.shape.tolist())))
             if rename and heads and name.endswith((".attn_q.weight", ".attn_k.weight")):
                 data = halved(data, heads)
-            writer.add_tensor(name, data, raw_dtype=tensor.tensor_type)
+            pieces = RESHAPED[family](tensor.name, data, arrays) \
+                if rename and family in RESHAPED else [(name, data)]
+            for piece, piece_data in pieces:
+                writer.add_tensor(piece, np.ascontiguousarray(piece_data),
+                                  raw_dtype=tensor.tensor_type)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -124,7 +157,7 @@ def halved(rows: np.ndarray, heads: int) -> np.ndarray:
     return rows.reshape(heads, -1, 2, *rows.shape[1:]).swapaxes(1, 2).reshape(rows.shape)
 
 
-@pytest.mark.parametrize("family", ["gemma3", "gemma4", "mistral3", "qwen2_5_vl"])
+@pytest.mark.parametrize("family", ["gemma3", "gemma4", "mistral3", "qwen2_5_vl", "qwen3_5"])
 def test_a_single_file_reads_as_the_model_and_its_projector(family, vision_models, tmp_path):
     paths = vision_models(family)
     path = single_file(paths["model"], paths["mmproj"], tmp_path / "single.gguf", family)
@@ -136,7 +169,8 @@ def test_a_single_file_reads_as_the_model_and_its_projector(family, vision_model
         image = png(8, *IMAGE_SIZES.get(family, (40, 56)))
         ours = single.multimodal.media(image)[0].embedding()
         expected = pair.multimodal.media(image)[0].embedding()
-        if family in HALVES:      # Q and K multiplied in another row order: ggml's tiled
+        if family in HALVES or family in RESHAPED:   # Q and K multiplied in another row
+            # order, Qwen 3.5's frames in one product where the pair sums two: ggml's tiled
             # matrix product may round them otherwise (measured 2e-8)
             assert np.abs(ours - expected).max() <= 1e-6 * np.abs(expected).max()
         else:

@@ -17,7 +17,7 @@ IMAGE = png(12, 40, 56)
 GREEDY = {"temperature": 0, "num_predict": 5}
 # the families served, and their projector types (Qwen's rows placed in 2-D by M-RoPE)
 PROJECTORS = {"gemma3": "gemma3", "mistral3": "pixtral", "qwen2_5_vl": "qwen2.5vl_merger",
-              "qwen3_vl": "qwen3vl_merger"}
+              "qwen3_vl": "qwen3vl_merger", "qwen3_5": "qwen3vl_merger"}
 
 
 @pytest.fixture(scope="module", params=list(PROJECTORS))
