@@ -11,6 +11,9 @@ llama.cpp where the real files cannot go:
   3B's heads, FFN widths, windows and caps, 8 layers of width 1024 (2304 for Gemma 2)
 - gpt-oss: gpt-oss-20b's heads (64 of 64, 8 KV), sinks, window of 128, 32 experts of 1024
   (4 a token), 8 layers of width 1024 (its experts in Q4_K_M here, not MXFP4)
+- qwen35: Qwen3.5-0.8B's shape (24 layers of width 1024: 18 gated DeltaNets of 16 heads of
+  128, 6 gated attention layers of 8 heads of 256 over 2 KV heads, FFN 3584), with its
+  family's chat template (for bench/hybrid_turns.py)
 - nomic-moe, embeddinggemma: nomic-embed-text-v2-moe and EmbeddingGemma 300M at their real
   shapes (embedding models; measure them with bench/embed.py)
 
@@ -24,6 +27,7 @@ The tokenizers are the tests' tiny ones: speed depends on the shapes, not on the
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -34,6 +38,7 @@ from runner.convert.quantize import quantize_file  # noqa: E402
 from tests.runner.convert.hf_tiny import checkpoint  # noqa: E402
 from tests.runner.convert.test_embedding_gemma import embedding_gemma_checkpoint  # noqa: E402
 from tests.runner.convert.test_nomic import MOE_CONFIG, nomic_checkpoint  # noqa: E402
+from tests.official_templates import official_template  # noqa: E402
 
 COMMON = dict(hidden_size=1024, num_hidden_layers=8, num_attention_heads=16,
               initializer_range=0.02, max_position_embeddings=4096)
@@ -65,7 +70,16 @@ FAMILIES = {
                                 head_dim=64, intermediate_size=1024, num_local_experts=32,
                                 num_experts_per_tok=4, sliding_window=128,
                                 max_position_embeddings=4096)),
+    "qwen35": ("qwen3_5", dict(COMMON, num_hidden_layers=24, intermediate_size=3584,
+                               num_attention_heads=8, num_key_value_heads=2, head_dim=256,
+                               linear_key_head_dim=128, linear_value_head_dim=128,
+                               linear_num_key_heads=16, linear_num_value_heads=16,
+                               rope_parameters={"rope_type": "default", "rope_theta": 1e7,
+                                                "partial_rotary_factor": 0.25,
+                                                "mrope_section": [11, 11, 10]})),
 }
+# chat templates (llama.cpp's copies, from the pinned archive) the twins' files carry
+TEMPLATES = {"qwen35": "Qwen3.5-4B.jinja"}
 # embedding models at their real shapes: family -> checkpoint builder
 EMBEDDERS = {
     "nomic-moe": lambda d: nomic_checkpoint(d, **dict(
@@ -92,6 +106,11 @@ def main() -> None:
     else:
         kind, shape = FAMILIES[args.family]
         hf = checkpoint(kind, directory, **shape)
+        if args.family in TEMPLATES:
+            config = hf / "tokenizer_config.json"
+            settings = json.loads(config.read_text())
+            settings["chat_template"] = official_template(TEMPLATES[args.family])
+            config.write_text(json.dumps(settings))
     f16 = convert(hf, args.out / f"{args.family}-twin-f16.gguf", "f16")
     print(quantize_file(f16, args.out / f"{args.family}-twin-{args.type}.gguf", args.type))
 
