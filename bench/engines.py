@@ -22,7 +22,7 @@ from runner.api import split_options
 from runner.engine.batch import Batch
 from runner.engine.executor import Executor
 from runner.engine.request import Request
-from runner.kvcache import CausalCache
+from runner.kvcache import new_cache
 from runner.loading import store
 from runner.loading.loader import open_model
 from runner.loading.placement import Placer
@@ -83,7 +83,7 @@ class Ours:
         layers = [where.device] * (self.loaded.model.config.layers + 1)
         with Placer(self.loaded.model, self.loaded.tensors, embeddings=False) as placer:
             self.loaded.load(placer.place(layers, repack))
-        self.kv = CausalCache(self.loaded.model.cache_layers(), cells, where, flash=flash)
+        self.kv = new_cache(self.loaded.model.cache_layers(), cells, where, flash=flash)
         # inline: computed on the calling thread, not the scheduler's compute thread
         self.scheduler = pyggml.Scheduler([b for b in (self.accelerator, self.backend) if b],
                                           inline=inline)
