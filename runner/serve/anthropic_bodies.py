@@ -1,7 +1,11 @@
 """The request bodies of Anthropic's Messages API (/v1/messages and its count_tokens), one
 pydantic model each, refused at the door as the others are (bodies.py), and their
-translation into a native chat request: system text, messages of text, image, tool_use,
-tool_result and thinking blocks, tools with input schemas, tool_choice, thinking."""
+translation into a native chat request: system text (and system messages among the turns,
+as Claude Code sends them), messages of text, image, document, tool_use, tool_result and
+thinking blocks, tools with input schemas (a server tool, e.g. web_search_20250305, as a
+function of its name), tool_choice, thinking. Fields this server does not use
+(cache_control, metadata, container, mcp_servers, ...) are accepted and ignored, as
+Ollama ignores them."""
 
 from __future__ import annotations
 
@@ -55,12 +59,45 @@ class ThinkingBlock(Body):
     signature: str | None = None
 
 
-Block = Annotated[TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock,
-                  Field(discriminator="type")]
+class DocumentSource(Body):
+    model_config = ConfigDict(extra="allow")
+    type: str                                      # text, base64 (PDF), url, content
+    data: str | None = None
+    media_type: str | None = None
+
+
+class DocumentBlock(Body):
+    """A document: a plain-text one is read as text; others (PDFs, URLs) are left out, as
+    Ollama leaves every document out."""
+    model_config = ConfigDict(extra="allow")       # title, context, citations
+    type: Literal["document"]
+    source: DocumentSource
+
+    @property
+    def text(self) -> str:
+        return self.source.data or "" if self.source.type == "text" else ""
+
+
+# blocks of Anthropic's server-side tools (and other hosted features) that a client sends
+# back in its history: nothing here ran them, and nothing of theirs reaches the model
+SERVER_BLOCKS = ("server_tool_use", "web_search_tool_result", "web_fetch_tool_result",
+                 "code_execution_tool_result", "bash_code_execution_tool_result",
+                 "text_editor_code_execution_tool_result", "mcp_tool_use", "mcp_tool_result",
+                 "container_upload", "search_result", "tool_search_tool_result")
+
+
+class ServerBlock(Body):
+    model_config = ConfigDict(extra="allow")
+    type: Literal[SERVER_BLOCKS]
+
+
+Block = Annotated[TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock |
+                  DocumentBlock | ServerBlock, Field(discriminator="type")]
 
 
 class AnthropicMessage(Body):
-    role: Literal["user", "assistant"]
+    # Claude Code sends "system" messages among the others, as Ollama accepts
+    role: Literal["user", "assistant", "system"]
     content: str | list[Block]
 
 
@@ -144,18 +181,24 @@ class CountTokensRequest(Body):
         return {"auto": "auto", "any": "required", "none": "none"}[choice.type]
 
     def _messages(self) -> list[Message]:
-        system = self.system if isinstance(self.system, str) or self.system is None else \
-            "\n\n".join(block.text for block in self.system)
-        found = [Message(role="system", content=system)] if system else []
-        names = {}                                 # tool_use id -> tool name
+        """The system text first (system, then each system message's, as Ollama's templates
+        gather them: many chat templates refuse a system message after the first), then the
+        turns."""
+        systems = [self.system] if isinstance(self.system, str) else \
+            [block.text for block in self.system or []]
+        found, names = [], {}                      # names: tool_use id -> tool name
         for message in self.messages:
             blocks = [TextBlock(type="text", text=message.content)] \
                 if isinstance(message.content, str) else message.content
-            if message.role == "assistant":
+            if message.role == "system":
+                systems.append("".join(block.text for block in blocks
+                                       if isinstance(block, TextBlock)))
+            elif message.role == "assistant":
                 found.append(_assistant(blocks, names))
             else:
                 found += _user(blocks, names)
-        return found
+        system = "\n\n".join(text for text in systems if text)
+        return ([Message(role="system", content=system)] if system else []) + found
 
 
 class MessagesRequest(CountTokensRequest):
@@ -176,6 +219,8 @@ def _assistant(blocks: list, names: dict) -> Message:
     """One native assistant message: its text, thinking and tool calls."""
     texts, thoughts, calls = [], [], []
     for block in blocks:
+        if isinstance(block, ServerBlock):
+            continue
         if isinstance(block, TextBlock):
             texts.append(block.text)
         elif isinstance(block, ThinkingBlock):
@@ -195,7 +240,9 @@ def _user(blocks: list, names: dict) -> list[Message]:
     text and images one user message."""
     found, texts, images = [], [], []
     for block in blocks:
-        if isinstance(block, TextBlock):
+        if isinstance(block, ServerBlock):
+            continue
+        if isinstance(block, (TextBlock, DocumentBlock)):
             texts.append(block.text)
         elif isinstance(block, ImageBlock):
             images.append(_image(block))

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import (anthropic_api, create, manage, native, openai_api, responses_api,
                transcriptions)
+from .access_log import AccessLog
 from .guard import Guard, allowed_origins
 from .library import Library
 from .options import Settings
@@ -80,6 +81,7 @@ def create_app(settings: Settings | None = None, library: Library | None = None,
         app.include_router(module.api)
     app.openapi = lambda: app.openapi_schema or published(app)
     app.add_middleware(Guard, origins=allowed_origins(), check_host=loopback)
+    app.add_middleware(AccessLog)              # outermost: refused requests are logged too
     return app
 
 

@@ -129,3 +129,45 @@ def test_errors_take_anthropics_shape(client, call, error, kind):
     assert raised.value.body["type"] == "error"
     assert raised.value.body["error"]["type"] == kind
     assert raised.value.body["error"]["message"]
+
+
+def test_what_claude_code_sends_is_accepted(server):
+    """A body shaped as Claude Code's (system messages among the turns, cache_control,
+    metadata, ?beta=true, a server tool, a document, redacted thinking, a server tool's
+    blocks in the history): answered, the system messages' text in the prompt's system
+    turn."""
+    body = {
+        "model": "tiny-qwen", "max_tokens": 3, "temperature": 0, "stream": False,
+        "metadata": {"user_id": "someone"}, "context_management": {"edits": []},
+        "system": [{"type": "text", "text": "You are Claude Code.",
+                    "cache_control": {"type": "ephemeral"}}],
+        "tools": [{"name": "Bash", "description": "Run a command.",
+                   "input_schema": {"type": "object", "properties": {
+                       "command": {"type": "string"}}},
+                   "cache_control": {"type": "ephemeral"}},
+                  {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}],
+        "messages": [
+            {"role": "user", "content": [
+                {"type": "text", "text": "Hello", "cache_control": {"type": "ephemeral"}},
+                {"type": "document", "source": {"type": "text", "media_type": "text/plain",
+                                                "data": "A NOTE"}, "title": "note"}]},
+            {"role": "system", "content": "Agents you may call: none."},
+            {"role": "assistant", "content": [
+                {"type": "redacted_thinking", "data": "opaque"},
+                {"type": "thinking", "thinking": "Hmm.", "signature": "sig"},
+                {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+                 "input": {"query": "x"}},
+                {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
+                 "content": []},
+                {"type": "text", "text": "Hi."}]},
+            {"role": "user", "content": "Go on."}]}
+    reply = server.client.post("/v1/messages?beta=true", json=body)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["type"] == "message"
+    counted = server.client.post("/v1/messages/count_tokens?beta=true",
+                                 json={k: v for k, v in body.items() if k != "max_tokens"})
+    assert counted.status_code == 200, counted.text
+    without = dict(body, messages=[m for m in body["messages"] if m["role"] != "system"])
+    fewer = server.client.post("/v1/messages/count_tokens", json={
+        k: v for k, v in without.items() if k != "max_tokens"}).json()["input_tokens"]
+    assert counted.json()["input_tokens"] > fewer               # the system message counts
