@@ -46,7 +46,7 @@ def create_app(settings: Settings | None = None, library: Library | None = None,
     settings = settings or Settings.from_environment()
     scheduler = Scheduler(settings)
     service = Service(library or Library(), scheduler, settings)
-    app = FastAPI(title="runner serve", version=manage.VERSION,
+    app = FastAPI(title="runner serve", version=manage.package_version(),
                   description="Ollama's API and OpenAI's, over runner subprocesses.")
     app.state.service = service
 

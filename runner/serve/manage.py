@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import importlib.metadata
 import logging
 import math
 import time
@@ -26,7 +27,9 @@ from .reading import Served, body, documented
 from .service import ServeError
 
 log = logging.getLogger("runner.serve")
-VERSION = "0.1.0"
+# the release of Ollama whose API this server follows (its source at fb30760, 2026-08-21, is
+# 0.33.0's): clients gate features on it (Codex's --oss wants 0.13.4 or later)
+OLLAMA_API_VERSION = "0.33.0"
 BIG_ARRAY = 64          # model_info arrays longer than this are emptied unless verbose
 FOREVER = "2318-01-01T00:00:00Z"   # Ollama's expires_at of a model kept for ever
 
@@ -77,7 +80,15 @@ async def root():
 @api.get("/api/version")
 @api.head("/api/version", include_in_schema=False)
 async def version():
-    return {"version": VERSION}
+    """Ollama's API version, and this server's own beside it."""
+    return {"version": OLLAMA_API_VERSION, "runner_version": package_version()}
+
+
+def package_version() -> str:
+    try:
+        return importlib.metadata.version("pyggml-runner")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 @api.get("/api/tags")

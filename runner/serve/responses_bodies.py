@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from .bodies import (Body, CallFunction, ChatRequest, Message, NamedFunction, NamedTool, Options,
                      Tool, ToolCall)
@@ -46,17 +46,32 @@ class MessageItem(Body):
 
 class FunctionCallItem(Body):
     model_config = ConfigDict(extra="allow")
-    type: Literal["function_call"]
+    type: Literal["function_call", "custom_tool_call"]
     call_id: str
     name: str
     arguments: str = "{}"
+    input: str | None = None                   # a custom tool's: its free-form input
+
+    @model_validator(mode="after")
+    def _custom_input(self):
+        """A custom tool's call as the function tools offer it: {"input": text}."""
+        if self.type == "custom_tool_call":
+            self.arguments = json.dumps({"input": self.input or ""})
+        return self
 
 
 class FunctionOutputItem(Body):
     model_config = ConfigDict(extra="allow")
-    type: Literal["function_call_output"]
+    type: Literal["function_call_output", "custom_tool_call_output"]
     call_id: str
     output: str | list[InputText]
+
+
+class WebSearchItem(Body):
+    """A hosted search a client replays: nothing here ran it, and the model does not see it
+    (as Ollama)."""
+    model_config = ConfigDict(extra="allow")
+    type: Literal["web_search_call"]
 
 
 class ReasoningItem(Body):
@@ -66,7 +81,7 @@ class ReasoningItem(Body):
     content: list[InputText] | None = None
 
 
-Item = Annotated[FunctionCallItem | FunctionOutputItem | ReasoningItem,
+Item = Annotated[FunctionCallItem | FunctionOutputItem | ReasoningItem | WebSearchItem,
                  Field(discriminator="type")]
 
 
@@ -78,8 +93,50 @@ class FunctionTool(Body):
     parameters: dict[str, Any] | None = None
 
 
+# hosted search tools (run by OpenAI's servers): offered to the model as a function of this
+# shape, whose calls the client sees (Ollama runs it against ollama.com; this server cannot)
+WEB_SEARCH = {"description": "Search the web.", "parameters": {
+    "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}
+# hosted tools with nothing a model could call here (Ollama passes them on nameless)
+HOSTED = ("local_shell", "file_search", "mcp", "image_generation", "computer_use_preview",
+          "code_interpreter")
+
+
+def function_tools(tools: list, prefix: str = "") -> list[dict]:
+    """Tools as function tools: a namespace's members (Codex's groups) under their
+    namespace's name and a dot, as Ollama names them; web search as a function; a custom
+    tool (free-form input) as a function of one string; hosted tools left out."""
+    found = []
+    for tool in tools:
+        if not isinstance(tool, dict):
+            raise ValueError("each tool must be an object")
+        kind, name = tool.get("type", "function"), tool.get("name")
+        if kind == "namespace":
+            if not name or not isinstance(tool.get("tools"), list):
+                raise ValueError("a namespace tool needs a name and a list of tools")
+            found += function_tools(tool["tools"], prefix + name + ".")
+        elif kind == "function":
+            found.append(dict(tool, name=_prefixed(prefix, name)))
+        elif kind.startswith("web_search"):
+            found.append(dict(WEB_SEARCH, type="function", name=_prefixed(prefix, "web_search")))
+        elif kind == "custom":
+            found.append({"type": "function", "name": _prefixed(prefix, name),
+                          "description": tool.get("description"),
+                          "parameters": {"type": "object", "required": ["input"],
+                                         "properties": {"input": {"type": "string"}}}})
+        elif kind not in HOSTED:
+            raise ValueError(f"tools of type {kind!r} are not supported; this server takes "
+                             "function, namespace, custom and web_search tools")
+    return found
+
+
+def _prefixed(prefix: str, name):
+    return name if not prefix or not isinstance(name, str) or name.startswith(prefix) \
+        else prefix + name
+
+
 class NamedChoice(Body):
-    type: Literal["function"]
+    type: Literal["function", "custom"]
     name: str
 
 
@@ -106,6 +163,11 @@ class ResponsesRequest(Body):
     instructions: str | None = None
     tools: list[FunctionTool] | None = None
     tool_choice: Literal["auto", "none", "required"] | NamedChoice | None = None
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _as_functions(cls, tools):
+        return function_tools(tools) if isinstance(tools, list) else tools
     reasoning: ReasoningConfig | None = None
     text: TextConfig | None = None
     max_output_tokens: int | None = Field(None, ge=1)
@@ -155,6 +217,8 @@ class ResponsesRequest(Body):
             else self.input
         names, thinking = {}, []              # call id -> function name; reasoning to attach
         for item in items:
+            if isinstance(item, WebSearchItem):
+                continue
             if isinstance(item, ReasoningItem):
                 thinking += [p.text for p in (item.content or item.summary)]
             elif isinstance(item, FunctionCallItem):

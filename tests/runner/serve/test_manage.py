@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 
 import ollama
 import pytest
@@ -11,7 +12,10 @@ import pytest
 def test_root_version_and_wrong_methods(server):
     assert server.client.get("/").text == "Ollama is running"
     assert server.client.head("/").status_code == 200
-    assert server.client.get("/api/version").json()["version"]
+    version = server.client.get("/api/version").json()
+    # the Ollama API version, which clients compare (Codex --oss wants 0.13.4 or later)
+    assert tuple(map(int, version["version"].split("."))) >= (0, 13, 4)
+    assert version["runner_version"] == importlib.metadata.version("pyggml-runner")
     wrong = server.client.get("/api/generate")
     assert wrong.status_code == 405 and wrong.json()["error"]
 

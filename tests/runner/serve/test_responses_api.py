@@ -76,6 +76,32 @@ def test_a_forced_call_its_output_and_the_next_call(openai_client):
     assert "<tool_call>" not in final.output_text
 
 
+def test_what_codex_sends_is_accepted(openai_client):
+    """Codex's tools: a namespace's functions under "<namespace>.<name>" (as Ollama names
+    them), web search and a custom tool as functions, hosted tools left out; its history's
+    custom tool calls and hosted searches."""
+    namespace = {"type": "namespace", "name": "muse", "description": "Muse tools.",
+                 "tools": [dict(WEATHER, name="get_weather"),
+                           {"type": "function", "name": "muse.bash",
+                            "parameters": {"type": "object", "properties": {}}}]}
+    tools = [namespace, {"type": "web_search"}, {"type": "local_shell"},
+             {"type": "custom", "name": "apply_patch", "description": "Patch files.",
+              "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}}]
+    history = [{"role": "developer", "content": "Be brief."},
+               {"role": "user", "content": "Weather in Boston?"},
+               {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch",
+                "input": "*** Begin Patch"},
+               {"type": "custom_tool_call_output", "call_id": "c1", "output": "done"},
+               {"type": "web_search_call", "id": "ws_1", "status": "completed",
+                "action": {"type": "search", "query": "weather"}}]
+    reply = openai_client.responses.create(
+        model="tiny-qwen", tools=tools, input=history, reasoning={"effort": "none"},
+        tool_choice={"type": "function", "name": "muse.get_weather"}, temperature=0)
+    (call,) = [item for item in reply.output if item.type == "function_call"]
+    assert call.name == "muse.get_weather"
+    jsonschema.validate(json.loads(call.arguments), WEATHER["parameters"])
+
+
 def test_a_json_schema_shapes_the_text(openai_client):
     schema = {"type": "object", "required": ["city"], "additionalProperties": False,
               "properties": {"city": {"type": "string", "maxLength": 12}}}
@@ -102,7 +128,8 @@ def test_reasoning_items_go_back_as_thinking(openai_client):
     (dict(model="no-such-model", input="hi"), 404),
     (dict(model="tiny-qwen", input="hi", previous_response_id="resp_1"), 400),
     (dict(model="tiny-qwen", input=[]), 400),
-    (dict(model="tiny-qwen", input="hi", tools=[{"type": "web_search"}]), 400),
+    (dict(model="tiny-qwen", input="hi", tools=[{"type": "teleport"}]), 400),
+    (dict(model="tiny-qwen", input="hi", tools=[{"type": "namespace", "name": "x"}]), 400),
     (dict(model="tiny-qwen", input=[{"type": "function_call", "call_id": "c", "name": "f",
                                      "arguments": "{oops"}]), 400),
     (dict(model="tiny-qwen", input=[{"role": "user", "content": [
