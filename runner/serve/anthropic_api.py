@@ -37,7 +37,14 @@ def _native(request: CountTokensRequest, **fields):
 
 
 def _stop_reason(done: dict, calls: bool) -> str:
-    return "tool_use" if calls else STOP_REASONS.get(done.get("done_reason"), "end_turn")
+    """tool_use where the reply called tools and was not cut (max_tokens)."""
+    reason = done.get("done_reason")
+    return "tool_use" if calls and reason != "length" else STOP_REASONS.get(reason, "end_turn")
+
+
+def _finished(calls) -> list[dict]:
+    """The calls a reply finished (one the length cut is no tool_use: max_tokens says so)."""
+    return [call for call in calls or [] if not call.get("cut")]
 
 
 def _usage(done: dict) -> dict:
@@ -103,7 +110,7 @@ class Events:
                 out += self._switch("text", {"type": "text", "text": ""})
             out.append(self.event("content_block_delta", {"index": self.index, "delta": {
                 "type": "text_delta", "text": message["content"]}}))
-        for call in message.get("tool_calls") or []:
+        for call in _finished(message.get("tool_calls")):
             block = _call_block(call)
             arguments = json.dumps(block.pop("input"))
             out += self._switch("tool_use", dict(block, input={}))
@@ -152,7 +159,7 @@ async def messages(request: MessagesBody, service: Served, http: Request):
         content.append({"type": "thinking", "thinking": reply["thinking"], "signature": ""})
     if reply.get("content"):
         content.append({"type": "text", "text": reply["content"]})
-    content += [_call_block(call) for call in reply.get("tool_calls") or []]
+    content += [_call_block(call) for call in _finished(reply.get("tool_calls"))]
     return _message(ident, request.model, content, done)
 
 

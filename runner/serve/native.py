@@ -61,4 +61,17 @@ async def embeddings(request: EmbeddingsBody, service: Served):
 
 async def answer(stream: Stream, streaming: bool, http: Request):
     """NDJSON chunks, or the stream folded into one object."""
-    return ndjson(stream) if streaming else await folded(stream, http)
+    return ndjson(stream, finished_calls) if streaming else \
+        finished_calls(await folded(stream, http))
+
+
+def finished_calls(chunk: dict) -> dict:
+    """A chunk without the call the length cut (Ollama's API has no way to say a call is
+    unfinished: done_reason "length" says the reply was cut, as Ollama sends nothing)."""
+    message = chunk.get("message")
+    if message and any(call.get("cut") for call in message.get("tool_calls") or []):
+        calls = [call for call in message["tool_calls"] if not call.get("cut")]
+        message = dict(message, tool_calls=calls) if calls else \
+            {k: v for k, v in message.items() if k != "tool_calls"}
+        chunk = dict(chunk, message=message)
+    return chunk

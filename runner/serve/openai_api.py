@@ -105,9 +105,18 @@ def _part(part: TextPart | ImagePart | AudioPart) -> dict:
 
 
 def _tool_calls(calls: list[dict]) -> list[dict]:
+    """Calls as OpenAI's; a call the length cut keeps its arguments as the model wrote them
+    (the finish reason, "length", says it is unfinished)."""
     return [{"id": c["id"], "index": c["function"]["index"], "type": "function",
              "function": {"name": c["function"]["name"],
-                          "arguments": json.dumps(c["function"]["arguments"])}} for c in calls]
+                          "arguments": c["function"]["arguments"] if c.get("cut") else
+                          json.dumps(c["function"]["arguments"])}} for c in calls]
+
+
+def _finish_reason(done: dict, calls: bool) -> str:
+    """tool_calls where the reply called tools and was not cut; else why it ended."""
+    reason = done.get("done_reason", "stop")
+    return "tool_calls" if calls and reason != "length" else reason
 
 
 def _logprobs(entries: list[dict]) -> dict:
@@ -175,8 +184,7 @@ class ChatChunks:
             extra = {"logprobs": _logprobs(chunk["logprobs"])} if chunk.get("logprobs") else {}
             add({"content": message.get("content", "")}, **extra)
         if chunk.get("done"):
-            reason = "tool_calls" if index in self.calls_seen else \
-                chunk.get("done_reason", "stop")
+            reason = _finish_reason(chunk, index in self.calls_seen)
             choices.append({"index": index, "delta": {}, "finish_reason": reason})
         return choices
 
@@ -232,8 +240,8 @@ async def chat_completions(request: ChatCompletionBody, service: Served, http: R
             reply["reasoning"] = message["thinking"]
         if message.get("tool_calls"):
             reply["tool_calls"] = _tool_calls(message["tool_calls"])
-        choice = {"index": done["index"], "message": reply, "finish_reason":
-                  "tool_calls" if message.get("tool_calls") else done.get("done_reason")}
+        choice = {"index": done["index"], "message": reply,
+                  "finish_reason": _finish_reason(done, bool(message.get("tool_calls")))}
         if done.get("logprobs"):
             choice["logprobs"] = _logprobs(done["logprobs"])
         choices.append(choice)

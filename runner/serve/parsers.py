@@ -198,17 +198,26 @@ class Extractor:
             body, closed, rest = self.buffer.partition(close)
             if not closed:                       # ended before the close tag, or inside it
                 body = body[:len(body) - held(body, [close])]
-        parsed = self.format.parse_call(body.strip())
+        parsed, cut = self.format.parse_call(body.strip()), False
         if parsed is None and not closed:        # cut off (the length ran out) mid-call
-            parsed = self.format.parse_call(self.format.repair(body.strip()))
-            if parsed is not None and '"name"' in body and \
-                    f'"{_first(parsed)[0]}"' not in body:
-                parsed = None                    # its name itself was cut
+            repaired = self.format.parse_call(self.format.repair(body.strip()))
+            if repaired is None or ('"name"' in body and
+                                    f'"{_first(repaired)[0]}"' not in body):
+                self.buffer, self.state = rest, self.CONTENT   # cut before its name was
+                return                                        # whole: no call, no markup
+            parsed, cut = repaired, True
+        elif not closed and self.format.name in XML_FORMATS and "</function>" not in body:
+            cut = True                           # its parameters parse as far as they go
         if parsed is None:
             content.append(opening + body + (close if closed else ""))
         else:
-            for item in parsed if isinstance(parsed, list) else [parsed]:
-                calls.append(self._call(*item))
+            found = [self._call(*item) for item in (parsed if isinstance(parsed, list)
+                                                    else [parsed])]
+            if cut:                              # the last call is unfinished: it says so
+                found[-1]["cut"] = True
+                found[-1]["function"]["arguments"] = partial_arguments(
+                    body, found[-1]["function"]["arguments"])
+            calls += found
         self.buffer, self.state, self._strip = rest, self.CONTENT, True
 
     def _bare(self, done, content, thinking, calls) -> None:
@@ -253,6 +262,17 @@ def make_extractor(fmt: Format, **options):
     return EXTRACTORS[fmt.extractor](fmt, **options)
 
 
+def partial_arguments(body: str, repaired: dict) -> str:
+    """A cut call's arguments as far as the model wrote them: the text after its
+    "arguments" key or its family's separator, else the repaired arguments' JSON without its close
+    (nothing where there are none)."""
+    for marker in ('"arguments"', '"parameters"', "[ARGS]", DEEPSEEK_SEPARATOR):
+        at = body.find(marker)
+        if at >= 0:
+            return body[at + len(marker):].lstrip().removeprefix(":").strip()
+    return json.dumps(repaired)[:-1] if repaired else ""
+
+
 def _object_end(text: str) -> int | None:
     """The end of the JSON object text starts with, or None if it is not complete yet."""
     depth, quoted, escaped = 0, False, False
@@ -276,6 +296,13 @@ def _object_end(text: str) -> int | None:
     return None
 
 
+def compact(schema: dict) -> dict:
+    """schema for llguidance with JSON's whitespace fixed (", " and ": "): a free choice of
+    whitespace lets a weak model pad a call until its tokens run out."""
+    return dict(schema, **{"x-guidance": {"whitespace_flexible": False,
+                                          "item_separator": ", ", "key_separator": ": "}})
+
+
 def forced_call_grammar(fmt: Format, tools: list[dict], token_of: Callable[[str], int | None]
                         ) -> str | None:
     """A grammar (llguidance's Lark) that makes the reply one call of one of tools, its
@@ -292,7 +319,7 @@ def forced_call_grammar(fmt: Format, tools: list[dict], token_of: Callable[[str]
             continue
         before, _, after = fmt.call_text(function["name"], "\x00").partition("\x00")
         alternatives.append(" ".join(filter(None, (
-            _lark_text(before, fmt, token_of), "%json " + json.dumps(schema),
+            _lark_text(before, fmt, token_of), "%json " + json.dumps(compact(schema)),
             _lark_text(after, fmt, token_of)))))
     return "%llguidance {}\nstart: " + " | ".join(f"({a})" for a in alternatives) + "\n"
 

@@ -50,10 +50,11 @@ def server_events(stream: Stream, start, each, failed) -> StreamReply:
     return StreamReply(stream, lines(), "text/event-stream")
 
 
-def ndjson(stream: Stream) -> StreamReply:
+def ndjson(stream: Stream, shape=lambda chunk: chunk) -> StreamReply:
+    """The chunks as lines of JSON, each through shape."""
     async def lines():
         async for chunk in stream:
-            yield json.dumps(chunk) + "\n"
+            yield json.dumps(shape(chunk)) + "\n"
 
     return StreamReply(stream, lines(), "application/x-ndjson")
 

@@ -33,10 +33,14 @@ def _usage(done: dict) -> dict:
             "total_tokens": prompt + output}
 
 
-def _call_item(call: dict, status: str = "completed") -> dict:
+def _call_item(call: dict) -> dict:
+    """A function_call item; one the length cut is incomplete, its arguments as written."""
+    cut = bool(call.get("cut"))
+    arguments = call["function"].get("arguments", {})
     return {"type": "function_call", "id": _id("fc"),
             "call_id": call.get("id") or _id("call"), "name": call["function"]["name"],
-            "arguments": json.dumps(call["function"].get("arguments", {})), "status": status}
+            "arguments": arguments if cut else json.dumps(arguments),
+            "status": "incomplete" if cut else "completed"}
 
 
 def _text_item(kind: str, text: str, status: str = "completed") -> dict:

@@ -92,31 +92,36 @@ def test_a_forced_call_grammar_names_each_tool_and_its_schema():
     assert forced_call_grammar(QWEN, [], lambda tag: None) is None
 
 
-CUT_CALLS = {       # a call cut off (max_tokens ran out) -> the arguments it got to
-    '{"name": "get_weather", "arguments": {"location": "Bos': {"location": "Bos"},
-    '{"name": "get_weather", "arguments": {"location": "Boston", "unit"': {
-        "location": "Boston"},
-    '{"name": "get_weather", "arguments": {"location": "Boston", "unit":': {
-        "location": "Boston"},
-    '{"name": "get_weather", "arguments": {"days": [1, 2': {"days": [1, 2]},
-    '{"name": "get_weather", "arguments": {"exact": tr': {"exact": True},
-    '{"name": "get_weather", "arguments": {"q": "say \\"hi\\': {"q": 'say "hi'},
-    '{"name": "get_weather", "argu': {},
+CUT_CALLS = {       # a call cut off (max_tokens ran out) -> its arguments as written
+    '{"name": "get_weather", "arguments": {"location": "Bos': '{"location": "Bos',
+    '{"name": "get_weather", "arguments": {"location": "Boston", "unit"':
+        '{"location": "Boston", "unit"',
+    '{"name": "get_weather", "arguments": {"days": [1, 2': '{"days": [1, 2',
+    '{"name": "get_weather", "arguments": {"q": "say \\"hi\\': '{"q": "say \\"hi\\',
+    '{"name": "get_weather", "argu': "",
 }
 
 
 @pytest.mark.parametrize("cut", CUT_CALLS)
-def test_a_call_cut_off_is_still_a_call(cut):
+def test_a_call_cut_off_says_so_with_its_arguments_as_written(cut):
     for pieces in (["<tool_call>\n" + cut], list("<tool_call>\n" + cut)):
         content, _, calls = run(Extractor(QWEN, tools=True), pieces)
-        assert content == "" and len(calls) == 1
+        assert content == "" and len(calls) == 1 and calls[0]["cut"]
         assert calls[0]["function"]["name"] == "get_weather"
         assert calls[0]["function"]["arguments"] == CUT_CALLS[cut]
-    # cut before the name: nothing to call, the text stays content
-    assert run(Extractor(QWEN, tools=True), ['<tool_call>{"na'])[2] == []
+    # cut before the name: nothing to call, and no markup as text
+    assert run(Extractor(QWEN, tools=True), ['<tool_call>{"na']) == ("", "", [])
+
+
+def test_a_finished_call_is_not_cut():
+    _, _, calls = run(Extractor(QWEN, tools=True),
+                      ['<tool_call>{"name": "get_weather", "arguments": {}}</tool_call>'])
+    assert "cut" not in calls[0] and calls[0]["function"]["arguments"] == {}
 
 
 def test_a_call_cut_inside_its_name_is_no_call():
     content, _, calls = run(Extractor(QWEN, tools=True),
                             ['<tool_call>{"name": "get_wea'])
-    assert calls == [] and content == '<tool_call>{"name": "get_wea'
+    assert calls == [] and content == ""
+
+
