@@ -138,7 +138,7 @@ def _sse(stream, ident: str, model: str) -> StreamReply:
         return [events.start(counted)]
 
     return server_events(stream, start, events.chunk, lambda message: events.event(
-        "error", {"error": error_body(500, message)["error"]}))
+        "error", {"error": error_body(500, message)["error"]}), events.event("ping", {}))
 
 
 api = APIRouter()
@@ -150,7 +150,7 @@ CountTokensBody = Annotated[CountTokensRequest, body(CountTokensRequest)]
 async def messages(request: MessagesBody, service: Served, http: Request):
     native = _native(request, options=request.options())
     ident = f"msg_{secrets.token_hex(12)}"
-    stream = await service.chat(native)
+    stream = await service.chat(native, early=request.stream)
     if request.stream:
         return _sse(stream, ident, request.model)
     done = await folded(stream, http)

@@ -22,7 +22,7 @@ from .openai_bodies import (DATA_URLS_ONLY, EFFORT, AudioPart, ChatCompletionReq
                             OpenAIMessage, ResponseFormat, Sampling, TextPart, image_data)
 from .reading import Served, body, documented
 from .openai_choices import Choices, completion_logprobs
-from .replies import StreamReply, folded_each
+from .replies import KEEPALIVE, StreamReply, folded_each, keepalive_seconds, kept_alive
 from .service import ServeError
 
 FINGERPRINT = "fp_ollama"
@@ -138,9 +138,13 @@ def _sse(stream, convert, include_usage: bool, model: str, kind: str, ident: str
 
     async def events():
         usage = None
-        async for chunk in stream:
+        async for chunk in kept_alive(stream, keepalive_seconds()):
+            if chunk is None:                      # nothing yet: the prompt is being read
+                yield KEEPALIVE
+                continue
             if "error" in chunk:
-                yield f"data: {json.dumps(error_body(500, chunk['error']))}\n\n"
+                body = error_body(chunk.get("status", 500), chunk["error"])
+                yield f"data: {json.dumps(body)}\n\n"
                 break
             for choice in convert(chunk):
                 yield "data: " + json.dumps({"id": ident, "object": kind, "created": created,
@@ -227,8 +231,9 @@ async def chat_completions(request: ChatCompletionBody, service: Served, http: R
                          think=_think(request), logprobs=request.logprobs,
                          top_logprobs=request.top_logprobs or 0, truncate=False)
     ident = f"chatcmpl-{secrets.randbelow(1000)}"
-    stream = Choices(await service.chat(native),
-                     [lambda: service.chat(native)] * (request.n - 1))
+    early = request.stream                  # headers at once, the prompt read after
+    stream = Choices(await service.chat(native, early),
+                     [lambda: service.chat(native, early)] * (request.n - 1))
     if request.stream:
         return _sse(stream, ChatChunks(), request.include_usage(), request.model,
                     "chat.completion.chunk", ident)
@@ -267,7 +272,7 @@ async def completions(request: CompletionBody, service: Served, http: Request):
                                  suffix=request.suffix or "", logprobs=top is not None,
                                  options=_options(request, request.max_tokens),
                                  top_logprobs=top or 0, truncate=False)
-        return lambda: service.generate(native, tokens)
+        return lambda: service.generate(native, tokens, early=request.stream)
 
     opens = [opener(prompt) for prompt in request.prompts() for _ in range(request.n)]
     echoes = [prompt if request.echo else "" for prompt in request.prompts()

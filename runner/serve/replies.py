@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
@@ -34,13 +35,27 @@ class StreamReply(StreamingResponse):
             await self.stream.aclose()
 
 
-def server_events(stream: Stream, start, each, failed) -> StreamReply:
+KEEPALIVE = ": keep-alive\n\n"      # an SSE comment: every client skips it
+
+
+def keepalive_seconds() -> float:
+    """How long a stream may send nothing (a prompt being read, a model loading) before a
+    keep-alive line: RUNNER_KEEPALIVE, 5 s by default."""
+    return float(os.environ.get("RUNNER_KEEPALIVE", "5"))
+
+
+def server_events(stream: Stream, start, each, failed, keepalive: str = KEEPALIVE
+                  ) -> StreamReply:
     """stream as server-sent events: the lines of `await start()`, then each chunk's
-    (`each(chunk)`), or `failed(message)`'s line for an error chunk, which ends it."""
+    (`each(chunk)`), or `failed(message)`'s line for an error chunk, which ends it; the
+    keepalive line whenever nothing came for keepalive_seconds()."""
     async def lines():
         for line in await start():
             yield line
-        async for chunk in stream:
+        async for chunk in kept_alive(stream, keepalive_seconds()):
+            if chunk is None:
+                yield keepalive
+                continue
             if "error" in chunk:
                 yield failed(chunk["error"])
                 return
@@ -48,6 +63,25 @@ def server_events(stream: Stream, start, each, failed) -> StreamReply:
                 yield line
 
     return StreamReply(stream, lines(), "text/event-stream")
+
+
+async def kept_alive(chunks, every: float):
+    """chunks, with None wherever none came for every seconds."""
+    iterator = chunks.__aiter__()
+    while True:
+        pending = asyncio.ensure_future(iterator.__anext__())
+        try:
+            while not (await asyncio.wait({pending}, timeout=every))[0]:
+                yield None
+            try:
+                chunk = pending.result()
+            except StopAsyncIteration:
+                return
+        finally:
+            if not pending.done():
+                pending.cancel()
+                await asyncio.gather(pending, return_exceptions=True)
+        yield chunk
 
 
 def ndjson(stream: Stream, shape=lambda chunk: chunk) -> StreamReply:

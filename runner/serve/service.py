@@ -13,23 +13,18 @@ from ..tokenizer.template import with_image_tags
 from .bodies import ChatRequest, EmbedRequest, GenerateRequest, Generation, Loading, NamedTool
 from .chunks import Call, now, reply_chunks
 from .entry import Entry
+from .errors import ServeError
 from .library import Library, ModelNotFound
 from .options import Settings, layered, load_choice, think_level
 from . import harmony  # noqa: F401  (registers its extractor)
 from .parsers import forced_call_grammar, format_for, make_extractor
 from .prompts import Prompt, chat_prompt, generate_prompt
 from .scheduler import Busy, Loaded, Scheduler
-from .stream import Stream, prepend
+from .stream import LateStream, Stream, prepend
 from .workers import RunnerError
 
 SHUTTING_DOWN = "The server is shutting down; this reply was not finished."
 CONTEXT_EXCEEDED = "context_length_exceeded"     # OpenAI's code for a prompt that does not fit
-
-
-class ServeError(Exception):
-    def __init__(self, status: int, message: str, code: str | None = None):
-        super().__init__(message)
-        self.status, self.code = status, code
 
 
 class Service:
@@ -107,8 +102,8 @@ class Service:
 
     # -- generate and chat ----------------------------------------------------------------
 
-    async def generate(self, request: GenerateRequest, tokens: list[int] | None = None
-                       ) -> Stream:
+    async def generate(self, request: GenerateRequest, tokens: list[int] | None = None,
+                       early: bool = False) -> Stream:
         """tokens: token ids the prompt starts with (also in raw mode: OpenAI's token-id
         prompts)."""
         arrived = time.perf_counter_ns()
@@ -133,12 +128,23 @@ class Service:
         extractor = make_extractor(prompt.format, thinking=think != "off") if think else None
         call = Call(entry, {"Prompt": text, "Images": _protocol_images(images)}, extractor,
                     keep_context=not request.raw, prompt_text=text)
-        return await self._open(call, request, arrived,
-                                context=request.context if tokens is None else tokens)
+        return await self._opened(call, request, arrived, early,
+                                  context=request.context if tokens is None else tokens)
 
-    async def chat(self, request: ChatRequest) -> Stream:
+    async def chat(self, request: ChatRequest, early: bool = False) -> Stream:
+        """The reply's stream; early: at once, the model loading and the prompt evaluated as
+        it is read (their failures then come as its error chunk), so that a streamed
+        response's headers need not wait for them."""
         arrived = time.perf_counter_ns()
-        return await self._open(await self._chat_call(request), request, arrived)
+        return await self._opened(await self._chat_call(request), request, arrived, early)
+
+    async def _opened(self, call: Call, request: Generation, arrived: int, early: bool,
+                      context: list[int] | None = None) -> Stream:
+        options = self._options(call.entry, request.given_options())   # refused now
+        opening = self._open(call, request, arrived, context, options)
+        if not early:
+            return await opening
+        return LateStream(opening, len(call.body["Prompt"]) // 4)
 
     async def prompt_tokens(self, request: ChatRequest) -> int:
         """How many tokens the chat's prompt takes (its text; the model loads to count)."""
@@ -204,8 +210,8 @@ class Service:
         return images or []
 
     async def _open(self, call: Call, request: Generation, arrived: int,
-                    context: list[int] | None = None) -> Stream:
-        generation, choice = self._options(call.entry, request.given_options())
+                    context: list[int] | None, options) -> Stream:
+        generation, choice = options
         top = request.top_logprobs
         loading = time.perf_counter_ns()
         loaded = await self._lease(call.entry, choice, request.keep_alive)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable
+
+from .errors import ServeError
 
 
 class Stream:
@@ -40,6 +43,47 @@ class Stream:
         self.release()
         await self._chunks.aclose()
         await self._source.aclose()
+
+
+class LateStream:
+    """A Stream still being opened (the model loading, the prompt evaluated): iterating it
+    waits for the opening, whose refusal comes as an error chunk (with its status); closed
+    first, the opening is cancelled. estimate: the prompt's tokens until it is counted."""
+
+    def __init__(self, opening: Awaitable[Stream], estimate: int = 0):
+        self._opening = asyncio.ensure_future(opening)
+        self._estimate = estimate
+
+    async def prompt_tokens(self) -> int:
+        """The estimate until the stream has opened (Ollama's too is len / 4), then the
+        count."""
+        if not self._opening.done() or self._opening.exception() is not None:
+            return self._estimate
+        return await self._opening.result().prompt_tokens()
+
+    def __aiter__(self):
+        return self._run()
+
+    async def _run(self):
+        try:
+            stream = await asyncio.shield(self._opening)
+        except ServeError as error:
+            yield {"error": str(error), "status": error.status}
+            return
+        async for chunk in stream:
+            yield chunk
+
+    def release(self) -> None:
+        if self._opening.done() and not self._opening.cancelled() and \
+                self._opening.exception() is None:
+            self._opening.result().release()
+
+    async def aclose(self) -> None:
+        if not self._opening.done():
+            self._opening.cancel()
+            await asyncio.gather(self._opening, return_exceptions=True)
+        if not self._opening.cancelled() and self._opening.exception() is None:
+            await self._opening.result().aclose()
 
 
 async def prepend(first, events):

@@ -259,25 +259,6 @@ def test_n_choices_whole_and_streamed(openai_client):
     assert chunks[-1].usage.completion_tokens == 8
 
 
-def test_a_forced_call_cut_by_max_tokens_is_still_a_call(openai_client):
-    """The reply runs out of tokens inside the arguments: it comes back as a call with what
-    it got to, never as the model's call markup in content."""
-    messages = [{"role": "user", "content": "Weather in Boston?"}]
-    full = openai_client.chat.completions.create(
-        model="tiny-qwen", messages=messages, tools=[WEATHER], tool_choice="required",
-        reasoning_effort="none", temperature=0)
-    used = full.usage.completion_tokens
-    for limit in (used - 2, used - 6):
-        reply = openai_client.chat.completions.create(
-            model="tiny-qwen", messages=messages, tools=[WEATHER], tool_choice="required",
-            reasoning_effort="none", temperature=0, max_tokens=limit)
-        choice = reply.choices[0]
-        assert "<tool_call>" not in (choice.message.content or "")
-        (call,) = choice.message.tool_calls
-        assert call.function.name == "get_weather" and choice.finish_reason == "tool_calls"
-        assert isinstance(json.loads(call.function.arguments), dict)
-
-
 def test_logit_bias_moves_the_choice(openai_client, model_paths):
     from runner.loading.loader import open_model
 
