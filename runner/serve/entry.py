@@ -59,6 +59,7 @@ class Entry:
     messages: list | None = None      # a conversation every chat starts with (MESSAGE)
     license: str | None = None
     go_template: str | None = None    # a pulled model's Ollama template (the file's wins)
+    manifest_digest: str | None = None   # sha256 hex of its manifest: what /api/tags shows
     _metadata: dict | None = field(default=None, repr=False)
     _projector_metadata: dict | None = field(default=None, repr=False)
 

@@ -111,7 +111,9 @@ class Library:
             raise ModelNotFound(f'model "{name}" not found: its projector {projector} is gone')
         return Entry(name, path, digest, manifest.get("template"), manifest.get("system"),
                      manifest.get("parameters") or {}, projector, manifest.get("messages"),
-                     manifest.get("license"), manifest.get("go_template"))
+                     manifest.get("license"), manifest.get("go_template"),
+                     manifest_digest=hashlib.sha256(json.dumps(
+                         manifest, sort_keys=True).encode()).hexdigest())
 
     def _source_path(self, source: str) -> Path:
         found = DIGEST.match(source)

@@ -1,5 +1,6 @@
 """Ollama's model management routes: /, /api/version, /api/tags, /api/show, /api/ps,
-/api/pull, /api/create with /api/blobs, /api/copy, /api/delete."""
+/api/pull, /api/create with /api/blobs, /api/copy, /api/delete (and /api/push, refused with
+a sentence)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from ..registry.pull import pull as registry_pull
 from ..registry.transfer import PullError
 from .entry import Entry, header_of, rfc3339
 from .library import DIGEST, ModelNotFound
+from .modelfile import modelfile
 from .bodies import CopyRequest, ModelRequest
 from .reading import Served, body, documented
 from .service import ServeError
@@ -36,7 +38,8 @@ FOREVER = "2318-01-01T00:00:00Z"   # Ollama's expires_at of a model kept for eve
 
 def tag_of(entry: Entry) -> dict:
     return {"name": entry.name, "model": entry.name, "modified_at": entry.modified_at,
-            "size": entry.size, "digest": entry.digest, "details": entry.details(),
+            "size": entry.size, "digest": entry.manifest_digest or entry.digest,
+            "details": entry.details(),
             "capabilities": entry.capabilities()}
 
 
@@ -117,7 +120,7 @@ async def show(request: ModelBody, service: Served):
                            for k, values in entry.parameters.items()
                            for v in (values if isinstance(values, list) else [values]))
     result = {"license": entry.license or entry.metadata.get("general.license", ""),
-              "modelfile": f"FROM {entry.path}\n", "parameters": parameters,
+              "modelfile": modelfile(entry), "parameters": parameters,
               "template": entry.chat_template or entry.go_template or "",
               "details": entry.details(),
               "model_info": shown(entry.metadata, verbose),
@@ -127,7 +130,6 @@ async def show(request: ModelBody, service: Served):
     if entry.messages:
         result["messages"] = entry.messages
     if entry.projector is not None:
-        result["modelfile"] += f"FROM {entry.projector}\n"
         result["projector_info"] = shown(entry.projector_info(), verbose)
     if verbose:
         result["tensors"] = [{"name": t.name, "type": gguf.GGMLQuantizationType(t.type).name,
@@ -145,6 +147,13 @@ async def ps(service: Served):
         models.append({**tag_of(loaded.entry), "size": size, "size_vram": size_vram,
                        "expires_at": expiry(loaded), "context_length": loaded.choice.num_ctx})
     return {"models": models}
+
+
+@api.post("/api/push")
+async def push():
+    raise ServeError(501, "Pushing models is not supported by this server: it pulls from "
+                          "Ollama's registry and Hugging Face but uploads nowhere; push with "
+                          "Ollama itself.")
 
 
 @api.post("/api/pull", openapi_extra=documented(ModelRequest))
