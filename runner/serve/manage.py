@@ -151,7 +151,7 @@ async def ps(service: Served):
 
 @api.post("/api/push")
 async def push():
-    raise ServeError(501, "Pushing models is not supported by this server: it pulls from "
+    raise ServeError(400, "Pushing models is not supported by this server: it pulls from "
                           "Ollama's registry and Hugging Face but uploads nowhere; push with "
                           "Ollama itself.")
 

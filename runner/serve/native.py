@@ -28,16 +28,14 @@ EmbeddingsBody = Annotated[EmbeddingsRequest, body(EmbeddingsRequest)]
 async def generate(request: GenerateBody, service: Served, http: Request):
     if not request.prompt and not request.images:
         return await service.load_only(request, chat=False)
-    return await answer(await service.generate(request, early=request.stream),
-                        request.stream, http)
+    return await answer(await service.generate(request), request.stream, http)
 
 
 @api.post("/api/chat", openapi_extra=documented(ChatRequest))
 async def chat(request: ChatBody, service: Served, http: Request):
     if not request.messages:
         return await service.load_only(request, chat=True)
-    return await answer(await service.chat(request, early=request.stream), request.stream,
-                        http)
+    return await answer(await service.chat(request), request.stream, http)
 
 
 @api.post("/api/embed", openapi_extra=documented(EmbedRequest))

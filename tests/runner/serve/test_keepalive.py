@@ -1,7 +1,8 @@
-"""Streams answer at once: their headers go out before the model has loaded or read the
-prompt, and while it does, each SSE stream sends what its API allows to keep a connection
-alive (a comment; Anthropic's ping events). A failure after the headers comes in the
-stream, in the API's own shape. RUNNER_KEEPALIVE is set tiny here, so that every wait is
+"""The SSE streams (OpenAI's, Anthropic's, Responses') answer at once: their headers go out
+before the model has loaded or read the prompt, and while it does, each sends what its API
+allows to keep a connection alive (a comment; Anthropic's ping events). A failure after the
+headers comes in the stream, in the API's own shape. Ollama's NDJSON streams keep Ollama's
+way (headers with the first chunk, so a refusal keeps its status). RUNNER_KEEPALIVE is set tiny here, so that every wait is
 long enough for keep-alives whatever the machine's speed (a model load alone is longer)."""
 
 from __future__ import annotations
@@ -58,9 +59,11 @@ def test_a_refusal_after_the_headers_comes_in_the_stream(quick):
                                                  "stream": False, "options": options,
                                                  "truncate": False})
     assert whole.status_code == 400
+    # Ollama's own API keeps its statuses (its clients read them; Ollama too sends its
+    # headers with the first chunk)
     status, got = lines(quick, "/api/chat", {"model": "tiny-qwen", "messages": long,
                                              "options": options, "truncate": False})
-    assert status == 200 and json.loads(got[-1])["error"] == whole.json()["error"]
+    assert status == 400 and json.loads(got[-1])["error"] == whole.json()["error"]
     status, got = lines(quick, "/v1/messages", {"model": "tiny-qwen", "messages": long,
                                                 "stream": True, "max_tokens": 3})
     error = json.loads(got[-1].removeprefix("data: "))

@@ -66,7 +66,7 @@ def test_names_of_one_file_differ_in_digest_and_show_their_whole_modelfile(serve
 
 def test_push_says_it_is_not_supported(server):
     pushed = server.client.post("/api/push", json={"model": "tiny-qwen"})
-    assert pushed.status_code == 501 and "not supported" in pushed.json()["error"]
+    assert pushed.status_code == 400 and "not supported" in pushed.json()["error"]
 
 
 def test_ps_shows_what_is_loaded(ollama_client):
