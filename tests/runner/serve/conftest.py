@@ -132,19 +132,26 @@ class ServerProcess:
         return self.proc.returncode
 
 
+def templated_checkpoint(kind: str, directory: Path, template: str, **config) -> Path:
+    """A tiny checkpoint of kind (hf_tiny) whose tokenizer carries the chat template."""
+    import json
+
+    made = checkpoint(kind, directory, **config)
+    settings_file = made / "tokenizer_config.json"
+    settings = json.loads(settings_file.read_text())
+    settings["chat_template"] = template
+    settings_file.write_text(json.dumps(settings))
+    return made
+
+
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
     """GGUF files of a tiny BERT and a tiny Qwen 3 with a tools-and-thinking template."""
     work = tmp_path_factory.mktemp("tiny-serve")
     bert = convert(bert_checkpoint(work / "bert", "mean"), work / "bert.gguf", "f32",
                    progress=False)
-    qwen_dir = checkpoint("qwen3", work / "qwen3", max_position_embeddings=2048)
-    config = qwen_dir / "tokenizer_config.json"
-    import json
-
-    settings = json.loads(config.read_text())
-    settings["chat_template"] = QWEN_TOOLS_TEMPLATE
-    config.write_text(json.dumps(settings))
+    qwen_dir = templated_checkpoint("qwen3", work / "qwen3", QWEN_TOOLS_TEMPLATE,
+                                    max_position_embeddings=2048)
     qwen = convert(qwen_dir, work / "qwen3.gguf", "f32", progress=False)
     return {"bert": Path(bert), "qwen": Path(qwen)}
 

@@ -23,8 +23,7 @@ import pytest
 
 from runner.convert import convert
 
-from ..convert.hf_tiny import checkpoint
-from .conftest import QWEN_TOOLS_TEMPLATE, ServerProcess
+from .conftest import QWEN_TOOLS_TEMPLATE, ServerProcess, templated_checkpoint
 
 pytestmark = pytest.mark.slow
 AGENTS = ("@anthropic-ai/claude-code@2", "@openai/codex@0", "opencode-ai@1")
@@ -47,11 +46,8 @@ def bin_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     work = tmp_path_factory.mktemp("agent-model")
-    hf = checkpoint("qwen3", work / "hf", max_position_embeddings=32768)
-    config = hf / "tokenizer_config.json"
-    settings = json.loads(config.read_text())
-    settings["chat_template"] = QWEN_TOOLS_TEMPLATE
-    config.write_text(json.dumps(settings))
+    hf = templated_checkpoint("qwen3", work / "hf", QWEN_TOOLS_TEMPLATE,
+                              max_position_embeddings=32768)
     running = ServerProcess(tmp_path_factory.mktemp("agent-store"),
                             tmp_path_factory.mktemp("agent-serve"),
                             RUNNER_CONTEXT_LENGTH=32768, RUNNER_NUM_PARALLEL=1)

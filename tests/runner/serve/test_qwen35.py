@@ -6,15 +6,12 @@ checkpoints, and says so in OpenAI's usage (cached_tokens)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from runner.convert import convert
 
 from ...official_templates import official_template
-from ..convert.hf_tiny import checkpoint
-from .conftest import ServerProcess
+from .conftest import ServerProcess, templated_checkpoint
 
 NAME = "tiny-qwen35"
 
@@ -22,11 +19,8 @@ NAME = "tiny-qwen35"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     work = tmp_path_factory.mktemp("qwen35")
-    hf = checkpoint("qwen3_5", work / "hf", max_position_embeddings=4096)
-    config = hf / "tokenizer_config.json"
-    settings = json.loads(config.read_text())
-    settings["chat_template"] = official_template("Qwen3.5-4B.jinja")
-    config.write_text(json.dumps(settings))
+    hf = templated_checkpoint("qwen3_5", work / "hf", official_template("Qwen3.5-4B.jinja"),
+                              max_position_embeddings=4096)
     running = ServerProcess.exact(tmp_path_factory, NAME,
                                   {"model.gguf": convert(hf, work / "model.gguf", "f32",
                                                          progress=False)})
