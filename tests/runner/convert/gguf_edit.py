@@ -12,9 +12,10 @@ from pyggml.gguf_reader import Header
 
 def rewrite(source, target, keys=None, values=None, tensors=None, arch=None):
     """keys: old key -> new key (None drops it); values: key -> new value (a key the file
-    lacks is added: ints as uint32, floats as float32, strings, bools); tensors:
-    function (name, float32 array) -> {new name: array} (an empty dict drops it); arch: a
-    new general.architecture (its keys renamed by the caller). Returns target."""
+    lacks, or one keys drops, is added anew: ints as uint32, floats as float32, strings,
+    bools, lists as arrays);
+    tensors: function (name, float32 array) -> {new name: array} (an empty dict drops it);
+    arch: a new general.architecture (its keys renamed by the caller). Returns target."""
     keys, values = keys or {}, values or {}
     header = Header(source)
     writer = gguf.GGUFWriter(str(target), arch or header.metadata["general.architecture"])
@@ -30,7 +31,11 @@ def rewrite(source, target, keys=None, values=None, tensors=None, arch=None):
     added = {bool: gguf.GGUFValueType.BOOL, int: gguf.GGUFValueType.UINT32,
              float: gguf.GGUFValueType.FLOAT32, str: gguf.GGUFValueType.STRING}
     for name, value in values.items():
-        if name not in header.metadata:
+        if name in header.metadata and keys.get(name, name) is not None:
+            continue                                   # written above, with its own type
+        if isinstance(value, list):
+            writer.add_array(name, value)
+        else:
             writer.add_key_value(name, value, added[type(value)])
     arrays = {t.name: np.array(t.data, dtype=np.float32).reshape(
         tuple(reversed([int(n) for n in t.shape]))) for t in gguf.GGUFReader(str(source)).tensors}

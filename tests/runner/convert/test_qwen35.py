@@ -253,3 +253,37 @@ def test_the_mtp_head_is_kept_as_llama_cpps_converter_keeps_it(converted, tmp_pa
     kv, ex = executor(path)
     logits = ex.logits(Batch.of_sequence(ids, 0, all_logits=True))
     np.testing.assert_allclose(logits, expected, atol=TOLERANCE)
+
+
+def ollama_layout(path, target, kind: str):
+    """Our file as Ollama's converter writes Qwen 3.5 and Qwen3-Next (convert_qwen3next.go at
+    f63eea3d): head_count_kv per layer (0 for a DeltaNet) instead of recurrent_layers, the
+    value-head order said (ssm.v_head_reordered), M-RoPE's sections under its three names,
+    the decay's bias as blk.N.ssm_dt."""
+    from pyggml.gguf_reader import Header
+
+    from .gguf_edit import rewrite
+
+    arch = ARCHITECTURE_OF[kind]
+    meta = Header(path).metadata
+    recurrent = list(meta[f"{arch}.attention.recurrent_layers"])
+    kv_heads = int(meta[f"{arch}.attention.head_count_kv"])
+    keys = {f"{arch}.attention.recurrent_layers": None, f"{arch}.attention.head_count_kv": None}
+    values = {f"{arch}.attention.head_count_kv": [0 if r else kv_heads for r in recurrent]}
+    if arch != "qwen3next":
+        sections = [int(s) for s in meta[f"{arch}.rope.dimension_sections"]][:3]
+        keys[f"{arch}.rope.dimension_sections"] = None
+        values.update({f"{arch}.ssm.v_head_reordered": True, f"{arch}.mrope_sections": sections,
+                       f"{arch}.rope.mrope_section": sections,
+                       f"{arch}.rope.dimension_sections": sections,
+                       f"{arch}.rope.mrope_interleaved": True})
+    return rewrite(path, target, keys=keys, values=values, tensors=lambda name, array, _: {
+        name.removesuffix(".bias") if name.endswith("ssm_dt.bias") else name: array})
+
+
+def test_ollamas_files_give_the_same_logits(converted, tmp_path):
+    kind, _, path, ids, expected = converted
+    theirs = ollama_layout(path, tmp_path / "ollama.gguf", kind)
+    _, ex = executor(theirs)
+    logits = ex.logits(Batch.of_sequence(ids, 0, all_logits=True))
+    np.testing.assert_allclose(logits, expected, atol=TOLERANCE)
