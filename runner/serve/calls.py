@@ -18,12 +18,20 @@ def call_id() -> str:
     return "call_" + "".join(secrets.choice(ALPHANUMERIC) for _ in range(8))
 
 
-def json_call(body: str) -> tuple[str, dict] | None:
-    """{"name": ..., "arguments" (or "parameters"): {...}} -> (name, arguments)."""
+def json_call(body: str) -> tuple[str, dict] | list | None:
+    """{"name": ..., "arguments" (or "parameters"): {...}} -> (name, arguments); a list of
+    them (SmolLM2's form) -> a list of those."""
     try:
         value = json.loads(body)
     except json.JSONDecodeError:
         return None
+    if isinstance(value, list):
+        calls = [_object_call(item) for item in value]
+        return calls if calls and None not in calls else None
+    return _object_call(value)
+
+
+def _object_call(value) -> tuple[str, dict] | None:
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         return None
     arguments = value.get("arguments", value.get("parameters", {}))

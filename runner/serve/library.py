@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..loading import store
 from ..registry.names import ModelName
+from .catalog import catalog_entry
 from .entry import Entry, header_of
 
 DIGEST = re.compile(r"^sha256[:-]([0-9a-f]{64})$")
@@ -84,7 +85,7 @@ class Library:
             key = text.lower()
             path = store.path_of(key)
             if path.exists():
-                return Entry(key, path, store.CATALOG[key].sha256)
+                return catalog_entry(key, path, store.CATALOG[key].sha256)
             raise ModelNotFound(f'model "{text}" not found, try pulling it first')
         path = store.user_path(text)
         if text.endswith(".gguf") and path is not None and path.is_file():
@@ -120,7 +121,7 @@ class Library:
         return self.blobs / f"sha256-{found.group(1)}" if found else Path(source)
 
     def list(self) -> list[Entry]:
-        found = [Entry(name, store.path_of(name), source.sha256)
+        found = [catalog_entry(name, store.path_of(name), source.sha256)
                  for name, source in store.CATALOG.items() if store.path_of(name).exists()]
         for manifest in sorted(self.manifests.rglob("*.json")) if self.manifests.exists() else []:
             relative = manifest.relative_to(self.manifests)

@@ -29,7 +29,7 @@ def test_tags_and_show_describe_each_model(ollama_client):
     assert smol.details.parameter_size == "135M" and smol.details.format == "gguf"
     shown = ollama_client.show("smollm2:135m")
     assert shown.modelinfo["general.architecture"] == "llama" and shown.template
-    assert shown.capabilities == ["completion"] and shown.modified_at
+    assert shown.capabilities == ["completion", "tools"] and shown.modified_at   # as Ollama's
     assert shown.modelinfo["tokenizer.ggml.tokens"] == []                 # big arrays left out
     assert ollama_client.show("tiny-bert").capabilities == ["embedding"]
     assert set(ollama_client.show("tiny-qwen").capabilities) == {"completion", "tools",
