@@ -31,7 +31,7 @@ from runner.models.base import Weights
 from runner.multimodal.encoder import Encoder
 from runner.multimodal.media import digest_of
 
-TEXT = "gemma3:270m"
+TEXT = "gemma3:270m-base"
 E2B = dict(embd=1024, layers=12, heads=8, output=1536, text=640, channels=(128, 32),
            kernel=5)
 

@@ -134,7 +134,7 @@ def main() -> None:
     parser.add_argument("--plain", action="store_true", help="no repacked CPU weights")
     parser.add_argument("--inline", action="store_true",
                         help="compute on this thread, not the scheduler's compute thread")
-    parser.add_argument("--model", nargs="+", default=["smollm2:135m", "gemma3:270m"])
+    parser.add_argument("--model", nargs="+", default=["smollm2:135m", "gemma3:270m-base"])
     args = parser.parse_args()
     unit = "us" if args.decode else "ms"
     print(f"| model | graph | {' | '.join(PHASES)} | host ({unit}) | host share |")

@@ -23,7 +23,7 @@ from serve_start import free_port
 
 from runner.loading import store
 
-MODELS = ("smollm2:135m", "gemma3:270m")
+MODELS = ("smollm2:135m", "gemma3:270m-base")
 
 
 def peak_mib(pid: int) -> int:
@@ -54,7 +54,7 @@ def measure(python: str, models: str) -> tuple[int, int, float, int, float]:
             except httpx.HTTPError:
                 time.sleep(0.05)
         base = peak_mib(server.pid)
-        shows = at_once(32, lambda: httpx.post(f"{url}/api/show", json={"model": "gemma3:270m"},
+        shows = at_once(32, lambda: httpx.post(f"{url}/api/show", json={"model": "gemma3:270m-base"},
                                                timeout=300))
         after_shows = peak_mib(server.pid)
         body = {"model": "smollm2:135m", "stream": False, "options": {"num_predict": 1},

@@ -50,7 +50,7 @@ from runner.models.vision.images import CLIP_MEAN, CLIP_STD
 from runner.multimodal.encoder import Encoder
 from runner.multimodal.media import MediaRow, attach_media, token_ids
 
-TEXT = "gemma3:270m"
+TEXT = "gemma3:270m-base"
 SIGLIP = dict(hidden_size=1152, intermediate_size=4304, num_attention_heads=16,
               image_size=896, patch_size=14, layer_norm_eps=1e-6,
               hidden_act="gelu_pytorch_tanh")

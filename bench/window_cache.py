@@ -1,7 +1,7 @@
 """KV cache memory with and without window caches, ours beside llama.cpp's (llama-cpp-python
 0.3.36, `pip install '.[llamacpp]'`), for a model with sliding-window layers:
 
-    python bench/window_cache.py [--model gemma3:270m] [--cells 4096 32768 131072]
+    python bench/window_cache.py [--model gemma3:270m-base] [--cells 4096 32768 131072]
 
 Each figure is the size of the KV buffers as ggml allocated them: ours read off the
 buffers, llama.cpp's from its log (`KV buffer size`), for one sequence, or for four
@@ -60,7 +60,7 @@ def llama_cpp(path, cells: int, sequences: int, swa_full: bool) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="gemma3:270m")
+    parser.add_argument("--model", default="gemma3:270m-base")
     parser.add_argument("--cells", type=int, nargs="+", default=[4096, 32768, 131072])
     args = parser.parse_args()
     opened = open_model(args.model, pull=True)

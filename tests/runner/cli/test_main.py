@@ -33,7 +33,7 @@ def test_run_raw_prints_only_the_continuation():
 
 
 def test_run_with_the_chat_template_and_interactive_history():
-    result = cli("run", "gemma3:270m", "--temperature", "0", "--num-predict", "8",
+    result = cli("run", "gemma3:270m-base", "--temperature", "0", "--num-predict", "8",
                  stdin="Hello!\nWhat is 2+2?\n")
     assert result.returncode == 0, result.stderr
     assert len([line for line in result.stdout.splitlines() if line.strip()]) >= 2
@@ -64,7 +64,7 @@ def test_tokenize_reads_stdin():
 
 
 def test_show_describes_the_model():
-    out = cli("show", "gemma3:270m").stdout
+    out = cli("show", "gemma3:270m-base").stdout
     assert "architecture     gemma3" in out and "quantization     Q4_K_M" in out
     assert "context length   32768" in out and "Gemma turns" in out
 
@@ -73,8 +73,8 @@ def test_errors_are_one_line_and_exit_1(tmp_path):
     result = cli("run", "nosuch:1b", "x")
     assert result.returncode == 1 and result.stderr.startswith("error: ")
     assert "known model name" in result.stderr and "Traceback" not in result.stderr
-    result = cli("run", "gemma3:270m", "x", "--no-pull", env={"RUNNER_MODELS": str(tmp_path)})
-    assert "run: python -m runner pull gemma3:270m" in result.stderr
+    result = cli("run", "gemma3:270m-base", "x", "--no-pull", env={"RUNNER_MODELS": str(tmp_path)})
+    assert "run: python -m runner pull gemma3:270m-base" in result.stderr
     result = cli("run", "smollm2:135m", "x", "--top-p", "3")
     assert result.returncode == 1 and "top_p must be" in result.stderr
 

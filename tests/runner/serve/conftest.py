@@ -161,7 +161,7 @@ def models_dir(tmp_path_factory, model_paths, tiny_models):
     """A store with the real models (linked) and the tiny ones as created models."""
     root = tmp_path_factory.mktemp("store")
     for name, path in (("smollm2:135m", model_paths["smollm2"]),
-                       ("gemma3:270m", model_paths["gemma3"])):
+                       ("gemma3:270m-base", model_paths["gemma3"])):
         (root / store.CATALOG[name].filename).symlink_to(path)
     library = Library(root)
     library.create("tiny-bert", tiny_models["bert"])

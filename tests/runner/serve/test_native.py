@@ -77,12 +77,12 @@ def test_a_schema_in_format_is_followed(ollama_client):
 
 
 def test_an_empty_prompt_loads_and_keep_alive_0_unloads(ollama_client):
-    loaded = ollama_client.generate("gemma3:270m", "")
+    loaded = ollama_client.generate("gemma3:270m-base", "")
     assert loaded.done and loaded.done_reason == "load" and loaded.response == ""
-    assert "gemma3:270m" in [m.model for m in ollama_client.ps().models]
-    unloaded = ollama_client.chat("gemma3:270m", [], keep_alive=0)
+    assert "gemma3:270m-base" in [m.model for m in ollama_client.ps().models]
+    unloaded = ollama_client.chat("gemma3:270m-base", [], keep_alive=0)
     assert unloaded.done_reason == "unload" and unloaded.message.role == "assistant"
-    assert "gemma3:270m" not in [m.model for m in ollama_client.ps().models]
+    assert "gemma3:270m-base" not in [m.model for m in ollama_client.ps().models]
 
 
 def test_embed_is_normalised_and_the_legacy_route_is_not(ollama_client):

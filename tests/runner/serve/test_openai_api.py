@@ -99,7 +99,7 @@ def test_embeddings_as_floats_and_as_base64(openai_client):
 
 def test_models_and_errors_in_openais_shape(openai_client):
     ids = [m.id for m in openai_client.models.list()]
-    assert {"smollm2:135m", "gemma3:270m", "tiny-bert:latest"} <= set(ids)
+    assert {"smollm2:135m", "gemma3:270m-base", "tiny-bert:latest"} <= set(ids)
     assert openai_client.models.retrieve("smollm2:135m").owned_by == "library"
     with pytest.raises(openai.NotFoundError) as missing:
         openai_client.chat.completions.create(model="nosuch",

@@ -46,8 +46,8 @@ def eventually(check, timeout: float = 20) -> bool:
 
 def test_at_most_max_loaded_models_the_least_recent_evicted(one_model):
     assert generate(one_model).status_code == 200 and loaded(one_model) == ["smollm2:135m"]
-    assert generate(one_model, "gemma3:270m").status_code == 200
-    assert loaded(one_model) == ["gemma3:270m"]
+    assert generate(one_model, "gemma3:270m-base").status_code == 200
+    assert loaded(one_model) == ["gemma3:270m-base"]
     assert eventually(lambda: len(one_model.runner_pids()) == 1)
 
 
@@ -56,14 +56,14 @@ def test_a_full_queue_answers_503_and_the_others_finish(one_model):
 
     def ask():                               # long enough to hold its place while the other
         with httpx.Client(base_url=one_model.url, timeout=300) as client:         # comes
-            results.append(generate(one_model, "gemma3:270m", client=client,
+            results.append(generate(one_model, "gemma3:270m-base", client=client,
                                     prompt="Count: 1, 2, 3,", raw=True,
                                     options={"num_predict": 400, "temperature": 0}))
 
     first = threading.Thread(target=ask)
     first.start()
     assert eventually(lambda: one_model.runner_pids() != [])   # loading or generating: its
-    second = generate(one_model, "gemma3:270m")                # place in the queue is taken
+    second = generate(one_model, "gemma3:270m-base")                # place in the queue is taken
     first.join()
     assert second.status_code == 503 and "maximum pending requests" in second.json()["error"]
     assert results[0].status_code == 200
