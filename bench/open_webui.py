@@ -35,6 +35,7 @@ from runner.loading import store  # noqa: E402
 MODEL = "smollm2:135m"
 LINE = re.compile(r"\| (\d{3}) \|.*\| (\w+) +(\".*\")$")
 DRIVER = r'''
+import re
 import sys
 from playwright.sync_api import sync_playwright
 url, chromium, out = sys.argv[1:4]
@@ -42,17 +43,26 @@ with sync_playwright() as p:
     browser = p.chromium.launch(executable_path=chromium, headless=True,
                                 args=["--no-sandbox", "--disable-gpu", "--no-zygote"])
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(url, wait_until="networkidle", timeout=300000)
+    page.goto(url, wait_until="domcontentloaded", timeout=300000)
     box = page.locator("#chat-input")
-    box.wait_for(timeout=300000)
+    try:
+        box.wait_for(timeout=180000)
+    except Exception:
+        page.screenshot(path=out, full_page=True)     # what stood in the way
+        raise
+    page.wait_for_timeout(3000)
+    for _ in range(3):                        # the "what's new" dialog of a first visit
+        okay = page.get_by_role("button", name=re.compile("okay|let's go|close", re.I))
+        if okay.count():
+            okay.first.click()
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(500)
     box.click()
     page.keyboard.type("What is the capital of France?")
     page.keyboard.press("Enter")
-    reply = page.locator("#response-content-container")
-    reply.first.wait_for(timeout=300000)
-    page.wait_for_timeout(15000)              # the reply streams in
+    page.wait_for_timeout(45000)              # the reply streams in (and the title, tags)
     page.screenshot(path=out, full_page=True)
-    print("REPLY:", reply.first.inner_text()[:300])
+    print("PAGE:", page.inner_text("body")[-600:])
     browser.close()
 '''
 
