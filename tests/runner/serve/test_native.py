@@ -110,7 +110,7 @@ def test_thinking_and_tool_calls_are_taken_out_of_the_text(ollama_client):
     assert "<think>" not in reply.message.content and "<tool_call>" not in reply.message.content
     assert not reply.message.thinking
     with pytest.raises(ollama.ResponseError, match="does not support tools"):
-        ollama_client.chat("smollm2:135m", [{"role": "user", "content": "x"}], tools=tools)
+        ollama_client.chat("gemma3:270m-base", [{"role": "user", "content": "x"}], tools=tools)
     with pytest.raises(ollama.ResponseError, match="does not support thinking"):
         ollama_client.chat("smollm2:135m", [{"role": "user", "content": "x"}], think=True)
 
