@@ -60,9 +60,14 @@ with sync_playwright() as p:
     box.click()
     page.keyboard.type("What is the capital of France?")
     page.keyboard.press("Enter")
-    page.wait_for_timeout(45000)              # the reply streams in (and the title, tags)
+    try:
+        page.wait_for_url(re.compile("/c/"), timeout=120000)   # the chat's own page
+    except Exception:
+        pass
+    page.wait_for_timeout(60000)              # the reply streams in (and the title, tags)
     page.screenshot(path=out, full_page=True)
-    print("PAGE:", page.inner_text("body")[-600:])
+    print("URL:", page.url)
+    print("PAGE:", page.inner_text("body")[-800:])
     browser.close()
 '''
 
