@@ -152,6 +152,8 @@ class LlamaCpp:
 
     def decode(self, tokens, start: int) -> None:
         L = self.L
+        if start and getattr(self, "_saved", None) is None:
+            self._saved = (start, self._state())        # what forget() returns to
         batch = L.llama_batch_init(len(tokens), 0, 1)
         for i, token in enumerate(tokens):
             batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, start + i, 1
@@ -163,7 +165,24 @@ class LlamaCpp:
             raise RuntimeError(f"llama_decode failed ({status})")
 
     def forget(self, start: int) -> None:
-        self.L.llama_memory_seq_rm(self.memory, 0, start, -1)
+        """Positions start.. gone; a recurrent memory, which drops no range, takes back the
+        sequence's state saved where the first batch after the prompt began."""
+        L = self.L
+        if L.llama_memory_seq_rm(self.memory, 0, start, -1):
+            return
+        saved_at, data = self._saved
+        if saved_at != start:
+            raise RuntimeError(f"No saved state at position {start} to go back to.")
+        L.llama_memory_seq_rm(self.memory, 0, -1, -1)
+        buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if L.llama_state_seq_set_data(self.ctx, buffer, len(data), 0) == 0:
+            raise RuntimeError("llama.cpp refused the saved state.")
+
+    def _state(self) -> bytes:
+        size = self.L.llama_state_seq_get_size(self.ctx, 0)
+        buffer = (ctypes.c_uint8 * size)()
+        written = self.L.llama_state_seq_get_data(self.ctx, buffer, size, 0)
+        return bytes(buffer[:written])
 
     @contextlib.contextmanager
     def profiler(self):
