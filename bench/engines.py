@@ -124,6 +124,7 @@ class LlamaCpp:
         import llama_cpp as L
 
         self.L, self.profile = L, profile
+        self._saved = None          # (position, sequence state) that forget() goes back to
         L.llama_backend_init()
         self._quiet = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)(
             lambda level, text, user: None)
@@ -152,8 +153,8 @@ class LlamaCpp:
 
     def decode(self, tokens, start: int) -> None:
         L = self.L
-        if start and getattr(self, "_saved", None) is None:
-            self._saved = (start, self._state())        # what forget() returns to
+        if start and self._saved is None:
+            self._saved = (start, self._state())
         batch = L.llama_batch_init(len(tokens), 0, 1)
         for i, token in enumerate(tokens):
             batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, start + i, 1

@@ -209,17 +209,27 @@ def download(packages: tuple[str, ...], dest: Path, progress: bool,
                                    stderr=errors, text=True,
                                    env={**os.environ, "TMPDIR": str(work)})
         while process.poll() is None:
-            tell(sum(f.stat().st_size for f in dest.rglob("*") if f.is_file()))
+            tell(bytes_under(dest))
             time.sleep(POLL)
         errors.seek(0)
-        result = subprocess.CompletedProcess(command, process.returncode, None, errors.read())
-    if result.returncode != 0:
-        detail = result.stderr.strip()
+        detail = errors.read().strip()
+    if process.returncode != 0:
         cause = next((text for marker, text in PIP_FAILURES if marker in detail),
                      "pip failed")
         raise StoreError(f"Could not download {', '.join(packages)}: {cause}; nothing was "
                          f"stored. pip said: {detail[-800:]}")
     return sorted(dest.glob("*.whl"))
+
+
+def bytes_under(folder: Path) -> int:
+    """The bytes of the files below folder (one that pip removes meanwhile counts none)."""
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except OSError:
+            pass
+    return total
 
 
 # what pip's error text tells of the cause

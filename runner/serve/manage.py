@@ -182,54 +182,56 @@ async def pull(request: ModelBody, service: Served):
 
 async def _catalog_pull(name: str):
     """The bytes of a catalog model's pull as they grow (its StoreError raised here)."""
-    loop, progress = asyncio.get_running_loop(), asyncio.Queue()
-    done = object()
-
-    def work():
-        try:
-            store.pull(name, False, lambda n: loop.call_soon_threadsafe(progress.put_nowait, n))
-        except store.StoreError as error:
-            loop.call_soon_threadsafe(progress.put_nowait, error)
-        finally:
-            loop.call_soon_threadsafe(progress.put_nowait, done)
-
-    task = asyncio.create_task(asyncio.to_thread(work))
-    try:
-        while (event := await progress.get()) is not done:
-            if isinstance(event, store.StoreError):
-                raise event
-            yield event
-    finally:
-        await task
+    async for done in reported(lambda report: store.pull(name, False, report)):
+        yield done
 
 
 async def _pulled(request: ModelRequest, library):
-    """The events of a registry pull run in a thread, as they come; a PullError as a
-    ServeError of its status."""
+    """The events of a registry pull, as they come; a PullError as a ServeError of its
+    status."""
+    try:
+        async for event in reported(lambda report: registry_pull(
+                request.model, library, request.insecure, report)):
+            yield event
+    except (OSError, ValueError) as error:              # a layer this runner cannot read
+        failed = PullError(f"Pulling {request.model} failed: {error}")
+        raise ServeError(failed.status, str(failed)) from None
+    except PullError as error:
+        raise ServeError(error.status, str(error)) from None
+
+
+async def reported(work):
+    """What work(report), run in a thread, reports, as it comes; what it raises is raised
+    here once the reports before it are yielded."""
     loop, events = asyncio.get_running_loop(), asyncio.Queue()
     done = object()
 
-    def report(event: dict) -> None:
+    def report(event) -> None:
         loop.call_soon_threadsafe(events.put_nowait, event)
 
-    def work():
+    def run():
         try:
-            registry_pull(request.model, library, request.insecure, report)
-        except PullError as error:
-            report(error)
-        except (OSError, ValueError) as error:            # a layer this runner cannot read
-            report(PullError(f"Pulling {request.model} failed: {error}"))
+            work(report)
+        except Exception as error:                       # noqa: BLE001 - raised below
+            report(Failed(error))
         finally:
             report(done)
 
-    task = asyncio.create_task(asyncio.to_thread(work))
+    task = asyncio.create_task(asyncio.to_thread(run))
     try:
         while (event := await events.get()) is not done:
-            if isinstance(event, PullError):
-                raise ServeError(event.status, str(event))
+            if isinstance(event, Failed):
+                raise event.error
             yield event
     finally:
         await task
+
+
+class Failed:
+    """An exception a reporting thread raised, carried to the event loop."""
+
+    def __init__(self, error: Exception):
+        self.error = error
 
 
 @api.api_route("/api/blobs/{digest}", methods=["HEAD"])
