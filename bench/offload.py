@@ -4,6 +4,7 @@ with log-probabilities, every layer on the CPU against half and all of them offl
 
     python bench/offload.py [--model smollm2:135m ...] [--prompt 600] [--generate 64]
         [--flash] [--threads 4] [--rpc HOST:PORT] [--tensor-split 3,1] [--main-gpu I]
+        [--projector MMPROJ --image FILE]
 
 Another device's arithmetic is not the CPU's (other summation orders, fused kernels), so a
 greedy continuation may part from the CPU's where two tokens were all but tied: the table
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import queue
+from pathlib import Path
 
 from engines import token_ids
 
@@ -64,6 +66,36 @@ def layout(model) -> str:
     return " ".join(f"{name}x{count}" for name, count in runs)
 
 
+HEADER = f"{'model':<20}{'layers':<28}{'agree':>8}{'max dlogp':>11}{'margin':>9}"
+
+
+def compare_placements(path, name: str, prompt_length: int, generate: int, threads: int,
+                       flash: bool, devices: dict, projector=None, image=None,
+                       image_prompt: str = "[img-0]") -> None:
+    """Print a row per placement: every layer on the CPU (the reference), half and all of
+    them offloaded. With a projector and an image, the prompt is image_prompt with the image
+    where its tag stands (encoded on the output layer's device); else prompt_length random
+    token ids."""
+    layers = runner.api.open_model(path).model.config.layers
+    picture = Path(image).read_bytes() if image else None
+    reference = None
+    for num_gpu in (0, layers // 2, -1):
+        model = runner.load(path, num_ctx=prompt_length + generate + 256, threads=threads,
+                            flash_attn=flash, repack=False, projector=projector,
+                            **{**devices, "num_gpu": num_gpu})
+        try:
+            prompt = model.prompt_items(image_prompt, [picture]) if picture else \
+                token_ids(path, prompt_length)
+            found = continuation(model, prompt, generate)
+            where = layout(model)
+        finally:
+            model.close()
+        reference = reference or found
+        agree, worst, margin = compare(reference, found)
+        print(f"{str(name)[-19:]:<20}{where[:27]:<28}{agree:>4}/{len(reference):<3}"
+              f"{worst:>11.2e}{'-' if margin is None else f'{margin:.3f}':>9}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", action="append", help="a model name or GGUF path "
@@ -72,29 +104,16 @@ def main() -> None:
     parser.add_argument("--generate", type=int, default=64)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--flash", action="store_true")
+    parser.add_argument("--projector", help="the models' mmproj file (with --image)")
+    parser.add_argument("--image", help="an image the prompt holds (with --projector)")
     add_device_flags(parser)
     args = parser.parse_args()
     devices = vars(device_options(args))
-    print(f"{'model':<16}{'layers':<28}{'agree':>8}{'max dlogp':>11}{'margin':>9}")
+    print(HEADER)
     for name in args.model or store.CATALOG:
         path = store.resolve(name) if args.model else store.pull(name, progress=False)
-        prompt = token_ids(path, args.prompt)
-        layers = runner.api.open_model(path).model.config.layers
-        reference = None
-        for num_gpu in (0, layers // 2, -1):
-            model = runner.load(path, num_ctx=args.prompt + args.generate + 64,
-                                threads=args.threads, flash_attn=args.flash, repack=False,
-                                **{**devices, "num_gpu": num_gpu})
-            try:
-                found = continuation(model, prompt, args.generate)
-                where = layout(model)
-            finally:
-                model.close()
-            reference = reference or found
-            agree, worst, margin = compare(reference, found)
-            print(f"{str(name)[-15:]:<16}{where[:27]:<28}{agree:>4}/{len(reference):<3}"
-                  f"{worst:>11.2e}{'-' if margin is None else f'{margin:.3f}':>9}", flush=True)
-
+        compare_placements(path, name, args.prompt, args.generate, args.threads, args.flash,
+                           devices, args.projector, args.image)
 
 if __name__ == "__main__":
     main()

@@ -12,6 +12,8 @@
 #           else built there (about 260 s on 16 cores); the twins of the two real models
 #   test    the op suite on the GPU (pytest --device CUDA0 tests/pyggml)
 #   check   a greedy continuation with all and half of the layers on the GPU against the CPU
+#   families the same for the families landed since (bench/device/families.py: gated DeltaNet,
+#           MXFP4 experts, images through the splice), flash attention off and on
 #   gpu     pp512 / tg128 on the GPU, ours (through the batch loop, steps chained) beside
 #           llama-bench (-ngl 99), flash attention off, on
 #   loop    prompt and generation through the batch loop on the GPU; 1, 2 and 4 streams
@@ -137,6 +139,12 @@ phase_check() {
     done
 }
 
+phase_families() {
+    for flash in "" --flash; do
+        python3 bench/device/families.py check "$DIR/families" --threads 8 $flash
+    done
+}
+
 phase_gpu() {
     for model in "$SMOL" "$GEMMA"; do
         for flash in "" --flash; do
@@ -228,8 +236,8 @@ phase_cpustep() {
     fi
 }
 
-PHASES=(build test check gpu loop host cpu bert cpustep)
-declare -A ESTIMATE=([build]=300 [test]=30 [check]=40 [gpu]=60 [loop]=60 [host]=30 [cpu]=270
+PHASES=(build test check families gpu loop host cpu bert cpustep)
+declare -A ESTIMATE=([build]=300 [test]=30 [check]=40 [families]=60 [gpu]=60 [loop]=60 [host]=30 [cpu]=270
                      [bert]=40 [cpustep]=240)
 declare -A OUTPUT=([cpustep]=cpu)
 # the build takes 20-30 s where the prebuilt matches these sources (or is unpacked already),

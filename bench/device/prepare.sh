@@ -69,7 +69,7 @@ print(g.fetch_archive(pin, g.default_cache_dir()), pin['tree'].split('/')[0])")
 fi
 
 # The real models' skeletons (metadata, vocabulary, tensor shapes and types)
-for name in smollm2:135m gemma3:270m; do
+for name in smollm2:135m gemma3:270m-base; do
     skeleton="$DIR/twins/${name%%:*}.json.gz"
     if [ ! -e "$skeleton" ]; then
         real=$(python -c "import sys; from runner.loading import store; \
@@ -77,6 +77,8 @@ print(store.pull(sys.argv[1], progress=False))" "$name")
         python bench/twin.py skeleton "$real" "$skeleton"
     fi
 done
+# The families landed since the machine last saw the runner, tiny (bench/device/families.py)
+[ -e "$DIR/families/families.json" ] || python bench/device/families.py make "$DIR/families"
 du -sh "$DIR"/* | sed 's/^/prepared: /'
 bash bench/device/travel_size.sh "$DIR"
 prebuilt=$DIR/cuda-cp312.tar.xz
