@@ -49,7 +49,9 @@ fi
 
 # llama-bench from the same pinned source archive, linked against pyggml's libraries (by
 # name: on the machine LD_LIBRARY_PATH points it at the CUDA build of the same tree)
-if [ ! -x "$DIR/llama-bench" ]; then
+# (stripped and xz-compressed into llama-bench.xz, 2 MB, so that it travels beside the CUDA
+# build; `xz -dk .device/llama-bench.xz` gives the binary the local benchmarks take)
+if [ ! -e "$DIR/llama-bench.xz" ]; then
     read -r archive top < <(python -c "import cmake.ggml_source as g, json
 pin = json.load(open(g.PIN_FILE))
 print(g.fetch_archive(pin, g.default_cache_dir()), pin['tree'].split('/')[0])")
@@ -64,7 +66,8 @@ print(g.fetch_archive(pin, g.default_cache_dir()), pin['tree'].split('/')[0])")
         -DLLAMA_SOURCE="$source" -DPYGGML_PACKAGE="$package" -DGGML_INCLUDE="$PWD/$DIR/ggml/include" \
         > "$work/configure.log"
     cmake --build "$work/build" --target llama-bench > "$work/build.log"
-    strip -o "$DIR/llama-bench" "$work/build/bin/llama-bench"
+    strip -o "$work/llama-bench" "$work/build/bin/llama-bench"
+    xz -T0 -9 -c "$work/llama-bench" > "$DIR/llama-bench.xz"
     rm -rf "$work"
 fi
 
