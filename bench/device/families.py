@@ -8,6 +8,12 @@ them; their files (5 MiB) are small enough to travel beside the CUDA build. The 
 the one CUDA's kernel runs for the released models, and Q4_K_M weights (hidden 256), as users
 run them; the others are f32 (gpt-oss's experts stay MXFP4).
 
+Random weights make these tiny models ill-conditioned: quantizing the activations for a
+product (Q8_K on the CPU, Q8_1 on CUDA) moves a Q4_K_M file's first log-probability by up
+to 0.2, and its first token where the CPU's margin is 0.6 (H200, 2026-11-28: so did the
+CPU's own Q4_K_M against the same weights in f32, by 0.08). So each quantized file is also
+compared with its weights dequantized to f32, made there: that comparison shows faults.
+
     python bench/device/families.py make .device/families      # here, about a minute
     python bench/device/families.py check .device/families     # there (bench/offload.py's
                                                                 # table, per family)
@@ -21,7 +27,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))                       # the tests' builders (make)
 sys.path.append(str(ROOT / "bench"))                # offload.py (after the stdlib: profile.py)
 
 MANIFEST = "families.json"
@@ -35,6 +40,7 @@ IMAGE_PROMPT = "Say what [img-0] shows, in a few words."
 
 def make(directory: Path) -> None:
     """The tiny files and an image, with a manifest: [{name, model, projector?, image?}]."""
+    sys.path.insert(0, str(ROOT))      # the tests' builders (check imports the installed build)
     from runner.convert import convert
     from runner.convert.quantize import quantize_file
     from tests.runner.convert.hf_tiny import checkpoint
@@ -48,7 +54,8 @@ def make(directory: Path) -> None:
         hf = checkpoint(kind, work / kind, **DELTANET)
         f32 = convert(hf, work / f"{kind}-f32.gguf", "f32", progress=False)
         model = quantize_file(f32, directory / f"{kind}-Q4_K_M.gguf", "Q4_K_M", progress=False)
-        entries.append({"name": f"{kind} Q4_K_M", "model": Path(model).name})
+        entries.append({"name": f"{kind} Q4_K_M", "model": Path(model).name,
+                        "quantized": True})
     mxfp4, _ = mxfp4_checkpoints(work / "gpt_oss")
     convert(mxfp4, directory / "gpt_oss-mxfp4.gguf", "f32", progress=False)
     entries.append({"name": "gpt-oss MXFP4", "model": "gpt_oss-mxfp4.gguf",
@@ -66,19 +73,59 @@ def make(directory: Path) -> None:
 
 
 def check(directory: Path, threads: int, prompt: int, generate: int, flash: bool) -> None:
-    """Per family: every layer on the CPU, then half and all of them on the first GPU."""
+    """Per family: every layer on the CPU, then half and all of them on the first GPU; a
+    quantized file again with its weights dequantized to f32 ("name f32"), where neither
+    device quantizes the activations (see the module's note)."""
+    import tempfile
+
     import offload
 
     print(offload.HEADER)
-    for entry in json.loads((directory / MANIFEST).read_text()):
-        extra = {key: directory / entry[key] for key in ("projector", "image") if key in entry}
-        try:
-            offload.compare_placements(directory / entry["model"], entry["name"],
-                                       min(prompt, entry.get("prompt", prompt)),
-                                       generate, threads, flash, {},
-                                       image_prompt=IMAGE_PROMPT, **extra)
-        except Exception as error:                 # one family's fault: the next still runs
-            print(f"{entry['name']}: failed: {type(error).__name__}: {error}", flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        for entry in json.loads((directory / MANIFEST).read_text()):
+            extra = {key: directory / entry[key] for key in ("projector", "image")
+                     if key in entry}
+            model = directory / entry["model"]
+            runs = [(entry["name"], model)]
+            if entry.get("quantized"):
+                runs.append((f"{entry['name']} f32",
+                             dequantized(model, Path(scratch) / f"{model.stem}-f32.gguf")))
+            for name, path in runs:
+                try:
+                    offload.compare_placements(path, name,
+                                               min(prompt, entry.get("prompt", prompt)),
+                                               generate, threads, flash, {},
+                                               image_prompt=IMAGE_PROMPT, **extra)
+                except Exception as error:         # one family's fault: the next still runs
+                    print(f"{name}: failed: {type(error).__name__}: {error}", flush=True)
+
+
+def dequantized(source: Path, target: Path) -> Path:
+    """source with every tensor in float32 (the values its quantized blocks encode)."""
+    import gguf
+    import numpy as np
+    from gguf.quants import dequantize
+
+    from pyggml.gguf_reader import Header
+
+    header = Header(source)
+    writer = gguf.GGUFWriter(str(target), header.metadata["general.architecture"])
+    for key, value in header.metadata.items():
+        if key in ("general.architecture", "general.alignment", "general.file_type") or \
+                key.startswith("GGUF."):
+            continue
+        kind, sub = header.value_types[key]
+        writer.add_key_value(key, value, gguf.GGUFValueType(kind),
+                             sub_type=None if sub is None else gguf.GGUFValueType(sub))
+    for tensor in gguf.GGUFReader(source).tensors:
+        shape = tuple(reversed([int(n) for n in tensor.shape]))
+        values = dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
+        writer.add_tensor(tensor.name, np.ascontiguousarray(values.reshape(shape)))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return target
 
 
 def main() -> None:
