@@ -38,9 +38,10 @@ if [ ! -e "$DIR/whl/.complete" ]; then
 fi
 
 # The patched ggml tree, less the backends and CPU architectures the machine does not build
-# (77 MB -> about 7)
-if [ ! -e "$DIR/ggml/.pyggml-tree.json" ]; then
-    python cmake/ggml_source.py derive "$DIR/ggml"
+# (77 MB -> about 7); derived again where the patches changed (derive keeps a tree whose
+# recipe is the current one)
+python cmake/ggml_source.py derive "$DIR/ggml" > /dev/null
+if [ -e "$DIR/ggml/src/ggml-metal" ]; then
     for backend in cann et hexagon hip metal musa opencl openvino sycl virtgpu vulkan webgpu \
                    zdnn zendnn cpu/kleidiai cpu/spacemit cpu/arch/{arm,loongarch,powerpc,riscv,s390,wasm}; do
         rm -rf "$DIR/ggml/src/ggml-$backend"
