@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On the lent GPU machine (../shared/GPU.md), after bench/device/prepare.sh here: installs,
-# builds, makes the twins, then measures phase by phase within a deadline, each phase's
+# On a GPU machine reached only through one command at a time (bench/README.md, "GPUs"),
+# after bench/device/prepare.sh here: installs, builds, makes the twins, then measures phase by phase within a deadline, each phase's
 # output in $OUT (8 files at most come back). Through the device tool:
 #
 #     run(command="bash bench/device/go.sh", carry=[".device"], timeout_s=600)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Everything the lent GPU machine (../shared/GPU.md) needs from here, into .device/ (ignored
-# by git, carried by the device tool: `carry: [".device"]`), so that its 15 minutes go to
+# Everything a GPU machine without network (bench/README.md, "GPUs") needs from here, into
+# .device/ (ignored by git, carried by the device tool: `carry: [".device"]`), so that its 15 minutes go to
 # measuring: the Python packages it lacks as wheels, the patched ggml tree (pruned to the
 # backends it builds), llama.cpp's llama-bench built against this checkout's ggml, and the
 # skeletons of the two real models (their twins are made there). Run from the checkout,
