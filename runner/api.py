@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 import pyggml
 from pyggml.cpus import available_cpus
 
+from . import defaults
 from .engine.executor import Executor
 from .engine.loop import Engine
 from .engine.options import GenerateOptions
@@ -40,12 +41,12 @@ log = logging.getLogger("runner")
 
 @dataclass
 class LoadOptions:
-    num_ctx: int = 4096          # tokens one sequence holds
-    parallel: int = 1            # sequences sharing the KV cache (its cells: num_ctx * parallel)
-    batch_size: int = 512
+    num_ctx: int = defaults.CONTEXT          # tokens one sequence holds
+    parallel: int = defaults.PARALLEL        # sequences sharing the KV cache (num_ctx each)
+    batch_size: int = defaults.BATCH
     threads: int | None = None   # the CPU's
-    flash_attn: bool = False
-    kv_cache_type: str = "f16"
+    flash_attn: bool | None = None   # None: auto (defaults.flash_attention)
+    kv_cache_type: str = defaults.KV_CACHE_TYPE
     repack: bool = True          # repacked CPU weight layouts, as llama.cpp by default
     multiuser_cache: bool = False   # fork the best cached prefix into the LRU slot
     swa_full: bool = False       # sliding-window layers keep the whole context, not their window
@@ -61,6 +62,7 @@ class LoadOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, not {value!r}.")
+        self.flash_attn = defaults.flash_attention(self.flash_attn, self.kv_cache_type)
         check_cache_type(self.kv_cache_type, self.flash_attn)
         if self.checkpoints is not None and (isinstance(self.checkpoints, bool) or
                                              not isinstance(self.checkpoints, int) or

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pyggml import GGMLError
 
+from .. import defaults
 from ..loading import store
 from ..loading.devices import device_options
 from .arguments import commands, parser
@@ -135,8 +136,8 @@ def cmd_run(args) -> int:
     else:
         from ..api import load
 
-        model = load(args.model, num_ctx=args.ctx_size or 4096, threads=args.threads,
-                     pull=not args.no_pull, projector=args.mmproj,
+        model = load(args.model, num_ctx=args.ctx_size or defaults.CONTEXT,
+                     threads=args.threads, pull=not args.no_pull, projector=args.mmproj,
                      **vars(device_options(args)))
 
         def chat(messages):
@@ -196,7 +197,7 @@ def cmd_transcribe(args) -> int:
     from ..multimodal.transcribe import transcribe
 
     data = Path(args.file).read_bytes()
-    model = load(args.model, num_ctx=args.ctx_size or 4096, threads=args.threads,
+    model = load(args.model, num_ctx=args.ctx_size or defaults.CONTEXT, threads=args.threads,
                  pull=not args.no_pull, projector=args.mmproj, **vars(device_options(args)))
     try:
         for piece in transcribe(model, data, args.language):

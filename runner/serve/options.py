@@ -14,6 +14,7 @@ import os
 import re
 from dataclasses import dataclass, field, fields
 
+from .. import defaults
 from ..engine.options import GenerateOptions
 from ..sample import SamplingOptions
 
@@ -46,13 +47,13 @@ def env_duration(name: str, default: float) -> float:
 @dataclass(frozen=True)
 class Settings:
     """The server's limits, from the environment (Ollama's names with RUNNER_)."""
-    num_parallel: int = 1
+    num_parallel: int = defaults.PARALLEL
     max_loaded_models: int = 3
     max_queue: int = 512
     keep_alive: float = 300.0
-    context_length: int = 4096
-    flash_attention: str = "auto"
-    kv_cache_type: str = "f16"
+    context_length: int = defaults.CONTEXT
+    flash_attention: str = "auto"          # defaults.flash_attention
+    kv_cache_type: str = defaults.KV_CACHE_TYPE
     multiuser_cache: bool = False          # runners fork the best cached prefix into a slot
     max_body: int = 64 << 20                                 # bytes of a JSON request body
     stall_timeout: float = 60.0          # a runner with work that answers nothing this long
@@ -68,14 +69,14 @@ class Settings:
                 raise ValueError(f"{name} must be an integer, not {value!r}.") from None
 
         flash = os.environ.get("RUNNER_FLASH_ATTENTION", "")
-        return cls(num_parallel=max(1, number("RUNNER_NUM_PARALLEL", 1)),
+        return cls(num_parallel=max(1, number("RUNNER_NUM_PARALLEL", defaults.PARALLEL)),
                    max_loaded_models=max(1, number("RUNNER_MAX_LOADED_MODELS", 3)),
                    max_queue=max(1, number("RUNNER_MAX_QUEUE", 512)),
                    keep_alive=env_duration("RUNNER_KEEP_ALIVE", 300.0),
-                   context_length=max(16, number("RUNNER_CONTEXT_LENGTH", 4096)),
+                   context_length=max(16, number("RUNNER_CONTEXT_LENGTH", defaults.CONTEXT)),
                    flash_attention={"1": "on", "true": "on", "0": "off", "false": "off"}.get(
                        flash.lower(), "auto"),
-                   kv_cache_type=os.environ.get("RUNNER_KV_CACHE_TYPE") or "f16",
+                   kv_cache_type=os.environ.get("RUNNER_KV_CACHE_TYPE") or defaults.KV_CACHE_TYPE,
                    multiuser_cache=os.environ.get("RUNNER_MULTIUSER_CACHE", "").lower() in
                    ("1", "true", "yes", "on"),
                    max_body=max(1024, number("RUNNER_MAX_BODY", 64 << 20)),

@@ -20,6 +20,7 @@ import uvicorn
 
 import pyggml
 
+from .. import defaults
 from ..kvcache.causal import CACHE_TYPES
 from ..loading import store
 from ..loading.devices import accelerators, add_device_flags, device_options
@@ -35,13 +36,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="a pulled model name or a GGUF path")
     p.add_argument("--mmproj", help="the model's vision projector (llama.cpp's mmproj GGUF)")
     p.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
-    p.add_argument("--parallel", type=int, default=1, help="sequences served at once")
+    p.add_argument("--parallel", type=int, default=defaults.PARALLEL,
+                   help="sequences served at once")
     p.add_argument("--ctx-size", type=int, help="KV cache cells in all, shared by the "
-                   "parallel sequences (default 4096 per sequence)")
-    p.add_argument("--batch-size", type=int, default=512)
+                   f"parallel sequences (default {defaults.CONTEXT} per sequence)")
+    p.add_argument("--batch-size", type=int, default=defaults.BATCH)
     p.add_argument("--threads", type=int)
     p.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto")
-    p.add_argument("--kv-cache-type", choices=tuple(CACHE_TYPES), default="f16")
+    p.add_argument("--kv-cache-type", choices=tuple(CACHE_TYPES),
+                   default=defaults.KV_CACHE_TYPE)
     p.add_argument("--multiuser-cache", action="store_true",
                    help="fork the best cached prefix into the least recently used slot")
     p.add_argument("--swa-full", action="store_true",

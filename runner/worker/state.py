@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import pyggml
 
+from .. import defaults
 from ..api import LoadOptions, Model, footprint_of
 from ..engine.loop import Engine
 from ..kvcache.causal import check_cache_type
@@ -42,12 +43,12 @@ class Status(enum.IntEnum):
 @dataclass(frozen=True)
 class Layout:
     """How to load: the protocol's /load fields and the command line's flags."""
-    parallel: int = 1
-    batch_size: int = 512
-    ctx_size: int = 4096            # KV cache cells in all; one sequence holds ctx_size/parallel
+    parallel: int = defaults.PARALLEL
+    batch_size: int = defaults.BATCH
+    ctx_size: int = defaults.CONTEXT  # KV cache cells in all; one sequence holds ctx_size/parallel
     threads: int | None = None
-    flash_attn: str = "auto"        # auto | on | off
-    kv_cache_type: str = "f16"
+    flash_attn: str = "auto"        # auto (defaults.flash_attention) | on | off
+    kv_cache_type: str = defaults.KV_CACHE_TYPE
     multiuser_cache: bool = False
     overlap: bool = True            # build the next batch's graph while one computes
     swa_full: bool = False          # sliding-window layers keep the whole context
@@ -69,8 +70,7 @@ class Layout:
 
     @property
     def flash(self) -> bool:
-        # "auto": on, as llama.cpp decides on backends that support it (the CPU does)
-        return self.flash_attn != "off"
+        return defaults.flash_attention(self.flash_attn, self.kv_cache_type)
 
     def load_options(self) -> LoadOptions:
         return LoadOptions(num_ctx=self.ctx_size // self.parallel, parallel=self.parallel,

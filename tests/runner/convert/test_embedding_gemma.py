@@ -80,7 +80,7 @@ def reference(directory, text: str) -> np.ndarray:
 def test_embedding_gemma_matches_sentence_transformers_pipeline(tmp_path):
     directory = embedding_gemma_checkpoint(tmp_path / "hf")
     path = convert(directory, tmp_path / "emb.gguf", "f32", progress=False)
-    model = runner.load(path, num_ctx=256, parallel=2, batch_size=128)
+    model = runner.load(path, num_ctx=256, parallel=2, batch_size=128, flash_attn=False)
     try:
         assert type(model.loaded.model) is model_class(ARCHITECTURE)
         for text in TEXTS:

@@ -83,7 +83,7 @@ def test_chained_steps_give_what_the_cpu_gives(model_paths, server):
         del places["cpu chained"]
     for where, devices in places.items():
         model = runner.load(model_paths["smollm2"], num_ctx=128, parallel=2, repack=False,
-                            threads=1, **devices)
+                            threads=1, **devices, flash_attn=False)
         chained = []
         build = model.executor.build
 

@@ -28,7 +28,7 @@ def model(request, model_paths, server):
     devices = dict(num_gpu=0) if request.param == "cpu" else \
         dict(rpc=[server.endpoint], num_gpu=-1)
     loaded = runner.load(model_paths["smollm2"], num_ctx=256, parallel=2, repack=False,
-                         threads=2, **devices)
+                         threads=2, **devices, flash_attn=False)
     yield loaded
     loaded.close()
 

@@ -36,7 +36,8 @@ def on_cpu(model_paths):
     """Greedy text and prompt logits of each model on the CPU alone."""
     found = {}
     for key in MODELS:
-        model = runner.load(model_paths[key], num_ctx=128, repack=False, threads=2)
+        model = runner.load(model_paths[key], num_ctx=128, repack=False, threads=2,
+                            flash_attn=False)
         found[key] = greedy(model), prompt_logits(model)
         model.close()
     return found
@@ -68,7 +69,7 @@ def test_layers_on_an_rpc_server_compute_what_the_cpu_computes(model_paths, serv
     layers = runner.api.open_model(model_paths[key]).model.config.layers
     num_gpu = -1 if share == "all" else layers // 2
     model = runner.load(model_paths[key], num_ctx=128, repack=False, threads=2,
-                        rpc=[server.endpoint], num_gpu=num_gpu)
+                        rpc=[server.endpoint], num_gpu=num_gpu, flash_attn=False)
     try:
         names = [d.name for d in model.placement.layers]
         remote = [name for name in names if name.startswith("RPC")]
@@ -89,7 +90,7 @@ def test_the_device_that_holds_the_logits_picks_greedy_tokens(model_paths, serve
     largest logits where a sampler asks: a greedy step reads one int32 per sequence, a top-k
     sampled one 64 ids and logits; the tokens are the CPU's (which reads all the logits)."""
     model = runner.load(model_paths["smollm2"], num_ctx=128, repack=False, threads=2,
-                        rpc=[server.endpoint], num_gpu=-1)
+                        rpc=[server.endpoint], num_gpu=-1, flash_attn=False)
     try:
         assert model.executor.choose_on_device
         tokens = model.tokenize(PROMPT, add_special=True)
@@ -113,7 +114,7 @@ def test_the_device_that_holds_the_logits_picks_greedy_tokens(model_paths, serve
     sampled = {}
     for where, devices in (("cpu", dict(num_gpu=0)), ("rpc", dict(rpc=[server.endpoint]))):
         model = runner.load(model_paths["smollm2"], num_ctx=128, repack=False, threads=2,
-                            **devices)
+                            **devices, flash_attn=False)
         try:
             assert model.executor.choose_on_device == (where == "rpc")
             sampled[where] = model.generate(PROMPT, stream=False, temperature=0.8, seed=7,
