@@ -1,6 +1,7 @@
 """Does a model compute on other devices what it computes on the CPU? A greedy continuation
 with log-probabilities, every layer on the CPU against half and all of them offloaded
-(where the device flags say, as `run` takes them), printed as a table (bench/generate.py measures speed: log-probabilities cost time).
+(where the device flags say, as `run` takes them), printed as a table (bench/generate.py
+measures speed: log-probabilities cost time).
 
     python bench/offload.py [--model smollm2:135m ...] [--prompt 600] [--generate 64]
         [--flash] [--threads 4] [--rpc HOST:PORT] [--tensor-split 3,1] [--main-gpu I]

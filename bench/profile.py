@@ -59,7 +59,7 @@ def measure(cls, path, args, prompt, step_tokens):
             if prompt:
                 engine.decode(prompt, 0)
 
-            def step() -> None:
+            def step(engine=engine) -> None:
                 engine.decode(step_tokens, len(prompt))
                 engine.forget(len(prompt))
 

@@ -54,8 +54,8 @@ def measure(python: str, models: str) -> tuple[int, int, float, int, float]:
             except httpx.HTTPError:
                 time.sleep(0.05)
         base = peak_mib(server.pid)
-        shows = at_once(32, lambda: httpx.post(f"{url}/api/show", json={"model": "gemma3:270m-base"},
-                                               timeout=300))
+        shows = at_once(32, lambda: httpx.post(f"{url}/api/show",
+                                               json={"model": "gemma3:270m-base"}, timeout=300))
         after_shows = peak_mib(server.pid)
         body = {"model": "smollm2:135m", "stream": False, "options": {"num_predict": 1},
                 "messages": [{"role": "user", "content": "hi"}]}

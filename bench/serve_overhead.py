@@ -112,7 +112,8 @@ def schema_cost(path, args) -> None:
     print(f"\n{'':<24}{'decode tok/s':>14}")
     for label, values in rates.items():
         print(f"{label:<24}{max(values):>14.1f}")
-    print(f"{'schema / unconstrained':<24}{max(rates['json schema']) / max(rates['unconstrained']):>14.2f}")
+    ratio = max(rates['json schema']) / max(rates['unconstrained'])
+    print(f"{'schema / unconstrained':<24}{ratio:>14.2f}")
 
 
 def main() -> None:

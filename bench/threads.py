@@ -144,7 +144,8 @@ def main() -> None:
     columns = [(name, repack) for repack in (True, False) for name in names]
     reference = "llama-bench" if args.llama_bench else "llama.cpp"
     ratios = "ours" in names and reference in names
-    print(f"{args.model} on {args.device or 'the CPU'}, pp{args.prompt} / tg{args.generate} tokens/s, "
+    print(f"{args.model} on {args.device or 'the CPU'}, pp{args.prompt} / tg{args.generate} "
+          "tokens/s, "
           f"ours {'through the batch loop' if args.loop else 'step by step'}, flash "
           f"{'on' if args.flash else 'off'}, best of {args.repeat}"
           + (f", medians of {args.rounds} rounds" if args.rounds > 1 else ""))

@@ -64,7 +64,7 @@ def make(source, target, seed: int) -> None:
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
     rng = np.random.default_rng(seed)
-    for name, shape, kind in found["tensors"]:
+    for _, shape, kind in found["tensors"]:
         writer.write_tensor_data(encoded(random_values(rng, tuple(shape)), kind))
     writer.close()
 

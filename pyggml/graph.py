@@ -70,7 +70,7 @@ class Graph:
 
     @property
     def ptr(self):
-        self.context.ptr
+        self.context.ptr  # noqa: B018 (raises once closed)
         return self._ptr
 
     def expand(self, tensor) -> None:

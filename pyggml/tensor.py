@@ -42,7 +42,7 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
 
     @property
     def ptr(self):
-        self._ctx.ptr  # raises once the context is closed
+        self._ctx.ptr  # noqa: B018 (raises once the context is closed)
         return self._ptr
 
     @property
@@ -56,7 +56,7 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
             ne = self.ptr.ne
             shape = self._shape = tuple(ne[i] for i in range(self.ndim - 1, -1, -1))
         else:
-            self._ctx.ptr  # raises once the context is closed
+            self._ctx.ptr  # noqa: B018 (raises once the context is closed)
         return shape
 
     @property
@@ -136,9 +136,9 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
             return self._home_of_many((other, *more))
         other_ctx = other._ctx
         if other_ctx._ptr is None:
-            other.ptr                      # raises: closed
+            other.ptr  # noqa: B018 (raises: closed)
         if ctx.storage:
-            ctx.ptr                        # raises if closed
+            ctx.ptr  # noqa: B018 (raises if closed)
             if not other_ctx.storage:
                 return other_ctx
         return ctx
@@ -146,10 +146,10 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
     def _home_of_many(self, operands) -> Context:
         operands = [t for t in operands if t is not None]
         for tensor in operands:
-            tensor.ptr
+            tensor.ptr  # noqa: B018 (raises once closed)
         ctx = self._ctx
         if ctx.storage:
-            ctx.ptr
+            ctx.ptr  # noqa: B018 (raises once closed)
             for tensor in operands:
                 if not tensor._ctx.storage:
                     return tensor._ctx

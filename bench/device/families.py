@@ -1,12 +1,13 @@
 """The families that landed since the GPU machine last saw the runner, once each with every
 layer on a GPU beside the CPU (the GPU issue's "once each" list): Qwen 3.5 and 3.5 MoE (gated
-DeltaNet: SSM_CONV, GATED_DELTA_NET and the recurrent states on CUDA), gpt-oss
-with its experts in MXFP4, and an image through the splice (Gemma 3's SigLIP).
+DeltaNet: SSM_CONV, GATED_DELTA_NET and the recurrent states on CUDA), gpt-oss with its
+experts in MXFP4, and an image through the splice (Gemma 3's SigLIP).
 
 Tiny random checkpoints (the tests' own builders), converted here, where transformers makes
-them; their files (5 MiB) are small enough to travel beside the CUDA build. The DeltaNets take the real head size (128),
-the one CUDA's kernel runs for the released models, and Q4_K_M weights (hidden 256), as users
-run them; the others are f32 (gpt-oss's experts stay MXFP4).
+them; their files (5 MiB) are small enough to travel beside the CUDA build. The DeltaNets
+take the real head size (128), the one CUDA's kernel runs for the released models, and
+Q4_K_M weights (hidden 256), as users run them; the others are f32 (gpt-oss's experts stay
+MXFP4).
 
 Random weights make these tiny models ill-conditioned: quantizing the activations for a
 product (Q8_K on the CPU, Q8_1 on CUDA) moves a Q4_K_M file's first log-probability by up

@@ -39,6 +39,11 @@ def one(client: Client, model: str, text: str, options: dict) -> dict:
     return done
 
 
+def rate(reply: dict, kind: str) -> float:
+    """Tokens per second of a reply's prompt_eval or eval (Ollama's counts and nanoseconds)."""
+    return reply[f"{kind}_count"] / reply[f"{kind}_duration"] * 1e9
+
+
 def run(args) -> int:
     client = Client(None if not args.host else
                     args.host if "://" in args.host else f"http://{args.host}")
@@ -56,7 +61,8 @@ def run(args) -> int:
             text = prompt(words, salt)
             salt += 1
             threads.append(threading.Thread(
-                target=lambda t=text: results.append(one(client, args.model, t, options))))
+                target=lambda t=text, into=results: into.append(one(client, args.model, t,
+                                                                    options))))
         started = time.perf_counter()
         for thread in threads:
             thread.start()
@@ -65,8 +71,8 @@ def run(args) -> int:
         wall = time.perf_counter() - started
         rows.append([
             str(parallel), f"{statistics.mean(r['prompt_eval_count'] for r in results):.0f}",
-            f"{statistics.mean(r['prompt_eval_count'] / r['prompt_eval_duration'] * 1e9 for r in results):.1f}",
-            f"{statistics.mean(r['eval_count'] / r['eval_duration'] * 1e9 for r in results):.1f}",
+            f"{statistics.mean(rate(r, 'prompt_eval') for r in results):.1f}",
+            f"{statistics.mean(rate(r, 'eval') for r in results):.1f}",
             f"{sum(r['eval_count'] for r in results) / wall:.1f}",
             f"{statistics.median(r['ttft'] for r in results) * 1e3:.0f}"])
     print(f"{args.model}: prompts of ~{args.prompt_tokens} tokens, {args.num_predict} generated")

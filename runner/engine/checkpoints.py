@@ -10,10 +10,11 @@ A prompt's batches end, beside where the batch size ends them, and the state is 
 - every EVERY positions of a long prompt (a later prompt that differs inside it resumes
   from the last one before the difference);
 - where it ends, when the cache keeps room for it beside those marks and the reply's end
-  (the marks matter more to a chat): a next prompt that extends it without the reply (a reply the client
-  rewrote, a completion continued) resumes there; a next turn that keeps the reply resumes
-  from the state where the reply ended, which the engine keeps too. (The same prompt again
-  resumes from the mark before its end: its last token is evaluated for the logits.)
+  (the marks matter more to a chat): a next prompt that extends it without the reply (a
+  reply the client rewrote, a completion continued) resumes there; a next turn that keeps
+  the reply resumes from the state where the reply ended, which the engine keeps too. (The
+  same prompt again resumes from the mark before its end: its last token is evaluated for
+  the logits.)
 The cache bounds how many a sequence keeps (the oldest go first).
 """
 

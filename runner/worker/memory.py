@@ -2,8 +2,8 @@
 
 Every figure comes from ggml for the real placement (loading/fit.py measures it): weights and
 KV cache from the allocation sizes of the memory each tensor is placed in, the compute graph
-of a full batch from the scheduler. Before loading (fit, alloc) nothing is allocated to measure them; after
-commit they are read off the model's allocations.
+of a full batch from the scheduler. Before loading (fit, alloc) nothing is allocated to
+measure them; after commit they are read off the model's allocations.
 """
 
 from __future__ import annotations

@@ -40,7 +40,8 @@ def test_the_modules_import_each_other_without_a_cycle():
     try:
         order = list(TopologicalSorter(graph).static_order())
     except CycleError as cycle:
-        raise AssertionError(f"pyggml's modules import each other in a cycle: {cycle.args[1]}")
+        raise AssertionError(f"pyggml's modules import each other in a cycle: "
+                             f"{cycle.args[1]}") from None
     assert order.index("_lib") < order.index("tensor") < order.index("context")
 
 

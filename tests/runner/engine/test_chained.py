@@ -87,7 +87,7 @@ def test_chained_steps_give_what_the_cpu_gives(model_paths, server):
         chained = []
         build = model.executor.build
 
-        def watched(batch, *args, seen=chained, **options):
+        def watched(batch, *args, seen=chained, build=build, **options):
             seen.append((len(batch), options.get("chained", False)))
             return build(batch, *args, **options)
         model.executor.build = watched

@@ -164,7 +164,7 @@ def test_sequences_shift_in_the_same_batches_with_and_without_overlap(harness):
         seen = batches[overlap] = []
         executor = engine.executor                    # the model's: watched for this engine
         build = executor.build
-        executor.build = lambda batch, *rest, **options: \
+        executor.build = lambda batch, *rest, seen=seen, build=build, **options: \
             seen.append((batch.seqs.tolist(), batch.positions.tolist())) or \
             build(batch, *rest, **options)
         try:

@@ -136,7 +136,8 @@ def test_placing_by_the_kept_counts_takes_the_cells_a_search_would(regions):
     pool.partition(regions)
     ends = {s: 0 for s in range(4)}                      # next position of each sequence
     for _ in range(400):
-        action = rng.choice(["decode", "prompt", "remove", "fork", "drop"], p=[.6, .15, .1, .05, .1])
+        action = rng.choice(["decode", "prompt", "remove", "fork", "drop"],
+                            p=[.6, .15, .1, .05, .1])
         if action in ("decode", "prompt"):
             seqs = rng.choice(4, size=rng.integers(1, 4), replace=False) if action == "decode" \
                 else [int(rng.integers(4))] * int(rng.integers(2, 300))

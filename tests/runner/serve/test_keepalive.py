@@ -2,8 +2,9 @@
 before the model has loaded or read the prompt, and while it does, each sends what its API
 allows to keep a connection alive (a comment; Anthropic's ping events). A failure after the
 headers comes in the stream, in the API's own shape. Ollama's NDJSON streams keep Ollama's
-way (headers with the first chunk, so a refusal keeps its status). RUNNER_KEEPALIVE is set tiny here, so that every wait is
-long enough for keep-alives whatever the machine's speed (a model load alone is longer)."""
+way (headers with the first chunk, so a refusal keeps its status). RUNNER_KEEPALIVE is set
+tiny here, so that every wait is long enough for keep-alives whatever the machine's speed (a
+model load alone is longer)."""
 
 from __future__ import annotations
 

@@ -101,12 +101,14 @@ def gemma3(directory: Path, seed: int = 0) -> Path:
 
 
 def llava(directory: Path, seed: int = 0) -> Path:
-    from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
+    from transformers import (CLIPVisionConfig, LlamaConfig, LlavaConfig,
+                              LlavaForConditionalGeneration)
 
     tok = tokenizer("llama")
     text = LlamaConfig(**hf_tiny.SHAPE, vocab_size=len(tok), bos_token_id=tok.bos_token_id,
                        eos_token_id=tok.eos_token_id)
-    config = LlavaConfig(text_config=text.to_dict(), vision_config=CLIPVisionConfig(**CLIP).to_dict(),
+    config = LlavaConfig(text_config=text.to_dict(),
+                         vision_config=CLIPVisionConfig(**CLIP).to_dict(),
                          image_token_index=tok.convert_tokens_to_ids("<image>"),
                          image_seq_length=16)
     return _saved(LlavaForConditionalGeneration, config, tok, directory, seed)

@@ -120,7 +120,8 @@ def test_llama_cpp_loads_the_mmproj_and_encodes_our_rows(kind, vision_models):
     out = io.BytesIO()
     Image.fromarray(rgb).save(out, "PNG")
     encoder = Encoder(loaded.projectors["image"], pyggml.Scheduler([cpu]))
-    ours = encoder.encode(b"x", loaded.projectors["image"].preprocess(images.decode(out.getvalue())))
+    pixels = loaded.projectors["image"].preprocess(images.decode(out.getvalue()))
+    ours = encoder.encode(b"x", pixels)
     encoder.close()
     assert ours.shape[1] == expected.shape[1]
     if kind in DEPARTS:

@@ -15,7 +15,8 @@ from .hf_vision import png
 
 # mmproj name -> Ollama's, per family (Gemma 4's Ollama names are llama.cpp's)
 OLLAMA_NAMES = {
-    "gemma3": [("v.patch_embd.", "v.patch_embedding."), ("v.position_embd.", "v.position_embedding."),
+    "gemma3": [("v.patch_embd.", "v.patch_embedding."),
+               ("v.position_embd.", "v.position_embedding."),
                ("v.post_ln.", "v.post_layernorm."), (".attn_out.", ".attn_output."),
                (".ln1.", ".layer_norm1."), (".ln2.", ".layer_norm2."),
                (".ffn_up.", ".mlp.fc1."), (".ffn_down.", ".mlp.fc2."),
@@ -132,16 +133,16 @@ def single_file(model, mmproj, out, family: str, rename=ollama_name):
         if family in HALVES else 0
     arrays = {t.name: np.asarray(t.data).reshape(tuple(reversed(t.shape.tolist())))
               for t in tower.tensors}
-    for reader, rename in ((text, None), (tower, rename)):
+    for reader, renamed in ((text, None), (tower, rename)):
         for tensor in reader.tensors:
-            if rename and tensor.name in LEFT_OUT.get(family, ()):
+            if renamed and tensor.name in LEFT_OUT.get(family, ()):
                 continue
-            name = rename(tensor.name, family) if rename else tensor.name
+            name = renamed(tensor.name, family) if renamed else tensor.name
             data = np.asarray(tensor.data).reshape(tuple(reversed(tensor.shape.tolist())))
-            if rename and heads and name.endswith((".attn_q.weight", ".attn_k.weight")):
+            if renamed and heads and name.endswith((".attn_q.weight", ".attn_k.weight")):
                 data = halved(data, heads)
             pieces = RESHAPED[family](tensor.name, data, arrays) \
-                if rename and family in RESHAPED else [(name, data)]
+                if renamed and family in RESHAPED else [(name, data)]
             for piece, piece_data in pieces:
                 writer.add_tensor(piece, np.ascontiguousarray(piece_data),
                                   raw_dtype=tensor.tensor_type)
