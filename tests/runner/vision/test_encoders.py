@@ -19,7 +19,9 @@ PROJECTOR_OF = {"gemma3": "gemma3", "llava": "mlp", "gemma4": "gemma4v", "mistra
                 "pixtral": "pixtral", "qwen2_5_vl": "qwen2.5vl_merger",
                 "qwen2_vl": "qwen2vl_merger", "qwen3_vl": "qwen3vl_merger",
                 "qwen3_5": "qwen3vl_merger"}
-KINDS = list(PROJECTOR_OF)
+# Pixtral's and Mistral 3's reference towers take about 30 s each to compute here: heavy
+KINDS = [pytest.param(kind, marks=pytest.mark.heavy) if kind in ("mistral3", "pixtral")
+         else kind for kind in PROJECTOR_OF]
 
 
 @pytest.fixture(scope="module")
