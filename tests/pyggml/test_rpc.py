@@ -14,6 +14,8 @@ from pyggml import GGMLError
 
 from ..rpc_servers import free_port, rpc_server
 
+pytestmark = pytest.mark.server          # the module's tests start RPC servers
+
 
 @pytest.fixture(scope="module")
 def server():

@@ -219,6 +219,7 @@ def test_per_layer_config_keys_may_be_zero_padded():
 
 
 @pytest.mark.parametrize("kind", ["gemma3n", "gemma4"])
+@pytest.mark.server
 def test_with_the_layers_over_rpc_a_step_is_one_split_per_device(made, kind):
     """The per-layer embeddings are a second lookup in a table kept on the CPU; computed
     first (Inputs.lookup), it does not cut the device's piece of the graph in two."""

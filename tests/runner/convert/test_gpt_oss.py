@@ -176,6 +176,7 @@ def test_ollamas_layout_reads_alike(converted, backend, tmp_path):
     assert np.abs(logits[0] - logits[1]).max() < 1e-5
 
 
+@pytest.mark.server
 def test_mxfp4_experts_compute_on_an_rpc_server_as_on_the_cpu(converted):
     """Every layer on a ggml RPC server (the placement path a GPU takes): the MXFP4 experts
     reach its device as blocks and give the CPU's logits, bit for bit."""
