@@ -108,16 +108,11 @@ def dequantized(source: Path, target: Path) -> Path:
     from gguf.quants import dequantize
 
     from pyggml.gguf_reader import Header
+    from runner.convert.quantize import copy_metadata
 
     header = Header(source)
     writer = gguf.GGUFWriter(str(target), header.metadata["general.architecture"])
-    for key, value in header.metadata.items():
-        if key in ("general.architecture", "general.alignment", "general.file_type") or \
-                key.startswith("GGUF."):
-            continue
-        kind, sub = header.value_types[key]
-        writer.add_key_value(key, value, gguf.GGUFValueType(kind),
-                             sub_type=None if sub is None else gguf.GGUFValueType(sub))
+    copy_metadata(header, writer)
     for tensor in gguf.GGUFReader(source).tensors:
         shape = tuple(reversed([int(n) for n in tensor.shape]))
         values = dequantize(tensor.data, tensor.tensor_type).astype(np.float32)

@@ -98,6 +98,19 @@ def tensor_type(name: str, shape: tuple[int, ...], mixture: Mixture, layers: int
     return kind
 
 
+def copy_metadata(header: Header, writer: gguf.GGUFWriter) -> None:
+    """Every key of header into writer, with its own value types, but those a writer sets
+    itself (the architecture, the alignment) and the file type, which names what the new
+    file's tensors hold."""
+    for key, value in header.metadata.items():
+        if key in ("general.architecture", "general.file_type", "general.alignment") or \
+                key.startswith("GGUF."):
+            continue
+        kind, item = header.value_types[key]
+        writer.add_key_value(key, value, gguf.GGUFValueType(kind),
+                             sub_type=None if item is None else gguf.GGUFValueType(item))
+
+
 def quantize_file(source, target, type_name: str, progress: bool = True) -> Path:
     if type_name not in MIXTURES:
         raise ValueError(f"Unknown quantization type {type_name!r}; choose one of "
@@ -119,13 +132,7 @@ def quantize_file(source, target, type_name: str, progress: bool = True) -> Path
                              "file of F32, F16 or BF16 weights.")
         plan.append((info, shape, kind))
     writer = gguf.GGUFWriter(str(target), arch)
-    for key, value in header.metadata.items():
-        if key in ("general.architecture", "general.file_type", "general.alignment") or \
-                key.startswith("GGUF."):
-            continue
-        kind, item = header.value_types[key]
-        writer.add_key_value(key, value, gguf.GGUFValueType(kind),
-                             sub_type=None if item is None else gguf.GGUFValueType(item))
+    copy_metadata(header, writer)
     writer.add_file_type(mixture.file_type)
     for info, shape, kind in plan:
         ggml_type = pyggml.GGMLType[kind]
