@@ -7,10 +7,7 @@ loader call on it (TextModel). Projectors (images, audio) live in vision/ and au
 
 from __future__ import annotations
 
-from .contract import Registry
-
-ARCHITECTURES: Registry = Registry("architecture")
-register = ARCHITECTURES.register
+from .contract import ARCHITECTURES, register  # noqa: F401  (the registry, here too)
 
 
 def model_class(architecture: str, pooled: bool = False) -> type:

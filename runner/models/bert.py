@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import register
+from .contract import register
 from .attention import attention
 from .base import ATTENTION, LLM, Block, Metadata, ModelError, Transformer, TransformerConfig
 

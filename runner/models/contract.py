@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from ..kvcache import LayerShape
     from .base import Inputs, TransformerConfig, Weights
-    from .vision import Layout, Pixels
+    from .vision.pixels import Layout, Pixels
 
 T = TypeVar("T", bound=type)
 
@@ -119,3 +119,10 @@ class Registry(Generic[T]):
     def __contains__(self, name: str) -> bool:
         return name in self._classes
 
+
+# The registries, here rather than in the packages' __init__ modules, so that a model module
+# imports what it registers with without importing its own package back
+ARCHITECTURES: Registry = Registry("architecture")
+register = ARCHITECTURES.register
+PROJECTORS: Registry = Registry("projector type")
+register_projector = PROJECTORS.register

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..kvcache import LayerShape
-from . import register
+from .contract import register
 from .attention import attention
 from .base import (ATTENTION, LLM, ROPE, Block, Metadata, ModelError, Transformer,
                    TransformerConfig, Weights)

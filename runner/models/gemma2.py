@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import register
+from .contract import register
 from .base import ATTENTION, LLM, Metadata
 from .gemma3 import Gemma3, Gemma3Config, inverse_sqrt, query_pre_attn_scalar
 from .rope import RopeConfig

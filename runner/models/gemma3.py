@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import register
+from .contract import register
 from .attention import attention
 from .base import ATTENTION, LLM, ROPE, Block, Metadata, Transformer, TransformerConfig, Weights
 from .rope import RopeConfig

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..kvcache import LayerShape
-from . import register
+from .contract import register
 from .attention import attend
 from .base import ATTENTION, LLM, ROPE, Metadata, ModelError, Transformer, TransformerConfig
 from .gemma3 import Gemma3Block

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..kvcache import LayerShape
-from . import register
+from .contract import register
 from .attention import attend
 from .base import (ATTENTION, LLM, ROPE, Block, Metadata, ModelError, Transformer,
                    TransformerConfig, Weights)

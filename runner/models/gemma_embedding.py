@@ -12,7 +12,7 @@ and the engine pools what they give."""
 
 from __future__ import annotations
 
-from . import register
+from .contract import register
 from .base import ModelError, Weights
 from .gemma3 import Gemma3, Gemma3Config
 

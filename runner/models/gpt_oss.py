@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import register
+from .contract import register
 from .attention import attention
 from .base import ATTENTION, LLM, Block, Metadata, Transformer, Weights
 from .experts import Routing, route, weighted_sum

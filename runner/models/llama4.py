@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import register
+from .contract import register
 from .attention import attention
 from .attention import temperature as attention_temperature
 from .base import ATTENTION, LLM, Metadata, ModelError

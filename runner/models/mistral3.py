@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import register
+from .contract import register
 from .attention import temperature
 from .base import ATTENTION, ROPE, Metadata
 from .llama import Llama, LlamaConfig

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import register
+from .contract import register
 from .base import LLM, Metadata
 from .bert import Bert, BertBlock, BertConfig
 from .experts import Routing, route, weighted_sum

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from . import register
+from .contract import register
 from .attention import attention
 from .base import ATTENTION, Block, Metadata, Transformer, Weights
 from .llama import LlamaConfig

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import register
+from .contract import register
 from .base import LLM, Metadata, Weights
 from .experts import Routing, route, swiglu_experts
 from .llama import Llama, LlamaBlock, LlamaConfig

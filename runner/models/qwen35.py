@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import gguf
 
-from . import register
+from .contract import register
 from .attention import attention
 from .base import ATTENTION, LLM, Block, Metadata, ModelError, Transformer, Weights
 from .experts import Routing, route, swiglu_experts

@@ -27,7 +27,8 @@ import numpy as np
 
 from ..base import Metadata, ModelError, Weights
 from ..clamped import ClampedBlock, bind_clamps, clamped_linear
-from ..vision import Layout, Pixels, register_projector
+from ..contract import register_projector
+from ..vision.pixels import Layout, Pixels
 from . import melspec
 
 if TYPE_CHECKING:

@@ -7,7 +7,8 @@ does.
 
 from __future__ import annotations
 
-from . import FEATURE_LAYER, Layout, Pixels, register_projector
+from ..contract import register_projector
+from .pixels import FEATURE_LAYER, Layout, Pixels
 from . import images
 from ..base import Metadata, ModelError, Weights
 from .vit import (ViTConfig, as_f32, bind_blocks, embed_patches, encoder_block, layer_norm,

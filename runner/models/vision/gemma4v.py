@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 import gguf
 import numpy as np
 
-from . import Layout, Pixels, register_projector
+from ..contract import register_projector
+from .pixels import Layout, Pixels
 from . import images
 from ..base import Metadata, ModelError, Weights
 from ..clamped import ClampedBlock, bind_clamps, clamped_linear

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 import gguf
 import numpy as np
 
-from . import Layout, Pixels, register_projector
+from ..contract import register_projector
+from .pixels import Layout, Pixels
 from . import images
 from ..base import Block, Metadata, ModelError, Weights
 from .ollama import HALVES, IMG_BREAK_TOKEN

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 import gguf
 import numpy as np
 
-from . import Pixels, register_projector
+from ..contract import register_projector
+from .pixels import Pixels
 from ..base import Block, Metadata, ModelError, Weights
 from .qwen_vl import DEFAULT_MERGE, QwenVision, file_pixels, linear, merge_order, tower_config
 from .vit import ViTConfig, layer_norm

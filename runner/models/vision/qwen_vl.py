@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING
 import gguf
 import numpy as np
 
-from . import Layout, Pixels, images, register_projector
+from ..contract import register_projector
+from .pixels import Layout, Pixels
+from . import images
 from ..base import Block, Metadata, ModelError, Weights
 from .vit import ACTIVATIONS, ViTConfig, attend_all, layer_norm
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import gguf
 
-from . import Layout, Pixels, register_projector
+from ..contract import register_projector
+from .pixels import Layout, Pixels
 from . import images
 from ..base import Metadata, ModelError, Weights
 from .vit import (ViTConfig, as_f32, bind_blocks, embed_patches, encoder_block, layer_norm,

@@ -13,7 +13,7 @@ import gguf
 import pyggml
 
 from ..base import Block, Metadata, ModelError, Weights
-from . import Pixels
+from .pixels import Pixels
 
 VISION = gguf.Keys.ClipVision
 ACTIVATIONS = {"gelu": "gelu", "silu": "silu", "gelu_quick": "gelu_quick"}
