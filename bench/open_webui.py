@@ -41,8 +41,11 @@ from playwright.sync_api import sync_playwright
 url, chromium, out = sys.argv[1:4]
 with sync_playwright() as p:
     browser = p.chromium.launch(executable_path=chromium, headless=True,
-                                args=["--no-sandbox", "--disable-gpu", "--no-zygote"])
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+                                args=["--no-sandbox", "--disable-gpu", "--no-zygote",
+                                      "--lang=en-US"])
+    # a locale the page's Intl calls take: a container's POSIX locale makes Chromium report
+    # en-US@posix, which throws in the page while it renders messages ("Loading..." stays)
+    page = browser.new_page(viewport={"width": 1280, "height": 900}, locale="en-US")
     page.goto(url, wait_until="domcontentloaded", timeout=300000)
     box = page.locator("#chat-input")
     try:
@@ -131,7 +134,7 @@ def main() -> None:
                 [str(args.venv / "bin" / "python"), "-c", DRIVER,
                  f"http://127.0.0.1:{webui_port}/", chromium, str(args.out.resolve())],
                 capture_output=True, text=True, timeout=1200,
-                env={**os.environ, **chromium_env})
+                env={**os.environ, **chromium_env, "LANG": "en_US.UTF-8"})
             print(driven.stdout[-2000:], driven.stderr[-3000:])
         finally:
             for process in (webui, ours):
