@@ -73,30 +73,33 @@ def make(directory: Path) -> None:
     shutil.rmtree(work)
 
 
-def check(directory: Path, threads: int, prompt: int, generate: int, flash: bool) -> None:
-    """Per family: every layer on the CPU, then half and all of them on the first GPU; a
-    quantized file again with its weights dequantized to f32 ("name f32"), where neither
-    device quantizes the activations (see the module's note)."""
+def check(directory: Path, threads: int, prompt: int, generate: int) -> None:
+    """Per family, flash attention off then on: every layer on the CPU, then half and all of
+    them on the first GPU; a quantized file again with its weights dequantized to f32 ("name
+    f32", made once), where neither device quantizes the activations (see the module's
+    note)."""
     import tempfile
 
     import offload
 
-    print(offload.HEADER)
     with tempfile.TemporaryDirectory() as scratch:
+        runs = []                                  # (name, model, prompt length, extra)
         for entry in json.loads((directory / MANIFEST).read_text()):
             extra = {key: directory / entry[key] for key in ("projector", "image")
                      if key in entry}
-            model = directory / entry["model"]
-            runs = [(entry["name"], model)]
+            model, length = directory / entry["model"], min(prompt, entry.get("prompt", prompt))
+            runs.append((entry["name"], model, length, extra))
             if entry.get("quantized"):
                 runs.append((f"{entry['name']} f32",
-                             dequantized(model, Path(scratch) / f"{model.stem}-f32.gguf")))
-            for name, path in runs:
+                             dequantized(model, Path(scratch) / f"{model.stem}-f32.gguf"),
+                             length, extra))
+        for flash in (False, True):
+            print(f"flash attention {'on' if flash else 'off'}")
+            print(offload.HEADER)
+            for name, path, length, extra in runs:
                 try:
-                    offload.compare_placements(path, name,
-                                               min(prompt, entry.get("prompt", prompt)),
-                                               generate, threads, flash, {},
-                                               image_prompt=IMAGE_PROMPT, **extra)
+                    offload.compare_placements(path, name, length, generate, threads, flash,
+                                               {}, image_prompt=IMAGE_PROMPT, **extra)
                 except Exception as error:         # one family's fault: the next still runs
                     print(f"{name}: failed: {type(error).__name__}: {error}", flush=True)
 
@@ -131,12 +134,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--prompt", type=int, default=100)
     parser.add_argument("--generate", type=int, default=16)
-    parser.add_argument("--flash", action="store_true")
     args = parser.parse_args()
     if args.action == "make":
         make(args.directory)
     else:
-        check(args.directory, args.threads, args.prompt, args.generate, args.flash)
+        check(args.directory, args.threads, args.prompt, args.generate)
 
 
 if __name__ == "__main__":

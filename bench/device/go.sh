@@ -143,9 +143,7 @@ phase_check() {
 }
 
 phase_families() {
-    for flash in "" --flash; do
-        python3 bench/device/families.py check "$DIR/families" --threads 8 $flash
-    done
+    python3 bench/device/families.py check "$DIR/families" --threads 8
 }
 
 phase_gpu() {
