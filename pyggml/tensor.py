@@ -23,6 +23,11 @@ from .recurrent_ops import RecurrentOps
 from .shape import describe, ggml_dim, ne_of, resolve_shape
 from .spatial_ops import SpatialOps
 
+# the types whose CPU concat kernels read every stride (ggml-cpu/ops.cpp); others assert
+# contiguous rows at compute time
+STRIDED_CONCAT = frozenset({GGMLType.F32, GGMLType.I32, GGMLType.F16, GGMLType.BF16,
+                            GGMLType.I16, GGMLType.I8})
+
 if TYPE_CHECKING:
     from .context import Context
 
@@ -245,7 +250,15 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
         return self._result(ctx, lib.safe_ggml_cont(ctx.ptr, self._ptr), self.ndim, "cont", self)
 
     def concat(self, other: "Tensor", axis: int = 0) -> "Tensor":
+        """Join along axis; a transposed view is taken as it is where ggml's kernels read
+        strides (the float and integer types), refused otherwise."""
         ndim = max(self.ndim, other.ndim)
+        for operand in (self, other):
+            if operand.dtype not in STRIDED_CONCAT and \
+                    operand.strides[-1] != operand.dtype.type_size:
+                raise GGMLError(failure_text(("concat along axis", axis), describe(operand) +
+                                             ": a transposed view of this type; cont() it "
+                                             "first."))
         dim = ggml_dim(axis, ndim)
         ctx = self._home(other)
         raw = lib.safe_ggml_concat(ctx.ptr, self._ptr, other._ptr, dim)

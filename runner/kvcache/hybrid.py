@@ -20,6 +20,7 @@ call of ggml's recurrent ops, exact for every sequence whatever the others bring
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -32,6 +33,16 @@ from .states import StateCells
 
 DEFAULT_CHECKPOINTS = 4      # per sequence, where the KV budget (default_checkpoints) allows
 MIN_CHECKPOINTS = 2          # before a turn's generation prompt, and where its reply ended
+ROW_FLOATS = 4096            # states move in rows of at most this many floats (see pieces())
+
+
+def pieces(floats: int) -> int:
+    """The rows a state of floats is read and written in: ggml copies each row of a
+    GET_ROWS or SET_ROWS on one thread, so one state in one row would take one core's
+    bandwidth; cut into rows (of floats' largest power-of-two divisor up to ROW_FLOATS,
+    at least 256 floats), every thread copies a share."""
+    length = math.gcd(floats, ROW_FLOATS)
+    return floats // length if length >= 256 else 1
 
 
 @dataclass(frozen=True)
@@ -188,16 +199,17 @@ class HybridView(GraphView):
         self.state_groups = [t for t, _ in placement.state_groups]   # tokens of each group
         self._inputs: dict[tuple[str, int], pyggml.Tensor] = {}   # made as layers ask
 
-    def _input(self, kind: str, group: int):
-        """The graph input of kind ("src", "dst" cells, "rows" gathered) for group, made
-        the first time a layer asks (a graph without recurrent layers has none)."""
-        key = (kind, group)
+    def _input(self, kind: str, group: int, split: int = 1):
+        """The graph input of kind ("src", "dst" rows of states cut in split rows each,
+        "rows" gathered) for group, made the first time a layer asks (a graph without
+        recurrent layers has none)."""
+        key = (kind, group, split)
         if key not in self._inputs:
             count, tokens = len(self.placement.state_groups[group][1]), self.state_groups[group]
-            dtype, n = {"src": ("I32", count), "dst": ("I64", count),
+            dtype, n = {"src": ("I32", count * split), "dst": ("I64", count * split),
                         "rows": ("I32", count * tokens)}[kind]
-            self._inputs[key] = self.ctx.new_tensor(dtype, (n,),
-                                                    name=f"rs_{kind}_{group}").set_input()
+            self._inputs[key] = self.ctx.new_tensor(
+                dtype, (n,), name=f"rs_{kind}_{group}_{split}").set_input()
         return self._inputs[key]
 
     def prepare(self, placement: HybridPlacement) -> None:
@@ -206,15 +218,18 @@ class HybridView(GraphView):
         for group, (_, indices) in enumerate(placement.state_groups):
             rows = np.concatenate([np.arange(runs[i][1], runs[i][2]) for i in indices])
             gathered.append(rows)
-            values = {"src": np.array([placement.sources[i] for i in indices], np.int32),
-                      "dst": np.array([placement.targets[i] for i in indices], np.int64),
-                      "rows": rows.astype(np.int32)}
-            self._values += [(self._inputs[kind, group], value)
-                             for kind, value in values.items() if (kind, group) in self._inputs]
-        if ("order", 0) in self._inputs:
+            cells = {"src": np.array([placement.sources[i] for i in indices], np.int32),
+                     "dst": np.array([placement.targets[i] for i in indices], np.int64)}
+            for (kind, at, split), tensor in self._inputs.items():
+                if at != group or kind == "order":
+                    continue
+                value = rows.astype(np.int32) if kind == "rows" else \
+                    (cells[kind][:, None] * split + np.arange(split)).reshape(-1)
+                self._values.append((tensor, value.astype(cells.get(kind, value).dtype)))
+        if ("order", 0, 1) in self._inputs:
             order = np.empty(len(placement.batch), np.int32)
             order[np.concatenate(gathered)] = np.arange(len(placement.batch), dtype=np.int32)
-            self._values.append((self._inputs["order", 0], order))
+            self._values.append((self._inputs["order", 0, 1], order))
 
     def _offset(self, group: int) -> int:
         return sum(len(runs) * t for t, runs in self.placement.state_groups[:group])
@@ -240,21 +255,28 @@ class HybridView(GraphView):
             out = out.concat(more, axis=0)
         if self.placement.in_order:
             return out
-        if ("order", 0) not in self._inputs:
-            self._inputs["order", 0] = self.ctx.new_tensor(
+        if ("order", 0, 1) not in self._inputs:
+            self._inputs["order", 0, 1] = self.ctx.new_tensor(
                 "I32", (len(self.placement.batch),), name="rs_order").set_input()
-        return out.reshape(out.shape[0], -1).get_rows(self._inputs["order", 0]) \
+        return out.reshape(out.shape[0], -1).get_rows(self._inputs["order", 0, 1]) \
             .reshape(out.shape)
 
     def conv_state(self, layer: int, group: int):
         """(S, channels, kernel - 1): the convolution states group's sequences start from."""
         shape = self.cache.layers[layer].state
-        states = self.ctx.bind(self.cache.conv[layer]).get_rows(self._input("src", group))
-        return states.reshape(-1, shape.conv_channels, shape.conv_width)
+        return self._read(self.cache.conv[layer], group).reshape(
+            -1, shape.conv_channels, shape.conv_width)
 
     def recurrent_state(self, layer: int, group: int):
         """(S, recurrent floats): the recurrent states group's sequences start from."""
-        return self.ctx.bind(self.cache.recurrent[layer]).get_rows(self._input("src", group))
+        return self._read(self.cache.recurrent[layer], group)
+
+    def _read(self, storage, group: int):
+        """(S, floats): group's sequences' states from storage (cells, floats)."""
+        cells, floats = storage.shape
+        split = pieces(floats)
+        rows = self.ctx.bind(storage).reshape(cells * split, floats // split)
+        return rows.get_rows(self._input("src", group, split)).reshape(-1, floats)
 
     def write_conv(self, layer: int, group: int, states) -> None:
         """Store group's new convolution states (S, channels, kernel - 1)."""
@@ -265,5 +287,8 @@ class HybridView(GraphView):
         self._write(self.cache.recurrent[layer], group, states)
 
     def _write(self, storage, group: int, states) -> None:
-        flat = (states if states.is_contiguous else states.cont()).reshape(states.shape[0], -1)
-        self.writes.append(self.ctx.bind(storage).set_rows(flat, self._input("dst", group)))
+        cells, floats = storage.shape
+        split = pieces(floats)
+        rows = (states if states.is_contiguous else states.cont()).reshape(-1, floats // split)
+        self.writes.append(self.ctx.bind(storage).reshape(cells * split, floats // split)
+                           .set_rows(rows, self._input("dst", group, split)))

@@ -307,7 +307,7 @@ class Qwen35(Transformer):
         x = kv.rows(qkv, group)                                              # (S, t, C)
         seqs, t = x.shape[0], x.shape[1]
         held = c.conv_kernel - 1
-        conv_in = kv.conv_state(i, group).concat(x.transpose().cont(), axis=2)  # (S, C, K-1+t)
+        conv_in = kv.conv_state(i, group).concat(x.transpose(), axis=2)     # (S, C, K-1+t)
         row, channel, item = conv_in.strides
         kv.write_conv(i, group, conv_in.view((seqs, c.conv_channels, held), offset=t * item,
                                              strides=(row, channel, item)))

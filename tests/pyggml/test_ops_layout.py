@@ -104,6 +104,22 @@ def test_concat(compute, rng, axis):
     np.testing.assert_array_equal(out, np.concatenate([a, b], axis=axis))
 
 
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_concat_takes_a_transposed_view_of_floats(compute, rng, axis):
+    """A DeltaNet's convolution input: its state beside the batch's rows transposed, with
+    no copy in between (ggml's float kernels read every stride)."""
+    a, b = f32(rng, 2, 5, 3), f32(rng, 2, 3, 5)
+    out = compute(lambda x, y: x.concat(y.transpose(), axis), a, b)
+    np.testing.assert_array_equal(out, np.concatenate([a, b.transpose(0, 2, 1)], axis=axis))
+
+
+def test_concat_refuses_a_transposed_view_of_a_type_whose_kernel_needs_rows():
+    with pyggml.Context() as ctx:
+        q = ctx.new_tensor("Q8_0", (64, 64))
+        with pytest.raises(pyggml.GGMLError, match="transposed view of this type"):
+            q.concat(q.transpose(), axis=0)
+
+
 def test_repeat(compute, rng):
     a = f32(rng, 1, 3)
     out = compute(lambda x: x.repeat(4, 6), a)

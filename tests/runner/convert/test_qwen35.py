@@ -12,6 +12,8 @@ error grows to 1.5e-3 to 3.4e-3 through the recurrence.)"""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,7 @@ import pyggml
 from runner.convert import convert
 from runner.engine.batch import Batch
 from runner.engine.executor import Executor
-from runner.kvcache import HybridCache, new_cache
+from runner.kvcache import HybridCache, hybrid, new_cache
 from runner.loading.loader import load_model
 
 from .hf_tiny import checkpoint
@@ -88,9 +90,13 @@ def test_chunks_and_decode_steps_carry_the_states(converted, chunks):
     np.testing.assert_allclose(np.concatenate(rows), expected, atol=TOLERANCE)
 
 
-def test_two_sequences_of_different_lengths_in_one_batch(converted):
+@pytest.mark.parametrize("row", [None, 16])
+def test_two_sequences_of_different_lengths_in_one_batch(converted, row, monkeypatch):
     """A prompt chunk and another sequence's decode step, and a batch of runs out of
-    length order: each sequence gets the logits it gets alone."""
+    length order: each sequence gets the logits it gets alone. row 16: the states move in
+    rows of 16 floats (the tiny states fit one row of the default's)."""
+    if row:
+        monkeypatch.setattr(hybrid, "pieces", lambda floats: floats // math.gcd(floats, row))
     _, _, path, ids, expected = converted
     kv, ex = executor(path, sequences=3)
     ex.logits(Batch.of_sequence(ids[:10], 0, seq=1))
