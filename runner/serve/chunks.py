@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .entry import Entry
+from .errors import ServeError
 from .parsers import Extractor
 from .workers import RunnerError
 
@@ -34,10 +35,10 @@ def now() -> str:
 
 
 async def reply_chunks(call: Call, model: str, events, runner, arrived: int,
-                       load_duration: int, failed: Callable[[RunnerError], str]):
+                       load_duration: int, failed: Callable[[RunnerError], ServeError]):
     """The chunks of the runner's events (an async iterator) for call; a runner's failure
-    midway is a last chunk {"error": failed(error)}. arrived: the request's
-    perf_counter_ns, for total_duration."""
+    midway is a last chunk {"error", "status"} of failed(error) (a reply not streamed
+    answers that status). arrived: the request's perf_counter_ns, for total_duration."""
     extractor, pieces = call.extractor, []
     try:
         async for event in events:
@@ -71,7 +72,8 @@ async def reply_chunks(call: Call, model: str, events, runner, arrived: int,
             if content or thinking or calls or "logprobs" in chunk:
                 yield chunk
     except RunnerError as error:
-        yield {"error": failed(error)}
+        refusal = failed(error)
+        yield {"error": str(refusal), "status": refusal.status}
 
 
 def chunk_of(call: Call, model: str, content: str, thinking: str, calls: list) -> dict:

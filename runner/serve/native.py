@@ -66,8 +66,11 @@ async def answer(stream: Stream, streaming: bool, http: Request):
 
 
 def finished_calls(chunk: dict) -> dict:
-    """A chunk without the call the length cut (Ollama's API has no way to say a call is
-    unfinished: done_reason "length" says the reply was cut, as Ollama sends nothing)."""
+    """An error's line as Ollama writes it; a chunk without the call the length cut
+    (Ollama's API has no way to say a call is unfinished: done_reason "length" says the
+    reply was cut, as Ollama sends nothing)."""
+    if "error" in chunk:              # Ollama's error line: the message alone
+        return {"error": chunk["error"]}
     message = chunk.get("message")
     if message and any(call.get("cut") for call in message.get("tool_calls") or []):
         calls = [call for call in message["tool_calls"] if not call.get("cut")]

@@ -20,7 +20,7 @@ from . import harmony  # noqa: F401  (registers its extractor)
 from .parsers import forced_call_grammar, format_for, make_extractor
 from .prompts import Prompt, chat_prompt, generate_prompt
 from .scheduler import Busy, Loaded, Scheduler
-from .stream import LateStream, Stream, prepend
+from .stream import LateStream, Stream
 from .workers import RunnerError
 
 SHUTTING_DOWN = "The server is shutting down; this reply was not finished."
@@ -41,8 +41,8 @@ class Service:
         return SHUTTING_DOWN if self.stopping else str(error)
 
     def _refusal(self, error: RunnerError) -> ServeError:
-        """A runner's failure before the reply began: its own 4xx/5xx, else 500; 503 while
-        the server shuts down."""
+        """A runner's failure: its own 4xx/5xx, else 500; 503 while the server shuts
+        down."""
         status = 503 if self.stopping else \
             error.status if 400 <= error.status < 600 else 500
         code = CONTEXT_EXCEEDED if "truncation is off" in str(error) else None
@@ -227,15 +227,15 @@ class Service:
                               "Logprobs": request.logprobs or top > 0, "TopLogprobs": top})
             await self._force_call(call, runner)
             events = runner.completion(call.body)
-            first = await anext(events)                 # errors before the first chunk
+            await anext(events)           # ACCEPTED: the runner's refusals raise here
         except RunnerError as error:
             self.scheduler.release(loaded)
             raise self._refusal(error) from None
         except BaseException:
             self.scheduler.release(loaded)
             raise
-        chunks = reply_chunks(call, request.model, prepend(first, events), runner,
-                              arrived, load_duration, self._failed)
+        chunks = reply_chunks(call, request.model, events, runner,
+                              arrived, load_duration, self._refusal)
         async def count() -> int:
             return len(await runner.tokenize(call.body["Prompt"]))
 

@@ -84,10 +84,3 @@ class LateStream:
             await asyncio.gather(self._opening, return_exceptions=True)
         if not self._opening.cancelled() and self._opening.exception() is None:
             await self._opening.result().aclose()
-
-
-async def prepend(first, events):
-    yield first
-    async for event in events:
-        yield event
-

@@ -20,6 +20,7 @@ from .options import LoadChoice, Settings
 
 log = logging.getLogger("runner.serve")
 LOAD_TIMEOUT = 600.0
+ACCEPTED: dict = {}      # completion()'s first event: the runner took the request
 
 
 class RunnerError(RuntimeError):
@@ -166,7 +167,9 @@ class Runner:
         return RunnerError(f"The model's runner did not answer: {error}.")
 
     async def completion(self, body: dict):
-        """The runner's NDJSON events of one completion."""
+        """The runner's NDJSON events of one completion, after ACCEPTED: the runner took the
+        request (its refusals raise before that, as soon as it answers; the first event comes
+        once the prompt is read)."""
         try:
             async with self._call(), self.client.stream(
                     "POST", "/completion", json=body,
@@ -174,6 +177,7 @@ class Runner:
                 if response.status_code != 200:
                     await response.aread()
                     raise RunnerError(_message(response), response.status_code)
+                yield ACCEPTED
                 async for line in response.aiter_lines():
                     self.answered_at = time.monotonic()
                     if line:

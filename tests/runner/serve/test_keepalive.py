@@ -1,15 +1,17 @@
 """The SSE streams (OpenAI's, Anthropic's, Responses') answer at once: their headers go out
 before the model has loaded or read the prompt, and while it does, each sends what its API
 allows to keep a connection alive (a comment; Anthropic's ping events). A failure after the
-headers comes in the stream, in the API's own shape. Ollama's NDJSON streams keep Ollama's
-way (headers with the first chunk, so a refusal keeps its status). RUNNER_KEEPALIVE is set
-tiny here, so that every wait is long enough for keep-alives whatever the machine's speed (a
-model load alone is longer)."""
+headers comes in the stream, in the API's own shape. Ollama's NDJSON streams, where no line
+may be blank, send their headers once the runner has taken the request: a refusal keeps its
+status, and neither a long prompt nor a wait for a slot holds the headers back (Ollama's wait
+for the first token). RUNNER_KEEPALIVE is set tiny here, so that every wait is long enough
+for keep-alives whatever the machine's speed (a model load alone is longer)."""
 
 from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
 from .conftest import ServerProcess
@@ -60,8 +62,8 @@ def test_a_refusal_after_the_headers_comes_in_the_stream(quick):
                                                  "stream": False, "options": options,
                                                  "truncate": False})
     assert whole.status_code == 400
-    # Ollama's own API keeps its statuses (its clients read them; Ollama too sends its
-    # headers with the first chunk)
+    # Ollama's own API keeps its statuses (its clients read them): the runner refuses before
+    # it takes the request
     status, got = lines(quick, "/api/chat", {"model": "tiny-qwen", "messages": long,
                                              "options": options, "truncate": False})
     assert status == 400 and json.loads(got[-1])["error"] == whole.json()["error"]
@@ -69,3 +71,23 @@ def test_a_refusal_after_the_headers_comes_in_the_stream(quick):
                                                 "stream": True, "max_tokens": 3})
     error = json.loads(got[-1].removeprefix("data: "))
     assert status == 200 and error["type"] == "error" and error["error"]["message"]
+
+
+def test_ollama_streams_send_headers_before_the_first_token(models_dir, tmp_path):
+    """One slot, busy with a long reply: a second streamed request waits for it in the
+    runner, and its headers come at once, while the first reply still streams."""
+    server = ServerProcess(models_dir, tmp_path, RUNNER_NUM_PARALLEL=1)
+    busy = {"model": "smollm2:135m", "prompt": "Count: 1, 2, 3,", "raw": True,
+            "options": {"num_predict": 30000, "temperature": 0}}
+    try:
+        with server.client.stream("POST", "/api/generate", json=busy) as first:
+            replies = first.iter_lines()
+            assert "response" in json.loads(next(replies))
+            with httpx.Client(base_url=server.url, timeout=300) as other, \
+                    other.stream("POST", "/api/chat", json={"model": "smollm2:135m",
+                                                            "messages": QUESTION}) as second:
+                assert second.status_code == 200
+                assert second.headers["content-type"] == "application/x-ndjson"
+                assert not json.loads(next(replies))["done"]        # the slot is still busy
+    finally:
+        server.stop()
