@@ -1,9 +1,10 @@
 """OpenAI's Responses API over the same service (what Codex and the `openai` clients'
 `responses` speak): POST /v1/responses, whole or streamed as its events (response.created,
 in_progress, output items added and done, reasoning_text and output_text deltas with their
-content parts, function-call argument deltas, response.completed or response.incomplete with
-usage). Stateless: previous_response_id is refused with a 400 (as Ollama refuses it), so a
-client sends the whole conversation; nothing is stored."""
+content parts, function-call argument deltas (a custom tool's: its input's),
+response.completed or response.incomplete with usage). Stateless: previous_response_id is
+refused with a 400 (as Ollama refuses it), so a client sends the whole conversation; nothing
+is stored."""
 
 from __future__ import annotations
 
@@ -33,14 +34,24 @@ def _usage(done: dict) -> dict:
             "total_tokens": prompt + output}
 
 
-def _call_item(call: dict) -> dict:
-    """A function_call item; one the length cut is incomplete, its arguments as written."""
+def _call_item(call: dict, free_form: set[str]) -> dict:
+    """A function_call item, or a custom_tool_call item for a tool in free_form (its input
+    the text the model wrote); one the length cut is incomplete, its arguments as written."""
     cut = bool(call.get("cut"))
-    arguments = call["function"].get("arguments", {})
-    return {"type": "function_call", "id": _id("fc"),
-            "call_id": call.get("id") or _id("call"), "name": call["function"]["name"],
-            "arguments": arguments if cut else json.dumps(arguments),
+    arguments, name = call["function"].get("arguments", {}), call["function"]["name"]
+    item = {"call_id": call.get("id") or _id("call"), "name": name,
             "status": "incomplete" if cut else "completed"}
+    if name in free_form:
+        text = arguments.get("input") if isinstance(arguments, dict) else arguments
+        return {"type": "custom_tool_call", "id": _id("ctc"), **item,
+                "input": text if isinstance(text, str) else json.dumps(text)}
+    return {"type": "function_call", "id": _id("fc"), **item,
+            "arguments": arguments if cut else json.dumps(arguments)}
+
+
+def _free_form(request: ResponsesRequest) -> set[str]:
+    """The names of the request's custom tools."""
+    return {tool.name for tool in request.tools or [] if tool.free_form}
 
 
 def _text_item(kind: str, text: str, status: str = "completed") -> dict:
@@ -87,6 +98,7 @@ class Events:
 
     def __init__(self, shell: Shell):
         self.shell, self.sequence, self.output = shell, 0, []
+        self.free_form = _free_form(shell.request)
         self.open = None                       # (kind, item, text so far)
 
     def event(self, kind: str, **data) -> str:
@@ -138,14 +150,15 @@ class Events:
 
     def _call(self, call: dict) -> list[str]:
         out, index = self._close(), len(self.output)
-        item = _call_item(call)
+        item = _call_item(call, self.free_form)
+        field, events = ("input", "custom_tool_call_input") if "input" in item else \
+            ("arguments", "function_call_arguments")
         out.append(self.event("response.output_item.added", output_index=index,
-                              item=dict(item, arguments="", status="in_progress")))
+                              item=dict(item, **{field: ""}, status="in_progress")))
         where = {"item_id": item["id"], "output_index": index}
-        out += [self.event("response.function_call_arguments.delta", **where,
-                           delta=item["arguments"]),
-                self.event("response.function_call_arguments.done", **where,
-                           arguments=item["arguments"], name=item["name"])]
+        out += [self.event(f"response.{events}.delta", **where, delta=item[field]),
+                self.event(f"response.{events}.done", **where, **{field: item[field]},
+                           name=item["name"])]
         self.output.append(item)
         return out + [self.event("response.output_item.done", output_index=index, item=item)]
 
@@ -196,5 +209,5 @@ async def responses(request: ResponsesBody, service: Served, http: Request):
         output.append(_text_item("reasoning", reply["thinking"]))
     if reply.get("content"):
         output.append(_text_item("message", reply["content"]))
-    output += [_call_item(call) for call in reply.get("tool_calls") or []]
+    output += [_call_item(call, _free_form(request)) for call in reply.get("tool_calls") or []]
     return shell(output, done)

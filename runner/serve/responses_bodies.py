@@ -91,6 +91,7 @@ class FunctionTool(Body):
     name: str = Field(min_length=1, max_length=256)
     description: str | None = None
     parameters: dict[str, Any] | None = None
+    free_form: bool | None = None       # a custom tool's: its calls are custom_tool_call items
 
 
 # hosted search tools (run by OpenAI's servers): offered to the model as a function of this
@@ -121,7 +122,7 @@ def function_tools(tools: list, prefix: str = "") -> list[dict]:
             found.append(dict(WEB_SEARCH, type="function", name=_prefixed(prefix, "web_search")))
         elif kind == "custom":
             found.append({"type": "function", "name": _prefixed(prefix, name),
-                          "description": tool.get("description"),
+                          "description": tool.get("description"), "free_form": True,
                           "parameters": {"type": "object", "required": ["input"],
                                          "properties": {"input": {"type": "string"}}}})
         elif kind not in HOSTED:

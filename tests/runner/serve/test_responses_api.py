@@ -102,6 +102,26 @@ def test_what_codex_sends_is_accepted(openai_client):
     jsonschema.validate(json.loads(call.arguments), WEATHER["parameters"])
 
 
+def test_a_custom_tools_call_is_a_custom_tool_call_with_its_input(openai_client):
+    """Codex's apply_patch is a custom tool (free-form input): its call comes back as a
+    custom_tool_call item whose input is the text, whole and streamed."""
+    patch = {"type": "custom", "name": "apply_patch", "description": "Patch files."}
+    asked = dict(model="tiny-qwen", tools=[patch], input="Patch the file.",
+                 tool_choice={"type": "custom", "name": "apply_patch"},
+                 reasoning={"effort": "none"}, temperature=0, max_output_tokens=40)
+    reply = openai_client.responses.create(**asked)
+    (call,) = [item for item in reply.output if item.type.endswith("call")]
+    assert call.type == "custom_tool_call" and call.name == "apply_patch"
+    assert isinstance(call.input, str) and call.call_id
+    events = list(openai_client.responses.create(**asked, stream=True))   # the client parses
+    kinds = [event.type for event in events]
+    assert "response.custom_tool_call_input.done" in kinds
+    assert "response.function_call_arguments.done" not in kinds
+    (again,) = [event.item for event in events if event.type == "response.output_item.done"
+                and event.item.type.endswith("call")]
+    assert again.type == "custom_tool_call" and again.input == call.input
+
+
 def test_a_json_schema_shapes_the_text(openai_client):
     schema = {"type": "object", "required": ["city"], "additionalProperties": False,
               "properties": {"city": {"type": "string", "maxLength": 12}}}
