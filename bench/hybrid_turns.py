@@ -29,7 +29,7 @@ import httpx
 sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from bench.serve_start import free_port  # noqa: E402
-from runner.serve.library import Library  # noqa: E402
+from runner.serve.library.store import Library  # noqa: E402
 
 NAME = "qwen35-twin"
 FACTS = ["The river runs north past the old mill and the bakery on the corner of the square.",

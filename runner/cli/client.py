@@ -9,7 +9,7 @@ import os
 
 import httpx
 
-from ..serve.options import address
+from ..serve.service.options import address
 
 
 class ServerError(RuntimeError):

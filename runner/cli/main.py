@@ -51,7 +51,7 @@ def cmd_pull(args) -> int:
     from ..registry.progress import Bars
     from ..registry.pull import pull
     from ..registry.transfer import PullError
-    from ..serve.library import Library
+    from ..serve.library.store import Library
 
     bars = Bars()
     try:
@@ -65,7 +65,7 @@ def cmd_pull(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from ..serve.library import Library
+    from ..serve.library.store import Library
     from .client import list_models, print_table, size
 
     found = server()
@@ -89,7 +89,7 @@ def cmd_stop(args) -> int:
 
 
 def cmd_rm(args) -> int:
-    from ..serve.library import Library
+    from ..serve.library.store import Library
     from .client import remove
 
     found = server()
@@ -101,7 +101,7 @@ def cmd_rm(args) -> int:
 
 
 def cmd_cp(args) -> int:
-    from ..serve.library import Library
+    from ..serve.library.store import Library
     from .client import copy
 
     found = server()
@@ -225,7 +225,7 @@ def cmd_tokenize(args) -> int:
 def cmd_show(args) -> int:
     import pyggml
 
-    from ..serve.entry import FILE_TYPES, type_name
+    from ..serve.library.entry import FILE_TYPES, type_name
 
     found = server()
     if found is not None:

@@ -16,15 +16,19 @@ from pydantic import ValidationError
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import (anthropic_api, create, manage, native, openai_api, responses_api,
-               transcriptions)
-from .access_log import AccessLog
-from .guard import Guard, allowed_origins
-from .library import Library
-from .options import Settings
-from .reading import DOCUMENTED, sentence
-from .scheduler import Scheduler
-from .service import ServeError, Service
+from .anthropic import routes as anthropic_api
+from .library.store import Library
+from .ollama import create, manage
+from .ollama import generate as native
+from .openai import routes as openai_api
+from .openai import transcriptions
+from .responses import routes as responses_api
+from .service.options import Settings
+from .service.scheduler import Scheduler
+from .service.core import ServeError, Service
+from .web.access_log import AccessLog
+from .web.guard import Guard, allowed_origins
+from .web.reading import DOCUMENTED, sentence
 
 log = logging.getLogger("runner.serve")
 

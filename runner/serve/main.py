@@ -18,7 +18,7 @@ import sys
 import uvicorn
 
 from .app import create_app
-from .options import DEFAULT_PORT, address
+from .service.options import DEFAULT_PORT, address
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 log = logging.getLogger("runner.serve")

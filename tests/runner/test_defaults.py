@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from runner import defaults
 from runner.api import LoadOptions
-from runner.serve.options import Settings
+from runner.serve.service.options import Settings
 from runner.worker.main import parser
 from runner.worker.state import Layout
 

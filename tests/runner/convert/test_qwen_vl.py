@@ -133,7 +133,7 @@ def test_a_single_file_with_an_unread_tower_runs_its_text_and_says_why(made, tmp
     """Ollama's qwen3vl files: a tower (v.*, qwen3vl.vision.*) in a layout this runner does
     not read yet; the text runs, an image is refused with the reason."""
     from runner.models.vision import ollama
-    from runner.serve.entry import SINGLE_FILE_VISION
+    from runner.serve.library.entry import SINGLE_FILE_VISION
 
     from .gguf_edit import rewrite
 

@@ -14,7 +14,7 @@ from runner.loading import store
 from runner.registry import transfer
 from runner.registry.pull import pull
 from runner.registry.transfer import PullError
-from runner.serve.library import Library, ModelNotFound
+from runner.serve.library.store import Library, ModelNotFound
 
 from .registry_server import RegistryServer, Served
 

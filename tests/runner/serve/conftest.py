@@ -17,7 +17,7 @@ import pytest
 
 from runner.convert import convert
 from runner.loading import store
-from runner.serve.library import Library
+from runner.serve.library.store import Library
 
 from ...rpc_servers import free_port
 from ..convert.hf_tiny import bert_checkpoint, checkpoint

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from runner.serve.access_log import line
+from runner.serve.web.access_log import line
 
 from .conftest import ServerProcess
 

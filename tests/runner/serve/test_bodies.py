@@ -10,12 +10,12 @@ import re
 import pytest
 
 from runner.serve.app import create_app
-from runner.serve.bodies import ChatRequest, CreateRequest, EmbedRequest, GenerateRequest, \
+from runner.serve.ollama.bodies import ChatRequest, CreateRequest, EmbedRequest, GenerateRequest, \
     ModelRequest
-from runner.serve.openai_bodies import ChatCompletionRequest, OpenAIEmbeddingsRequest
-from runner.serve.options import Settings
-from runner.serve.reading import parse
-from runner.serve.service import ServeError
+from runner.serve.openai.bodies import ChatCompletionRequest, OpenAIEmbeddingsRequest
+from runner.serve.service.options import Settings
+from runner.serve.web.reading import parse
+from runner.serve.service.core import ServeError
 
 
 def refused(kind, raw) -> str:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from runner.loading import store
-from runner.serve.catalog import catalog_entry
-from runner.serve.entry import Entry
-from runner.serve.parsers import Extractor, format_for
-from runner.serve.prompts import chat_prompt
+from runner.serve.library.catalog import catalog_entry
+from runner.serve.library.entry import Entry
+from runner.serve.formats.parsers import Extractor, format_for
+from runner.serve.formats.prompts import chat_prompt
 
 from .test_parsers import run
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from runner.loading.loader import open_model
-from runner.serve.fim import fim_prompt, fim_tokens
+from runner.serve.formats.fim import fim_prompt, fim_tokens
 
 from ..convert.gguf_edit import rewrite
 from .conftest import ServerProcess

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.serve.guard import allowed_origins, local_host, origin_allowed
+from runner.serve.web.guard import allowed_origins, local_host, origin_allowed
 
 from .conftest import ServerProcess
 

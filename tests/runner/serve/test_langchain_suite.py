@@ -18,7 +18,7 @@ import tarfile
 
 import pytest
 
-from runner.serve.library import Library
+from runner.serve.library.store import Library
 
 from .conftest import ServerProcess
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from runner.convert import convert
-from runner.serve.library import Library
+from runner.serve.library.store import Library
 
 from ...official_templates import pinned_archive
 from ..convert.hf_tiny import bert_checkpoint

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from runner.serve.options import (LoadChoice, Settings, address, keep_alive_seconds, layered,
-                                  load_choice, think_level)
+from runner.serve.service.options import (LoadChoice, Settings, address, keep_alive_seconds,
+                                          layered, load_choice, think_level)
 
 
 @pytest.mark.parametrize("value, seconds", [

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.serve.entry import Entry
-from runner.serve.prompts import chat_prompt
+from runner.serve.library.entry import Entry
+from runner.serve.formats.prompts import chat_prompt
 from runner.tokenizer.go_values import render_go
 from runner.tokenizer.gotemplate import Budget, GoTemplateError, execute, parse
 from runner.tokenizer.template import render, template_for
@@ -99,7 +99,7 @@ WITH_SYSTEM = [{"role": "system", "content": "Be brief."}] + CONVERSATION
     ("smollm2", CHATML, WITH_SYSTEM), ("smollm2", LEGACY, WITH_SYSTEM),
     ("gemma3", GEMMA, CONVERSATION)])
 def test_family_templates_match_the_files_own(family, source, messages, model_paths):
-    from runner.serve.entry import header_of
+    from runner.serve.library.entry import header_of
 
     meta = header_of(model_paths[family]).metadata        # its BOS: the runner's to add
     assert render_go(source, messages) == render(template_for(meta), messages)
@@ -128,7 +128,7 @@ def test_tools_and_tool_calls_print_as_ollamas_json():
 
 
 def test_a_pulled_model_without_a_chat_template_uses_its_go_template(model_paths):
-    from runner.serve.entry import header_of
+    from runner.serve.library.entry import header_of
 
     meta = header_of(model_paths["smollm2"]).metadata
     without = {k: v for k, v in meta.items() if k != "tokenizer.chat_template"}
@@ -142,7 +142,7 @@ def test_a_pulled_model_without_a_chat_template_uses_its_go_template(model_paths
 
 def test_a_pulled_go_template_wins_over_the_familys_fallback(model_paths):
     """Gemma 3's GGUF carries no template: Ollama's (pulled with it) is used, not ours."""
-    from runner.serve.entry import header_of
+    from runner.serve.library.entry import header_of
 
     meta = header_of(model_paths["gemma3"]).metadata
     assert "tokenizer.chat_template" not in meta

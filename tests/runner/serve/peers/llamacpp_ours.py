@@ -19,7 +19,7 @@ from pathlib import Path
 import requests
 import utils
 
-from runner.serve.library import Library
+from runner.serve.library.store import Library
 
 
 def _free_port() -> int:

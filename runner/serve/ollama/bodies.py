@@ -14,10 +14,10 @@ from typing import Annotated, Any, Literal
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator,
                       WithJsonSchema, field_validator, model_validator)
 
-from ..engine.options import GenerateOptions
-from ..sample import SamplingOptions
-from ..tokenizer.messages import ROLES
-from .options import keep_alive_seconds, think_level
+from ...engine.options import GenerateOptions
+from ...sample import SamplingOptions
+from ...tokenizer.messages import ROLES
+from ..service.options import keep_alive_seconds, think_level
 
 
 class Body(BaseModel):

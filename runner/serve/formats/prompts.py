@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..tokenizer.go_values import render_go
-from ..tokenizer.template import render, renderer_for
+from ...tokenizer.go_values import render_go
+from ...tokenizer.template import render, renderer_for
 from .fim import fim_prompt, fim_tokens
-from .entry import Entry
+from ..library.entry import Entry
 from .parsers import FORMATS, Format, format_for
 
 # harmony's reasoning is low, medium or high: it cannot be turned off (the least there is:

@@ -12,9 +12,9 @@ from typing import Annotated
 from fastapi import APIRouter, Request
 
 from .bodies import ChatRequest, EmbeddingsRequest, EmbedRequest, GenerateRequest
-from .reading import Served, body, documented
-from .replies import folded, ndjson
-from .stream import Stream
+from ..web.reading import Served, body, documented
+from ..web.replies import folded, ndjson
+from ..service.stream import Stream
 
 
 api = APIRouter()

@@ -18,8 +18,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ..loading import store
-from ..registry.names import ModelName
+from ...loading import store
+from ...registry.names import ModelName
 from .catalog import catalog_entry
 from .entry import Entry, header_of
 

@@ -9,19 +9,20 @@ import asyncio
 import math
 import time
 
-from ..tokenizer.template import with_image_tags
-from .bodies import ChatRequest, EmbedRequest, GenerateRequest, Generation, Loading, NamedTool
+from ...tokenizer.template import with_image_tags
+from ..ollama.bodies import (ChatRequest, EmbedRequest, GenerateRequest, Generation, Loading,
+                             NamedTool)
 from .chunks import Call, now, reply_chunks
-from .entry import Entry
-from .errors import ServeError
-from .library import Library, ModelNotFound
+from ..library.entry import Entry
+from ..web.errors import ServeError
+from ..library.store import Library, ModelNotFound
 from .options import Settings, layered, load_choice, think_level
-from . import harmony  # noqa: F401  (registers its extractor)
-from .parsers import forced_call_grammar, format_for, make_extractor
-from .prompts import Prompt, chat_prompt, generate_prompt
+from ..formats import harmony  # noqa: F401  (registers its extractor)
+from ..formats.parsers import forced_call_grammar, format_for, make_extractor
+from ..formats.prompts import Prompt, chat_prompt, generate_prompt
 from .scheduler import Busy, Loaded, Scheduler
 from .stream import LateStream, Stream
-from .workers import RunnerError
+from .runners import RunnerError
 
 SHUTTING_DOWN = "The server is shutting down; this reply was not finished."
 CONTEXT_EXCEEDED = "context_length_exceeded"     # OpenAI's code for a prompt that does not fit

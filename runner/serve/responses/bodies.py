@@ -11,9 +11,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from .bodies import (Body, CallFunction, ChatRequest, Message, NamedFunction, NamedTool, Options,
-                     Tool, ToolCall)
-from .openai_bodies import DATA_URLS_ONLY, EFFORT, Effort, image_data
+from ..ollama.bodies import (Body, CallFunction, ChatRequest, Message, NamedFunction, NamedTool,
+                             Options, Tool, ToolCall)
+from ..openai.bodies import DATA_URLS_ONLY, EFFORT, Effort, image_data
 
 
 class InputText(Body):

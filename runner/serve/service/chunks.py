@@ -9,10 +9,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .entry import Entry
-from .errors import ServeError
-from .parsers import Extractor
-from .workers import RunnerError
+from ..library.entry import Entry
+from ..web.errors import ServeError
+from ..formats.parsers import Extractor
+from .runners import RunnerError
 
 DONE_REASONS = {0: "stop", 1: "length", 2: "stop"}
 

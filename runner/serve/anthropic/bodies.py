@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from .bodies import Body, ChatRequest, Message, NamedFunction, NamedTool, Options, Tool
+from ..ollama.bodies import Body, ChatRequest, Message, NamedFunction, NamedTool, Options, Tool
 
 
 class TextBlock(Body):

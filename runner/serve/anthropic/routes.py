@@ -12,10 +12,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Request
 
-from .anthropic_bodies import CountTokensRequest, MessagesRequest, tool_input
-from .reading import Served, body, documented
-from .replies import StreamReply, folded, server_events
-from .service import ServeError
+from .bodies import CountTokensRequest, MessagesRequest, tool_input
+from ..web.reading import Served, body, documented
+from ..web.replies import StreamReply, folded, server_events
+from ..service.core import ServeError
 
 PREFIX = "/v1/messages"
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",

@@ -18,9 +18,9 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from .entry import Entry
+from ..library.entry import Entry
 from .options import LoadChoice, Settings
-from .workers import OutOfMemory, Runner
+from .runners import OutOfMemory, Runner
 
 log = logging.getLogger("runner.serve")
 

@@ -13,8 +13,8 @@ from typing import TypeVar
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from .service import ServeError
-from .stream import Stream
+from ..service.core import ServeError
+from ..service.stream import Stream
 
 T = TypeVar("T")
 GONE = 499                      # the status Ollama logs for a client that closed its request

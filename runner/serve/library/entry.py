@@ -15,8 +15,8 @@ from gguf import GGMLQuantizationType
 
 from pyggml.gguf_reader import Header
 
-from ..tokenizer.template import renderer_for, template_for
-from .fim import fim_tokens
+from ...tokenizer.template import renderer_for, template_for
+from ..formats.fim import fim_tokens
 
 # the architectures whose single files' vision towers the runner reads (models/vision/
 # ollama.py's LAYOUTS; named here, as the server loads no model code: a test holds them equal)

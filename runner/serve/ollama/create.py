@@ -18,12 +18,12 @@ import gguf
 from fastapi import APIRouter
 from pyggml.gguf_reader import Header
 
-from ..tokenizer.template import check_template
+from ...tokenizer.template import check_template
 from .bodies import CreateRequest
-from .library import DIGEST
+from ..library.store import DIGEST
 from .manage import _library_call, _respond, statuses
-from .reading import Served, body, documented
-from .service import ServeError
+from ..web.reading import Served, body, documented
+from ..service.core import ServeError
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".json", ".model", ".txt", ".jinja", ".py")
 api = APIRouter()

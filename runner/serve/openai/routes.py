@@ -16,14 +16,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Request
 
-from .bodies import ChatRequest, EmbedRequest, GenerateRequest, Message, Options
-from .openai_bodies import (DATA_URLS_ONLY, EFFORT, AudioPart, ChatCompletionRequest,
+from ..ollama.bodies import ChatRequest, EmbedRequest, GenerateRequest, Message, Options
+from .bodies import (DATA_URLS_ONLY, EFFORT, AudioPart, ChatCompletionRequest,
                             CompletionRequest, ImagePart, OpenAIEmbeddingsRequest,
                             OpenAIMessage, ResponseFormat, Sampling, TextPart, image_data)
-from .reading import Served, body, documented
-from .openai_choices import Choices, completion_logprobs
-from .replies import KEEPALIVE, StreamReply, folded_each, keepalive_seconds, kept_alive
-from .service import ServeError
+from ..web.reading import Served, body, documented
+from .choices import Choices, completion_logprobs
+from ..web.replies import KEEPALIVE, StreamReply, folded_each, keepalive_seconds, kept_alive
+from ..service.core import ServeError
 
 FINGERPRINT = "fp_ollama"
 UNVERSIONED = ("/chat/completions", "/completions", "/embeddings")   # aliases without /v1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
-from .errors import ServeError
+from ..web.errors import ServeError
 
 
 class Stream:

@@ -14,9 +14,9 @@ import os
 import re
 from dataclasses import dataclass, field, fields
 
-from .. import defaults
-from ..engine.options import GenerateOptions
-from ..sample import SamplingOptions
+from ... import defaults
+from ...engine.options import GenerateOptions
+from ...sample import SamplingOptions
 
 log = logging.getLogger("runner.serve")
 

@@ -9,12 +9,12 @@ import base64
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
-from ..multimodal.sound import AudioError
-from ..multimodal.transcribe import TOKENS_PER_CHUNK, prompt, wav_chunks
-from .bodies import ChatRequest, Message, Options
-from .reading import Served
-from .replies import folded
-from .service import ServeError
+from ...multimodal.sound import AudioError
+from ...multimodal.transcribe import TOKENS_PER_CHUNK, prompt, wav_chunks
+from ..ollama.bodies import ChatRequest, Message, Options
+from ..web.reading import Served
+from ..web.replies import folded
+from ..service.core import ServeError
 
 FORMATS = ("json", "text")
 

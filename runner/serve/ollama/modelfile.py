@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from .entry import Entry
+from ..library.entry import Entry
 
 
 def quoted(value: str) -> str:

@@ -13,8 +13,8 @@ from fastapi import Depends, Request
 from pydantic import ValidationError
 from pydantic_core import from_json
 
-from .bodies import Body
-from .service import ServeError, Service
+from ..ollama.bodies import Body
+from ..service.core import ServeError, Service
 
 B = TypeVar("B", bound=Body)
 DOCUMENTED: list[type[Body]] = []          # the bodies /openapi.json publishes

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field
 
-from .bodies import Body, Tool, ToolChoice
+from ..ollama.bodies import Body, Tool, ToolChoice
 
 EFFORT = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high",
           "max": "max", "xhigh": "max", "ultra": "max"}

@@ -18,15 +18,15 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 
 import gguf
 
-from ..loading import store
-from ..registry.pull import pull as registry_pull
-from ..registry.transfer import PullError
-from .entry import Entry, header_of, rfc3339
-from .library import DIGEST, ModelNotFound
+from ...loading import store
+from ...registry.pull import pull as registry_pull
+from ...registry.transfer import PullError
+from ..library.entry import Entry, header_of, rfc3339
+from ..library.store import DIGEST, ModelNotFound
 from .modelfile import modelfile
 from .bodies import CopyRequest, ModelRequest
-from .reading import Served, body, documented
-from .service import ServeError
+from ..web.reading import Served, body, documented
+from ..service.core import ServeError
 
 log = logging.getLogger("runner.serve")
 # the release of Ollama whose API this server follows (its source at fb30760, 2026-08-21, is

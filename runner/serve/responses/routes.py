@@ -15,11 +15,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Request
 
-from .openai_api import error_body
-from .reading import Served, body, documented
-from .replies import StreamReply, folded, server_events
-from .responses_bodies import ResponsesRequest
-from .service import ServeError
+from ..openai.routes import error_body
+from ..web.reading import Served, body, documented
+from ..web.replies import StreamReply, folded, server_events
+from .bodies import ResponsesRequest
+from ..service.core import ServeError
 
 
 def _id(prefix: str) -> str:
