@@ -1,13 +1,11 @@
-"""How each model family writes a tool call, read back: (name, arguments[, id]) from the
-text between the family's call tags (none: not a call). Qwen 3 and Hermes write JSON, Gemma
-4 its own object syntax, Qwen3-Coder and Qwen 3.5 XML parameters, Mistral a name then
-[ARGS] and JSON (or, before v11, a JSON array of calls), DeepSeek V3.1 a name, a separator
-and JSON. closed_json() closes JSON that a length limit cut off."""
+"""What reading calls back takes in every family: a call is (name, arguments[, id]) from the
+text between the family's call tags (None: not a call). json_call() reads the JSON most
+families write (each family's own syntax is in its module), typed() types text arguments by
+their schema, closed_json() closes JSON that a length limit cut off."""
 
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import string
 
@@ -41,27 +39,6 @@ def _object_call(value) -> tuple[str, dict] | None:
         except json.JSONDecodeError:
             return None
     return (value["name"], arguments) if isinstance(arguments, dict) else None
-
-
-GEMMA_STRING = '<|"|>'
-GEMMA_KEY = re.compile(r'([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)(\s*:)')
-
-
-def gemma_call(body: str) -> tuple[str, dict] | None:
-    """call:name{key:<|"|>text<|"|>,count:3} -> (name, arguments)."""
-    found = re.match(r"\s*call:([A-Za-z0-9_.\-]+)\s*(\{.*\})\s*$", body, re.S)
-    if found is None:
-        return None
-    pieces = found.group(2).split(GEMMA_STRING)
-    if len(pieces) % 2 == 0:
-        return None
-    # outside strings: quote the bare keys; inside: JSON strings
-    text = "".join(GEMMA_KEY.sub(r'\1"\2"\3', piece) if i % 2 == 0 else json.dumps(piece)
-                   for i, piece in enumerate(pieces))
-    return json_call(json.dumps({"name": found.group(1), "arguments": "__ARGS__"})
-                      .replace('"__ARGS__"', text))
-
-
 
 
 def closed_json(text: str) -> str:
@@ -108,21 +85,6 @@ def closed_json(text: str) -> str:
     return text + "".join(reversed(closers))
 
 
-XML_FUNCTION = re.compile(r"\s*<function=([^>\n]+)>")
-XML_PARAMETER = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)(?:\n?</parameter>|\Z)", re.S)
-
-
-def xml_call(body: str) -> tuple[str, dict] | None:
-    """Qwen3-Coder's <function=NAME><parameter=P>value</parameter>...</function> -> (name,
-    arguments as text; typed() converts them by the tool's schema)."""
-    found = XML_FUNCTION.match(body)
-    if found is None:
-        return None
-    rest = body[found.end():].split("</function>", 1)[0]
-    return found.group(1).strip(), {name.strip(): value for name, value in
-                                    XML_PARAMETER.findall(rest)}
-
-
 SCALARS = {"integer": int, "number": float}
 
 
@@ -163,47 +125,3 @@ def closed_after(separator: str):
         head, found, tail = body.partition(separator)
         return head + found + closed_json(tail) if found else body
     return repair
-
-
-MISTRAL_ID = 9                 # Mistral's templates take alphanumeric call ids of 9
-
-
-def mistral_id() -> str:
-    return "".join(secrets.choice(ALPHANUMERIC) for _ in range(MISTRAL_ID))
-
-
-def mistral_calls(body: str) -> list[tuple] | None:
-    """After [TOOL_CALLS]: NAME[ARGS]{json} or NAME[CALL_ID]ID[ARGS]{json} (v11 on), or a
-    JSON array (or object) of {"name", "arguments", "id"} (before)."""
-    text = body.strip()
-    if text[:1] in ("[", "{"):
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            return None
-        calls = []
-        for item in value if isinstance(value, list) else [value]:
-            parsed = json_call(json.dumps(item)) if isinstance(item, dict) else None
-            if parsed is None:
-                return None
-            calls.append((*parsed, item.get("id") or mistral_id()))
-        return calls or None
-    name, args_tag, arguments = text.partition("[ARGS]")
-    if not args_tag:
-        return None
-    name, _, ident = name.partition("[CALL_ID]")
-    parsed = json_call(json.dumps({"name": name.strip(), "arguments": "__"}).replace(
-        '"__"', arguments.strip() or "{}"))
-    return None if parsed is None else [(*parsed, ident.strip() or mistral_id())]
-
-
-DEEPSEEK_SEPARATOR = "<｜tool▁sep｜>"
-
-
-def deepseek_call(body: str) -> tuple[str, dict] | None:
-    """DeepSeek V3.1's NAME<｜tool▁sep｜>{json} (between its call begin and end)."""
-    name, separator, arguments = body.partition(DEEPSEEK_SEPARATOR)
-    if not separator:
-        return None
-    return json_call(json.dumps({"name": name.strip(), "arguments": "__"}).replace(
-        '"__"', arguments.strip() or "{}"))

@@ -22,7 +22,8 @@ import json
 import re
 
 from .calls import call_id
-from .parsers import EXTRACTORS, Format, held
+from .extractor import held
+from .format import EXTRACTORS, Format, register
 
 START, CHANNEL, MESSAGE = "<|start|>", "<|channel|>", "<|message|>"
 END, CALL, RETURN, CONSTRAIN = "<|end|>", "<|call|>", "<|return|>", "<|constrain|>"
@@ -124,3 +125,7 @@ class HarmonyExtractor:
 
 
 EXTRACTORS["harmony"] = HarmonyExtractor
+
+HARMONY = register(Format(
+    "harmony", lambda t: "<|channel|>" in t and "<|message|>" in t, extractor="harmony",
+    answer_after=("<|channel|>", "<|channel|>final<|message|>")), rank=10)

@@ -10,7 +10,7 @@ from ...tokenizer.go_values import render_go
 from ...tokenizer.template import render, renderer_for
 from .fim import fim_prompt, fim_tokens
 from ..library.entry import Entry
-from .parsers import FORMATS, Format, format_for
+from .format import FORMATS, Format, format_for
 
 # harmony's reasoning is low, medium or high: it cannot be turned off (the least there is:
 # low), and Ollama takes "max" as high

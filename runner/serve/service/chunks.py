@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..library.entry import Entry
 from ..web.errors import ServeError
-from ..formats.parsers import Extractor
+from ..formats import Extractor
 from .runners import RunnerError
 
 DONE_REASONS = {0: "stop", 1: "length", 2: "stop"}

@@ -17,8 +17,7 @@ from ..library.entry import Entry
 from ..web.errors import ServeError
 from ..library.store import Library, ModelNotFound
 from .options import Settings, layered, load_choice, think_level
-from ..formats import harmony  # noqa: F401  (registers its extractor)
-from ..formats.parsers import forced_call_grammar, format_for, make_extractor
+from ..formats import forced_call_grammar, format_for, make_extractor
 from ..formats.prompts import Prompt, chat_prompt, generate_prompt
 from .scheduler import Busy, Loaded, Scheduler
 from .stream import LateStream, Stream

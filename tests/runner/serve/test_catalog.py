@@ -9,7 +9,7 @@ import pytest
 from runner.loading import store
 from runner.serve.library.catalog import catalog_entry
 from runner.serve.library.entry import Entry
-from runner.serve.formats.parsers import Extractor, format_for
+from runner.serve.formats import Extractor, format_for
 from runner.serve.formats.prompts import chat_prompt
 
 from .test_parsers import run

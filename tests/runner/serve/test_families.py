@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from runner.serve.formats.parsers import Extractor, format_for
+from runner.serve.formats import Extractor, format_for
 from runner.tokenizer.template import render
 
 from ...official_templates import official_template

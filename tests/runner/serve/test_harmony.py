@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from runner.serve.formats.harmony import HarmonyExtractor
-from runner.serve.formats.parsers import format_for, make_extractor
+from runner.serve.formats import format_for, make_extractor
 
 HARMONY = format_for("{{ '<|start|>' }}<|channel|>analysis<|message|>{{ m }}<|end|>")
 WEATHER = {"name": "get_weather", "arguments": {"city": "Paris"}}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.serve.formats.parsers import FORMATS, PLAIN, Extractor, forced_call_grammar, format_for
+from runner.serve.formats import FORMATS, PLAIN, Extractor, forced_call_grammar, format_for
 
 QWEN, LLAMA3 = format_for("<tool_call> <think>"), format_for("<|start_header_id|> parameters")
 GEMMA4 = format_for("<|tool_call> <|channel>")

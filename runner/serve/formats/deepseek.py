@@ -1,0 +1,31 @@
+"""DeepSeek V3.1's format: <think>, and calls as NAME<｜tool▁sep｜>{json} between its
+call tokens, the calls wrapped in its calls-begin and calls-end tokens."""
+
+from __future__ import annotations
+
+import json
+
+from .calls import closed_after, json_call
+from .format import Format, register
+
+DEEPSEEK_SEPARATOR = "<｜tool▁sep｜>"
+
+
+def deepseek_call(body: str) -> tuple[str, dict] | None:
+    """DeepSeek V3.1's NAME<｜tool▁sep｜>{json} (between its call begin and end)."""
+    name, separator, arguments = body.partition(DEEPSEEK_SEPARATOR)
+    if not separator:
+        return None
+    return json_call(json.dumps({"name": name.strip(), "arguments": "__"}).replace(
+        '"__"', arguments.strip() or "{}"))
+
+
+DEEPSEEK3 = register(Format(
+    "deepseek3", lambda t: "<｜tool▁call▁begin｜>" in t,
+    think=("<think>", "</think>"), tool=("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>"),
+    parse_call=deepseek_call, drop=("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"),
+    repair=closed_after(DEEPSEEK_SEPARATOR),
+    arguments_after=('"arguments"', '"parameters"', DEEPSEEK_SEPARATOR),
+    call_text=lambda name, args: f"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{name}"
+                                 f"<｜tool▁sep｜>{args}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+    rank=50)

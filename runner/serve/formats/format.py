@@ -1,0 +1,69 @@
+"""What a model family's replies look like (Format), and the registry of them.
+
+Each family's module (qwen.py, gemma4.py, mistral.py, deepseek.py, llama3.py, harmony.py)
+registers its formats with a rank: format_for(template) is the first, by rank, that
+recognizes a chat template (as Ollama infers tags from a template), so a more particular
+format (Qwen3-Coder's XML calls) comes before a more general one (Qwen's JSON calls). A
+template no format recognizes is PLAIN: its text is content, and the model reports no tools
+or thinking capability. EXTRACTORS holds the classes that follow a reply (extractor.py's
+tags, harmony.py's channels)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .calls import closed_json, json_call
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    recognize: Callable[[str], bool]          # from the chat template
+    think: tuple[str, str] | None = None      # open and close tags
+    think_label: str = ""                     # text after the open tag that is not thinking
+    tool: tuple[str, str | None] | None = None     # no close: a call runs to the next or end
+    # body -> (name, arguments[, id]), a list of them, or None (calls.py)
+    parse_call: Callable[[str], tuple | list | None] = json_call
+    bare_json: bool = False                   # a reply that is a JSON object is a call
+    call_text: Callable[[str, str], str] | None = None   # name, JSON args -> its text
+    extractor: str = "tags"                   # a key of EXTRACTORS
+    typed_arguments: bool = False             # arguments come as text: typed by the schema
+    drop: tuple[str, ...] = ()                # wrappers around calls, no one's text
+    repair: Callable[[str], str] = closed_json    # a call's body cut off, closed
+    # a format holds the answer after these (open, close); None: the think tags
+    answer_after: tuple[str, str] | None = None
+    xml_parameters: bool = False              # calls write each parameter as a tag
+    # where a call's arguments begin (a cut call's are the text after the first found)
+    arguments_after: tuple[str, ...] = ('"arguments"', '"parameters"')
+
+    @property
+    def thinking_tags(self) -> tuple[str, str] | None:
+        """What a format (a schema) leaves free before the answer: (open, close)."""
+        return self.answer_after or self.think
+
+
+FORMATS: list[Format] = []            # by rank, the most particular first
+_RANKS: dict[str, int] = {}
+PLAIN = Format("plain", lambda t: True)
+# Format.extractor -> the class that follows one reply in that format
+EXTRACTORS: dict[str, type] = {}
+
+
+def register(fmt: Format, rank: int) -> Format:
+    """Add fmt to FORMATS, tried before formats of a higher rank."""
+    if fmt.name in _RANKS:
+        raise ValueError(f"A reply format named {fmt.name!r} is already registered.")
+    _RANKS[fmt.name] = rank
+    FORMATS.append(fmt)
+    FORMATS.sort(key=lambda f: _RANKS[f.name])
+    return fmt
+
+
+def format_for(template: str | None) -> Format:
+    return next((f for f in FORMATS if template and f.recognize(template)), PLAIN)
+
+
+def make_extractor(fmt: Format, **options):
+    """An extractor for one reply in fmt (options: extractor.Extractor's)."""
+    return EXTRACTORS[fmt.extractor](fmt, **options)

@@ -1,0 +1,80 @@
+"""tool_choice "required" (or a named tool) as a grammar: the reply is one call of one of
+the tools, its arguments valid for the tool's schema, written as the model's format writes
+calls (llguidance's Lark, tags as tokens where they are single tokens)."""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from .format import Format
+
+
+def compact(schema: dict) -> dict:
+    """schema for llguidance with JSON's whitespace fixed (", " and ": "): a free choice of
+    whitespace lets a weak model pad a call until its tokens run out."""
+    return dict(schema, **{"x-guidance": {"whitespace_flexible": False,
+                                          "item_separator": ", ", "key_separator": ": "}})
+
+
+def forced_call_grammar(fmt: Format, tools: list[dict], token_of: Callable[[str], int | None]
+                        ) -> str | None:
+    """A grammar (llguidance's Lark) that makes the reply one call of one of tools, its
+    arguments valid for the tool's parameter schema, written as fmt writes calls (None when
+    fmt has no way to write one). token_of(tag) is the id of a tag that is a single token."""
+    if (fmt.call_text is None and not fmt.xml_parameters) or not tools:
+        return None
+    alternatives = []
+    for tool in tools:
+        function = tool.get("function", tool)
+        schema = function.get("parameters") or {"type": "object"}
+        if fmt.xml_parameters:
+            alternatives.append(_xml_lark(function["name"], schema, fmt, token_of))
+            continue
+        before, _, after = fmt.call_text(function["name"], "\x00").partition("\x00")
+        alternatives.append(" ".join(filter(None, (
+            _lark_text(before, fmt, token_of), "%json " + json.dumps(compact(schema)),
+            _lark_text(after, fmt, token_of)))))
+    return "%llguidance {}\nstart: " + " | ".join(f"({a})" for a in alternatives) + "\n"
+
+
+TEXT_VALUE = "/[^<\\n][^<]*/"          # a string parameter's text (up to the next tag)
+
+
+def _xml_lark(name: str, schema: dict, fmt: Format, token_of) -> str:
+    """A Qwen3-Coder call of name as Lark: its required parameters in the schema's order,
+    each value text (strings, an enum's words) or JSON of its schema."""
+    parts = [_lark_text(f"<tool_call>\n<function={name}>\n", fmt, token_of)]
+    required = set(schema.get("required") or [])
+    for parameter, spec in (schema.get("properties") or {}).items():
+        if parameter not in required:
+            continue
+        spec = spec if isinstance(spec, dict) else {}
+        if spec.get("type") == "string" and spec.get("enum"):
+            value = "(" + " | ".join(json.dumps(str(v)) for v in spec["enum"]) + ")"
+        elif spec.get("type") == "string":
+            value = TEXT_VALUE
+        else:
+            value = "%json " + json.dumps(spec or {})
+        parts += [json.dumps(f"<parameter={parameter}>\n"), value,
+                  json.dumps("\n</parameter>\n")]
+    parts.append(_lark_text("</function>\n</tool_call>", fmt, token_of))
+    return " ".join(parts)
+
+
+def _lark_text(text: str, fmt: Format, token_of) -> str:
+    """text as Lark: its tags as token references where they are single tokens."""
+    tags = [t for pair in (fmt.think, fmt.tool) if pair for t in pair if t]
+    parts, rest = [], text
+    while rest:
+        hits = [(rest.find(tag), tag) for tag in tags if tag in rest]
+        if not hits:
+            parts.append(json.dumps(rest))
+            break
+        where, tag = min(hits)
+        if where:
+            parts.append(json.dumps(rest[:where]))
+        token = token_of(tag)
+        parts.append(f"<[{token}]>" if token is not None else json.dumps(tag))
+        rest = rest[where + len(tag):]
+    return " ".join(parts)

@@ -1,0 +1,37 @@
+"""Qwen's formats: Qwen 3's (and Hermes') <think> and <tool_call>{json}</tool_call>, and
+Qwen3-Coder's and Qwen 3.5's XML parameters inside <tool_call>
+(<function=NAME><parameter=P>value</parameter></function>, values as text that the tool's
+schema types)."""
+
+from __future__ import annotations
+
+import re
+
+from .format import Format, register
+
+XML_FUNCTION = re.compile(r"\s*<function=([^>\n]+)>")
+XML_PARAMETER = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)(?:\n?</parameter>|\Z)", re.S)
+
+
+def xml_call(body: str) -> tuple[str, dict] | None:
+    """Qwen3-Coder's <function=NAME><parameter=P>value</parameter>...</function> -> (name,
+    arguments as text; typed() converts them by the tool's schema)."""
+    found = XML_FUNCTION.match(body)
+    if found is None:
+        return None
+    rest = body[found.end():].split("</function>", 1)[0]
+    return found.group(1).strip(), {name.strip(): value for name, value in
+                                    XML_PARAMETER.findall(rest)}
+
+
+# XML parameters inside <tool_call>: before Qwen's JSON, whose tags it shares
+QWEN3_CODER = register(Format(
+    "qwen3coder", lambda t: "<function=" in t and "<parameter=" in t,
+    think=("<think>", "</think>"), tool=("<tool_call>", "</tool_call>"),
+    parse_call=xml_call, typed_arguments=True, xml_parameters=True), rank=30)
+
+QWEN = register(Format(
+    "qwen", lambda t: "<tool_call>" in t or "<think>" in t,
+    think=("<think>", "</think>"), tool=("<tool_call>", "</tool_call>"),
+    call_text=lambda name, args: f'<tool_call>\n{{"name": "{name}", "arguments": {args}}}'
+                                 "\n</tool_call>"), rank=60)

@@ -1,0 +1,80 @@
+"""The reply formats' registry, one row per family: each is found from a template of its
+family (and no format ranked before it takes that template), and a call written as the
+family writes it comes back from its extractor as the call, however the text is split.
+Adding a family's format without a row here fails test_every_format_has_a_row."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner.serve.formats import FORMATS, PLAIN, Format, format_for, make_extractor
+from runner.serve.formats.format import register
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "parameters": {"type": "object", "required": ["location"],
+                                          "properties": {"location": {"type": "string"}}}}}
+ARGS = {"location": "Paris"}
+
+# format -> (a template only that family's holds, one call of get_weather as it writes it)
+ROWS = {
+    "harmony": ("<|start|>assistant<|channel|>final<|message|>{{ content }}<|end|>",
+                "<|channel|>commentary to=functions.get_weather <|constrain|>json"
+                '<|message|>{"location": "Paris"}<|call|>'),
+    "gemma4": ("<|turn>model\n{{ '<|tool_call>call:' + name }}",
+               '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>}<tool_call|>'),
+    "qwen3coder": ("<tool_call>\n<function={{ name }}>\n<parameter={{ key }}>",
+                   "<tool_call>\n<function=get_weather>\n<parameter=location>\nParis\n"
+                   "</parameter>\n</function>\n</tool_call>"),
+    "mistral": ("[AVAILABLE_TOOLS]{{ tools }}[/AVAILABLE_TOOLS][TOOL_CALLS]",
+                '[TOOL_CALLS]get_weather[ARGS]{"location": "Paris"}'),
+    "deepseek3": ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{{ name }}",
+                  '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>'
+                  '{"location": "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>'),
+    "qwen": ("<|im_start|>assistant\n<tool_call>\n{{ call | tojson }}\n</tool_call>",
+             '<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris"}}\n'
+             "</tool_call>"),
+    "llama3": ("<|start_header_id|>assistant<|end_header_id|>{\"name\": ..., \"parameters\": "
+               "...}", '{"name": "get_weather", "parameters": {"location": "Paris"}}'),
+}
+
+
+def test_every_format_has_a_row():
+    assert sorted(f.name for f in FORMATS) == sorted(ROWS)
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+def test_a_template_of_its_family_finds_it(fmt):
+    template, _ = ROWS[fmt.name]
+    assert format_for(template) is fmt
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+@pytest.mark.parametrize("piece", [1, 3, 1000])
+def test_its_call_comes_back_however_the_text_is_split(fmt, piece):
+    _, written = ROWS[fmt.name]
+    extractor = make_extractor(fmt, tools=[WEATHER], thinking=True)
+    content, calls = [], []
+    for at in range(0, len(written), piece):
+        text, _, found = extractor.push(written[at:at + piece])
+        content.append(text)
+        calls += found
+    text, _, found = extractor.finish()
+    calls += found
+    assert "".join(content + [text]).strip() == ""
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == \
+        [("get_weather", ARGS)]
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f.call_text], ids=lambda f: f.name)
+def test_the_text_a_forced_call_writes_is_read_back(fmt):
+    extractor = make_extractor(fmt, tools=[WEATHER])
+    _, _, calls = extractor.push(fmt.call_text("get_weather", '{"location": "Paris"}'),
+                                 done=True)
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == \
+        [("get_weather", ARGS)]
+
+
+def test_a_template_no_family_writes_is_plain_and_names_are_unique():
+    assert format_for("{{ messages }}") is PLAIN and format_for(None) is PLAIN
+    with pytest.raises(ValueError, match="already registered"):
+        register(Format("qwen", lambda t: False), rank=99)
