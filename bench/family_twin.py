@@ -38,7 +38,7 @@ from runner.convert.quantize import quantize_file  # noqa: E402
 from tests.runner.convert.hf_tiny import checkpoint  # noqa: E402
 from tests.runner.convert.test_embedding_gemma import embedding_gemma_checkpoint  # noqa: E402
 from tests.runner.convert.test_nomic import MOE_CONFIG, nomic_checkpoint  # noqa: E402
-from tests.official_templates import official_template  # noqa: E402
+from tests.support.official_templates import official_template  # noqa: E402
 
 COMMON = dict(hidden_size=1024, num_hidden_layers=8, num_attention_heads=16,
               initializer_range=0.02, max_position_embeddings=4096)

@@ -25,7 +25,7 @@ import numpy as np
 import pyggml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.rpc_servers import rpc_server  # noqa: E402
+from tests.support.rpc_servers import rpc_server  # noqa: E402
 
 
 def median_read(tensor: pyggml.Tensor, repeat: int) -> float:

@@ -12,7 +12,7 @@ import pytest
 import pyggml
 from pyggml import GGMLError
 
-from ..rpc_servers import free_port, rpc_server
+from tests.support.rpc_servers import free_port, rpc_server
 
 pytestmark = pytest.mark.server          # the module's tests start RPC servers
 

@@ -17,7 +17,7 @@ from runner.multimodal.media import MediaRow, attach_media, token_ids
 
 from ..vision.hf_vision import png
 from ..vision.test_prompts import every_logit
-from ..worker.conftest import RunnerProcess
+from tests.support.runner_process import RunnerProcess
 from . import hf_audio
 
 CLIP_A = hf_audio.tone(1.0, 16000, hz=300.0, seed=1)

@@ -12,7 +12,7 @@ import pytest
 
 from runner.multimodal.transcribe import TOKENS_PER_CHUNK, prompt, wav_chunks
 
-from ..serve.conftest import ServerProcess
+from tests.support.server import ServerProcess
 from . import hf_audio
 
 CLIP = hf_audio.wav(hf_audio.tone(1.1, 16000, seed=11), 16000, "FLOAT")

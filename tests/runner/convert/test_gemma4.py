@@ -225,7 +225,7 @@ def test_with_the_layers_over_rpc_a_step_is_one_split_per_device(made, kind):
     first (Inputs.lookup), it does not cut the device's piece of the graph in two."""
     import runner
 
-    from ...rpc_servers import rpc_server
+    from tests.support.rpc_servers import rpc_server
 
     with rpc_server(threads=2) as server:
         model = runner.load(made(kind)["f32"], num_ctx=64, repack=False, threads=2,

@@ -182,7 +182,7 @@ def test_mxfp4_experts_compute_on_an_rpc_server_as_on_the_cpu(converted):
     reach its device as blocks and give the CPU's logits, bit for bit."""
     import runner
 
-    from ...rpc_servers import rpc_server
+    from tests.support.rpc_servers import rpc_server
 
     logits = {}
     with rpc_server(threads=2) as server:

@@ -16,7 +16,7 @@ from pyggml.cpus import available_cpus
 from runner.api import split_options
 from runner.engine.request import Request
 
-from ...rpc_servers import rpc_server
+from tests.support.rpc_servers import rpc_server
 
 CHAT = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
 REQUESTS = [   # two slots: the third waits, then joins a batch the other decodes in

@@ -12,7 +12,7 @@ import runner
 from runner.engine import executor as executor_module
 from runner.engine.batch import Batch
 
-from ...rpc_servers import rpc_server
+from tests.support.rpc_servers import rpc_server
 
 PROMPT = [1, 504, 3458, 282, 4649, 314, 7042, 30, 216, 1204, 1550, 5423]
 

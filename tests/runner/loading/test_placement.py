@@ -19,7 +19,7 @@ from runner.kvcache import CausalCache
 from runner.loading.devices import Backends
 from runner.loading.placement import Placer
 
-from ...rpc_servers import rpc_server
+from tests.support.rpc_servers import rpc_server
 from ..conftest import MODELS
 
 PROMPT = "The capital of France is"

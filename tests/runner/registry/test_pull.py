@@ -158,7 +158,7 @@ def test_errors_are_one_sentence_and_store_nothing(registry, tmp_path, name, ins
 
 
 def test_no_network_is_said_plainly(tmp_path):
-    from tests.rpc_servers import free_port
+    from tests.support.rpc_servers import free_port
 
     with pytest.raises(PullError, match="Could not reach the registry"):
         pull(f"http://127.0.0.1:{free_port()}/library/tiny", Library(tmp_path / "s"),

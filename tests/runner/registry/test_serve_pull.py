@@ -15,7 +15,7 @@ import pytest
 from runner.registry.huggingface import choose
 from runner.registry.transfer import PullError
 
-from ..serve.conftest import ServerProcess
+from tests.support.server import ServerProcess
 from .registry_server import RegistryServer, Served
 from .test_pull import GO_TEMPLATE, PARAMS, SYSTEM
 

@@ -23,7 +23,7 @@ import pytest
 
 from runner.convert import convert
 
-from .conftest import QWEN_TOOLS_TEMPLATE, ServerProcess, templated_checkpoint
+from tests.support.server import QWEN_TOOLS_TEMPLATE, ServerProcess, templated_checkpoint
 
 pytestmark = pytest.mark.slow
 AGENTS = ("@anthropic-ai/claude-code@2", "@openai/codex@0", "opencode-ai@1")

@@ -10,7 +10,7 @@ import tempfile
 
 import pytest
 
-from ...rpc_servers import free_port
+from tests.support.rpc_servers import free_port
 
 
 def cli(*args, host: str, stdin: str = ""):

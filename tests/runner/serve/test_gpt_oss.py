@@ -15,9 +15,9 @@ from runner.convert import convert
 from runner.loading.loader import open_model
 from runner.tokenizer import harmony
 
-from ...official_templates import official_template
+from tests.support.official_templates import official_template
 from ..convert.hf_tiny import checkpoint
-from .conftest import ServerProcess
+from tests.support.server import ServerProcess
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "The weather now.",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ServerProcess
+from tests.support.server import ServerProcess
 
 HERE = Path(__file__).parent / "peers"
 CLIENTS = ("ollama@0.6", "openai@6")

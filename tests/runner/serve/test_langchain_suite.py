@@ -20,7 +20,7 @@ import pytest
 
 from runner.serve.library.store import Library
 
-from .conftest import ServerProcess
+from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.slow
 PACKAGES = ("langchain-ollama==1.1.0", "langchain-tests==1.1.9")

@@ -22,7 +22,7 @@ import pytest
 from runner.convert import convert
 from runner.serve.library.store import Library
 
-from ...official_templates import pinned_archive
+from tests.support.official_templates import pinned_archive
 from ..convert.hf_tiny import bert_checkpoint
 
 pytestmark = pytest.mark.slow

@@ -10,8 +10,8 @@ import pytest
 
 from runner.convert import convert
 
-from ...official_templates import official_template
-from .conftest import ServerProcess, templated_checkpoint
+from tests.support.official_templates import official_template
+from tests.support.server import ServerProcess, templated_checkpoint
 
 NAME = "tiny-qwen35"
 

@@ -10,7 +10,7 @@ import pytest
 from runner.tokenizer import harmony
 from runner.tokenizer.template import render
 
-from ...official_templates import official_template
+from tests.support.official_templates import official_template
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather now.", "parameters": {

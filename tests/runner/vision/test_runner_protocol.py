@@ -10,7 +10,7 @@ import pytest
 
 import runner
 
-from ..worker.conftest import RunnerProcess
+from tests.support.runner_process import RunnerProcess
 from .hf_vision import png
 
 IMAGE = png(4, 40, 56)

@@ -10,7 +10,7 @@ import pytest
 
 import runner
 
-from ..serve.conftest import ServerProcess
+from tests.support.server import ServerProcess
 from .hf_vision import png
 
 IMAGE = png(12, 40, 56)

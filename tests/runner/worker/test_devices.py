@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from ...rpc_servers import RPCServer, rpc_server
-from .conftest import RunnerProcess
+from tests.support.rpc_servers import RPCServer, rpc_server
+from tests.support.runner_process import RunnerProcess
 
 LAYERS = 30          # SmolLM2's blocks; layer 30 is the output layer
 

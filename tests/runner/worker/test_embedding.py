@@ -7,7 +7,7 @@ import pytest
 
 from ..models.test_llama_reference import reference_hidden
 from ..tiny import llama_tensors, write_llama
-from .conftest import RunnerProcess
+from tests.support.runner_process import RunnerProcess
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from runner.convert import convert
 
 from ..convert.hf_tiny import checkpoint
-from .conftest import RunnerProcess
+from tests.support.runner_process import RunnerProcess
 
 # DeltaNet states at a real model's head shape (32 value heads of 128 x 128: 2 MiB a layer),
 # in a model otherwise tiny

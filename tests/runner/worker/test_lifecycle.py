@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from .conftest import RunnerProcess
+from tests.support.runner_process import RunnerProcess
 
 
 @pytest.fixture(scope="module")

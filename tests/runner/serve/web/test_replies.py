@@ -14,7 +14,7 @@ import json
 import httpx
 import pytest
 
-from .conftest import ServerProcess
+from tests.support.server import ServerProcess
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 

@@ -137,7 +137,7 @@ def test_the_multiuser_cache_reaches_the_runners(models_dir, tmp_path):
     in the other slot forks its cells (cached) instead of evaluating them again."""
     import json
 
-    from .conftest import ServerProcess
+    from tests.support.server import ServerProcess
 
     system = "You are a helpful assistant who answers briefly and kindly. " * 4
     cached = {}

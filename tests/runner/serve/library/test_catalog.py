@@ -12,7 +12,7 @@ from runner.serve.library.entry import Entry
 from runner.serve.formats import Extractor, format_for
 from runner.serve.formats.prompts import chat_prompt
 
-from .test_parsers import run
+from tests.support.streaming import run
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather of a city.",

@@ -10,7 +10,7 @@ import json
 import tarfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @functools.cache

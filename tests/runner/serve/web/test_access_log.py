@@ -7,7 +7,7 @@ import time
 
 from runner.serve.web.access_log import line
 
-from .conftest import ServerProcess
+from tests.support.server import ServerProcess
 
 
 def test_the_line_is_gins():

@@ -15,8 +15,8 @@ import pytest
 from runner.serve.formats import Extractor, format_for
 from runner.tokenizer.template import render
 
-from ...official_templates import official_template
-from .test_parsers import run, split_everywhere
+from tests.support.official_templates import official_template
+from tests.support.streaming import run, split_everywhere
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather of a city.",
@@ -221,8 +221,8 @@ def thinker_server(tmp_path_factory):
     thinking in the prompt), on a server of its own."""
     from runner.convert import convert
 
-    from ..convert.hf_tiny import checkpoint
-    from .conftest import ServerProcess
+    from ...convert.hf_tiny import checkpoint
+    from tests.support.server import ServerProcess
 
     work = tmp_path_factory.mktemp("thinker")
     path = convert(checkpoint("qwen3_think", work / "hf", max_position_embeddings=2048),

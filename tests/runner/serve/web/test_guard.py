@@ -8,7 +8,7 @@ import pytest
 
 from runner.serve.web.guard import allowed_origins, local_host, origin_allowed
 
-from .conftest import ServerProcess
+from tests.support.server import ServerProcess
 
 
 @pytest.fixture(scope="module")

@@ -5,26 +5,10 @@ from __future__ import annotations
 import pytest
 
 from runner.serve.formats import FORMATS, PLAIN, Extractor, forced_call_grammar, format_for
+from tests.support.streaming import run, split_everywhere
 
 QWEN, LLAMA3 = format_for("<tool_call> <think>"), format_for("<|start_header_id|> parameters")
 GEMMA4 = format_for("<|tool_call> <|channel>")
-
-
-def run(extractor, pieces):
-    content, thinking, calls = "", "", []
-    for piece in pieces:
-        c, t, k = extractor.push(piece)
-        content, thinking, calls = content + c, thinking + t, calls + k
-    c, t, k = extractor.finish()
-    return content + c, thinking + t, calls + k
-
-
-def split_everywhere(text):
-    """Every way of cutting text in two, and one character at a time."""
-    yield [text]
-    yield list(text)
-    for cut in range(1, len(text)):
-        yield [text[:cut], text[cut:]]
 
 
 QWEN_REPLY = ('<think>The user wants weather.</think>\n\nLet me check.\n<tool_call>\n'

@@ -80,7 +80,7 @@ def test_ps_shows_what_is_loaded(ollama_client):
 def test_a_catalog_pull_reports_its_bytes_as_they_arrive(tmp_path):
     """Into an empty store: the layer's completed bytes grow in steps up to its total (Open
     WebUI's bar moves), then verification and success."""
-    from .conftest import ServerProcess
+    from tests.support.server import ServerProcess
 
     empty = ServerProcess(tmp_path / "store", tmp_path)
     try:
@@ -101,7 +101,7 @@ def test_pull_of_a_present_model_streams_to_success(ollama_client):
     statuses = [p.status for p in ollama_client.pull("smollm2:135m", stream=True)]
     assert statuses[0] == "pulling manifest" and statuses[-1] == "success"
     assert "verifying sha256 digest" in statuses
-    from ...rpc_servers import free_port
+    from tests.support.rpc_servers import free_port
 
     # other names go to their registry (tests/runner/registry/); here, one nothing answers
     with pytest.raises(ollama.ResponseError, match="Could not reach the registry") as unknown:
@@ -207,7 +207,7 @@ def peak_memory(pid: int) -> int:
 
 
 def test_uploads_stream_to_disk_and_json_bodies_are_capped(models_dir, workdir):
-    from .conftest import ServerProcess
+    from tests.support.server import ServerProcess
 
     server = ServerProcess(models_dir, workdir, RUNNER_MAX_BODY=100_000)
     try:
@@ -284,7 +284,7 @@ def test_create_converts_a_checkpoint_quantizes_and_keeps_messages_and_license(
     """/api/create from a Hugging Face checkpoint's files (uploaded as blobs, converted
     here, in a process of its own), with messages a chat starts with and a license; then
     from that model, quantized (and a quantized one is not quantized again)."""
-    from ..convert.hf_tiny import checkpoint
+    from ...convert.hf_tiny import checkpoint
 
     hf = checkpoint("qwen3", tmp_path / "hf")
     files = {}

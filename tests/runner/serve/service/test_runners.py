@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from .test_scheduler import generate
+from tests.support.server import generate
 
 
 def listening_ports(pid: int) -> list[int]:

@@ -9,8 +9,8 @@ import socket
 
 import pytest
 
-from .conftest import ServerProcess
-from .test_scheduler import eventually, loaded
+from tests.support.server import ServerProcess
+from tests.support.server import eventually, loaded
 
 SMOL = "smollm2:135m"
 # about 30000 tokens of counting: minutes on any machine, unless cancelled

@@ -12,9 +12,7 @@ import time
 import httpx
 import pytest
 
-from .conftest import ServerProcess
-
-SHORT = {"num_predict": 2}
+from tests.support.server import SHORT, ServerProcess, eventually, generate, loaded
 
 
 @pytest.fixture
@@ -24,24 +22,6 @@ def one_model(models_dir, workdir):
     yield server
     assert server.stop() == 0
     assert server.runner_pids() == []
-
-
-def generate(server, model="smollm2:135m", client=None, **body):
-    return (client or server.client).post("/api/generate", json={
-        "model": model, "prompt": "Hello", "stream": False, "options": SHORT, **body})
-
-
-def loaded(server) -> list[str]:
-    return [m["model"] for m in server.client.get("/api/ps").json()["models"]]
-
-
-def eventually(check, timeout: float = 20) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 def test_at_most_max_loaded_models_the_least_recent_evicted(one_model):
