@@ -1,6 +1,6 @@
 """`python -m runner COMMAND`: serve, run, pull, list, ps, stop, show, rm, cp, tokenize,
 convert, quantize, bench; `python -m runner --model M ...` serves the runner protocol
-(worker/main.py). run, pull, list, ps, stop, show, rm and cp talk to a running server (as
+(process/main.py). run, pull, list, ps, stop, show, rm and cp talk to a running server (as
 `ollama` does) and work in process without one (ps and stop need one)."""
 
 from __future__ import annotations
@@ -296,7 +296,7 @@ COMMANDS = {"serve": cmd_serve, "pull": cmd_pull, "run": cmd_run, "transcribe": 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0].startswith("--") and argv[0] != "--help":
-        from ..worker.main import main as serve  # the runner subprocess
+        from ..process.main import main as serve  # the runner subprocess
         return serve(argv)
     if not argv:
         print(commands(parser(COMMANDS)))

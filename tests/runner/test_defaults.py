@@ -6,8 +6,8 @@ from __future__ import annotations
 from runner import defaults
 from runner.api import LoadOptions
 from runner.serve.service.options import Settings
-from runner.worker.main import parser
-from runner.worker.state import Layout
+from runner.process.main import parser
+from runner.process.state import Layout
 
 
 def test_the_runner_with_no_flags_loads_as_the_python_api_does():

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ...protocol import CompletionRequest
 from ..library.entry import Entry
 from ..web.errors import ServeError
 from ..formats import Extractor
@@ -21,7 +22,7 @@ DONE_REASONS = {0: "stop", 1: "length", 2: "stop"}
 class Call:
     """What the runner is asked for, and how its text turns into Ollama's chunks."""
     entry: Entry
-    body: dict                           # the runner's /completion body
+    body: CompletionRequest              # the runner's /completion body
     extractor: Extractor | None = None   # or a HarmonyExtractor (the same interface)
     chat: bool = False
     keep_context: bool = False           # generate: the final chunk carries `context`

@@ -17,6 +17,7 @@ from ..library.entry import Entry
 from ..web.errors import ServeError
 from ..library.store import Library, ModelNotFound
 from .options import Settings, layered, load_choice, think_level
+from ...protocol import CompletionRequest, Image
 from ..formats import forced_call_grammar, format_for, make_extractor
 from ..formats.prompts import Prompt, chat_prompt, generate_prompt
 from .scheduler import Busy, Loaded, Scheduler
@@ -126,8 +127,8 @@ class Service:
         template = entry.chat_template or ""
         prompt = Prompt(text, format_for(template), False)
         extractor = make_extractor(prompt.format, thinking=think != "off") if think else None
-        call = Call(entry, {"Prompt": text, "Images": _protocol_images(images)}, extractor,
-                    keep_context=not request.raw, prompt_text=text)
+        body = CompletionRequest(prompt=text, images=_protocol_images(images))
+        call = Call(entry, body, extractor, keep_context=not request.raw, prompt_text=text)
         return await self._opened(call, request, arrived, early,
                                   context=request.context if tokens is None else tokens)
 
@@ -144,7 +145,7 @@ class Service:
         opening = self._open(call, request, arrived, context, options)
         if not early:
             return await opening
-        return LateStream(opening, len(call.body["Prompt"]) // 4)
+        return LateStream(opening, len(call.body.prompt) // 4)
 
     async def prompt_tokens(self, request: ChatRequest) -> int:
         """How many tokens the chat's prompt takes (its text; the model loads to count)."""
@@ -153,7 +154,7 @@ class Service:
                                                              request.given_options())[1],
                                    request.keep_alive)
         try:
-            return len(await loaded.runner.tokenize(call.body["Prompt"]))
+            return len(await loaded.runner.tokenize(call.body.prompt))
         finally:
             self.scheduler.release(loaded)
 
@@ -182,11 +183,11 @@ class Service:
             raise ServeError(400, str(error)) from None
         extractor = make_extractor(prompt.format, tools=tools or False,
                                    thinking=think != "off", start_thinking=prompt.start_thinking)
-        body = {"Prompt": prompt.text, "Images": _protocol_images(images)}
+        body = CompletionRequest(prompt=prompt.text, images=_protocol_images(images))
         tags = prompt.format.thinking_tags
         if request.format and think not in (None, "off") and tags:   # think, then the format
-            body.update(ThinkTags=list(tags), ThinkOpened=prompt.start_thinking or
-                        prompt.format.answer_after is not None)
+            body.think_tags = list(tags)
+            body.think_opened = prompt.start_thinking or prompt.format.answer_after is not None
         return Call(entry, body, extractor, chat=True,
                     extra={"tools": tools, "tool_choice": request.tool_choice,
                            "messages": messages, "think": think})
@@ -219,12 +220,13 @@ class Service:
         try:
             runner = loaded.runner
             if context:
-                call.body["Prompt"] = await runner.detokenize(list(context)) + call.body["Prompt"]
+                call.body.prompt = await runner.detokenize(list(context)) + call.body.prompt
             if call.chat and request.truncate:
                 await self._fit_messages(call, loaded)
-            call.body.update({"Options": generation, "Format": request.format or None,
-                              "Shift": request.shift, "Truncate": request.truncate,
-                              "Logprobs": request.logprobs or top > 0, "TopLogprobs": top})
+            call.body = call.body.model_copy(update=dict(
+                options=generation, format=request.format or None, shift=request.shift,
+                truncate=request.truncate, logprobs=request.logprobs or top > 0,
+                top_logprobs=top))
             await self._force_call(call, runner)
             events = runner.completion(call.body)
             await anext(events)           # ACCEPTED: the runner's refusals raise here
@@ -237,7 +239,7 @@ class Service:
         chunks = reply_chunks(call, request.model, events, runner,
                               arrived, load_duration, self._refusal)
         async def count() -> int:
-            return len(await runner.tokenize(call.body["Prompt"]))
+            return len(await runner.tokenize(call.body.prompt))
 
         return Stream(chunks, lambda: self.scheduler.release(loaded), events, count)
 
@@ -246,7 +248,7 @@ class Service:
         the last one; a call's results with it) until the prompt fits the context."""
         messages = list(call.extra["messages"])
         limit = loaded.choice.num_ctx
-        while len(await loaded.runner.tokenize(call.body["Prompt"])) > limit:
+        while len(await loaded.runner.tokenize(call.body.prompt)) > limit:
             droppable = [i for i, m in enumerate(messages[:-1]) if m["role"] != "system"]
             if not droppable:
                 return                     # the runner truncates what is left, or refuses
@@ -255,14 +257,14 @@ class Service:
                 end += 1                   # a tool's result goes with the call it answers
             del messages[first:end + 1]
             try:
-                call.body["Prompt"] = (await asyncio.to_thread(
+                call.body.prompt = (await asyncio.to_thread(
                     chat_prompt, call.entry, messages, call.extra["tools"],
                     call.extra["think"])).text
             except ValueError as error:
                 raise ServeError(400, f"The conversation does not fit the context, and "
                                       f"shortened it cannot be rendered: {error}") from None
-            call.body["Images"] = [image for image in call.body.get("Images") or []
-                                   if f"[img-{image['id']}]" in call.body["Prompt"]] or None
+            call.body.images = [image for image in call.body.images or []
+                                if f"[img-{image.id}]" in call.body.prompt] or None
 
     async def _force_call(self, call: Call, runner) -> None:
         """OpenAI's tool_choice "required" (or a named function): a grammar makes the reply a
@@ -279,8 +281,7 @@ class Service:
             tags[tag] = ids[0] if len(ids) == 1 else None
         grammar = forced_call_grammar(fmt, tools, tags.get)
         if grammar is not None:
-            call.body["Grammar"] = grammar
-            call.body["Format"] = None
+            call.body.grammar, call.body.format = grammar, None
 
     # -- embeddings ---------------------------------------------------------------------
 
@@ -329,7 +330,7 @@ class Service:
         return await loaded.runner.detokenize(tokens[:max(1, limit - 2)])
 
 
-def _protocol_images(images: list[str]) -> list[dict] | None:
+def _protocol_images(images: list[str]) -> list[Image] | None:
     """The runner protocol's Images: base64 data and the id its [img-ID] tag names."""
-    return [{"data": data, "id": i} for i, data in enumerate(images)] or None
+    return [Image(data=data, id=i) for i, data in enumerate(images)] or None
 

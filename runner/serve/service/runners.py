@@ -16,6 +16,8 @@ from pathlib import Path
 
 import httpx
 
+from ... import protocol
+from ...protocol import CompletionRequest, LoadRequest
 from .options import LoadChoice, Settings
 
 log = logging.getLogger("runner.serve")
@@ -128,27 +130,28 @@ class Runner:
 
     async def load(self) -> dict:
         """fit, then alloc (OutOfMemory when a device cannot hold it), then commit."""
-        layout = {"Parallel": self.parallel, "BatchSize": self.choice.num_batch,
-                  "KvSize": self.choice.num_ctx * self.parallel,
-                  "FlashAttention": self.settings.flash_attention,
-                  "KvCacheType": self.settings.kv_cache_type,
-                  "MultiUserCache": self.settings.multiuser_cache,
-                  "NumThreads": self.choice.num_thread}
-        fit = await self._post("/load", {"Operation": 0, **layout})
-        alloc = await self._post("/load", {"Operation": 1, **layout})
+        layout = LoadRequest(operation=0, parallel=self.parallel,
+                             batch_size=self.choice.num_batch,
+                             kv_size=self.choice.num_ctx * self.parallel,
+                             flash_attention=self.settings.flash_attention,
+                             kv_cache_type=self.settings.kv_cache_type,
+                             multiuser_cache=self.settings.multiuser_cache,
+                             num_threads=self.choice.num_thread)
+        fit = await self._post("/load", layout)
+        alloc = await self._post("/load", layout.model_copy(update={"operation": 1}))
         if not alloc.get("Success"):
             raise OutOfMemory(f"model requires more memory than is available: "
                               f"{alloc.get('error', '')}", alloc.get("Memory") or fit["Memory"])
-        commit = await self._post("/load", {"Operation": 2, **layout})
+        commit = await self._post("/load", layout.model_copy(update={"operation": 2}))
         if not commit.get("Success"):
             raise OutOfMemory(commit.get("error", "loading failed"), commit.get("Memory"))
         self.memory = commit["Memory"]
         return self.memory
 
-    async def _post(self, path: str, body: dict) -> dict:
+    async def _post(self, path: str, body: protocol.Body) -> dict:
         try:
             async with self._call():
-                response = await self.client.post(path, json=body)
+                response = await self.client.post(path, json=body.wire())
         except httpx.HTTPError as error:
             raise self._gone(error) from None
         if response.status_code != 200:
@@ -166,13 +169,13 @@ class Runner:
                                "starts a new one.")
         return RunnerError(f"The model's runner did not answer: {error}.")
 
-    async def completion(self, body: dict):
+    async def completion(self, body: CompletionRequest):
         """The runner's NDJSON events of one completion, after ACCEPTED: the runner took the
         request (its refusals raise before that, as soon as it answers; the first event comes
         once the prompt is read)."""
         try:
             async with self._call(), self.client.stream(
-                    "POST", "/completion", json=body,
+                    "POST", "/completion", json=body.wire(),
                     timeout=httpx.Timeout(None, connect=10)) as response:
                 if response.status_code != 200:
                     await response.aread()
@@ -187,15 +190,17 @@ class Runner:
 
     async def embedding(self, text: str | list[int]) -> dict:
         """text, or token ids to embed as they are."""
-        return await self._post("/embedding", {"tokens": text} if isinstance(text, list)
-                                else {"content": text})
+        return await self._post("/embedding", protocol.EmbeddingRequest(tokens=text)
+                                if isinstance(text, list) else
+                                protocol.EmbeddingRequest(content=text))
 
     async def tokenize(self, text: str, parse_special: bool = True) -> list[int]:
-        return (await self._post("/tokenize", {"content": text,
-                                               "parse_special": parse_special}))["tokens"]
+        return (await self._post("/tokenize", protocol.TokenizeRequest(
+            content=text, parse_special=parse_special)))["tokens"]
 
     async def detokenize(self, tokens: list[int]) -> str:
-        return (await self._post("/detokenize", {"tokens": tokens}))["content"]
+        return (await self._post("/detokenize", protocol.DetokenizeRequest(
+            tokens=tokens)))["content"]
 
     async def stop(self) -> None:
         """End the process: SIGTERM, then SIGKILL if it lingers."""

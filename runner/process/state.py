@@ -28,7 +28,7 @@ from ..loading.fit import Footprint
 from ..loading.loader import Loaded, open_model
 from .memory import memory_report, shortfalls
 
-log = logging.getLogger("runner.worker")
+log = logging.getLogger("runner.process")
 
 
 class Status(enum.IntEnum):

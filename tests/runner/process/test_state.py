@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.worker.state import Layout, RunnerState, Status
+from runner.process.state import Layout, RunnerState, Status
 
 
 def test_health_shows_loading_progress_then_ready(model_paths):

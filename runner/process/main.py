@@ -27,7 +27,7 @@ from ..loading.devices import accelerators, add_device_flags, device_options
 from .app import create_app
 from .state import Layout, RunnerState
 
-log = logging.getLogger("runner.worker")
+log = logging.getLogger("runner.process")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -26,7 +26,7 @@ import pyggml
 from ..api import split_options
 from ..engine.request import Request as EngineRequest
 from ..engine.request import truncate_prompt
-from .schemas import (
+from ..protocol import (
     OPERATIONS,
     CompletionRequest,
     DetokenizeRequest,
@@ -36,7 +36,7 @@ from .schemas import (
 )
 from .state import OutOfMemory, RunnerState, Status
 
-log = logging.getLogger("runner.worker")
+log = logging.getLogger("runner.process")
 DONE_REASONS = {"stop": 0, "length": 1, "closed": 2}
 # options Ollama's server sends that concern loading, or samplers this runner lacks:
 # accepted and ignored at completion time

@@ -1,8 +1,9 @@
-"""Request bodies of the runner protocol (docs/runner.md), validated by pydantic.
+"""The runner protocol's requests (docs/runner.md), defined once: the server builds them
+(serve/service/runners.py) and the runner process validates them (process/app.py).
 
-Field names follow the protocol (Ollama's server sends "Prompt", "Options", ...); like Go's
-JSON decoder, keys match regardless of case. Unknown keys are refused with their names.
-"""
+Field names on the wire follow the protocol (Ollama's server sends "Prompt", "Options",
+...): wire() writes them; like Go's JSON decoder, a runner reads keys regardless of case.
+Unknown keys are refused with their names."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ class Body(BaseModel):
             names[(field.alias or name).lower()] = field.alias or name
         return {names.get(key.lower(), key) if isinstance(key, str) else key: value
                 for key, value in data.items()}
+
+    def wire(self) -> dict:
+        """The body as the protocol writes it (absent fields left out)."""
+        return self.model_dump(by_alias=True, exclude_none=True)
 
 
 class Image(Body):
