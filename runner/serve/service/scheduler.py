@@ -59,8 +59,10 @@ def _device_total(device: dict) -> int:
 
 
 class Scheduler:
-    def __init__(self, settings: Settings):
-        self.settings = settings
+    def __init__(self, settings: Settings, runner_class=Runner):
+        """runner_class: what handles a model's runner (Runner's arguments and methods; the
+        tests' fake runners)."""
+        self.settings, self.runner_class = settings, runner_class
         self.loaded: dict[str, Loaded] = {}
         self._changed = asyncio.Condition()
         self._load_lock = asyncio.Lock()
@@ -152,7 +154,8 @@ class Scheduler:
         while len(self.loaded) >= self.settings.max_loaded_models:
             await self._evict_one()
         while True:
-            runner = Runner(entry.path, choice, self.settings, parallel, entry.projector)
+            runner = self.runner_class(entry.path, choice, self.settings, parallel,
+                                       entry.projector)
             await runner.start()
             try:
                 await runner.load()

@@ -1,16 +1,28 @@
 """The scheduler over real runner subprocesses: eviction, the queue limit, keep_alive,
-reloads, a runner killed mid-stream, concurrency, and no runner outliving the server."""
+reloads, a runner killed mid-stream, concurrency, and no runner outliving the server; then
+its policy alone over fake runners (tests/support/fake_runner.py, as Ollama's sched_test.go
+uses mockLlm): loads, evictions by count and by memory, failed loads, the queue, reloads for
+other options, a runner that dies, keep_alive and shutdown, in the quick tier."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import threading
 import time
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import httpx
 import pytest
+
+from runner.serve.service.options import LoadChoice, Settings
+from runner.serve.service.runners import OutOfMemory, RunnerError
+from runner.serve.service.scheduler import Busy, Scheduler
+from tests.support.fake_runner import Script, fake_runners
 
 from tests.support.server import SHORT, ServerProcess, eventually, generate, loaded
 
@@ -185,3 +197,156 @@ def test_a_runner_that_stops_answering_is_replaced(models_dir, workdir):
         assert stopped not in server.runner_pids()
     finally:
         assert server.stop() == 0
+
+
+# -- the scheduler's policy with fake runners (tests/support/fake_runner.py): no processes --
+
+@dataclass
+class FakeEntry:
+    name: str
+
+    @property
+    def path(self) -> Path:
+        return Path(f"/models/{self.name}.gguf")
+
+    projector = None
+
+    def capabilities(self) -> list[str]:
+        return ["completion"]
+
+
+CHOICE = LoadChoice(num_ctx=2048)
+
+
+def scheduled(script: Script, **settings) -> Scheduler:
+    return Scheduler(Settings(**settings), runner_class=fake_runners(script))
+
+
+async def lease(scheduler: Scheduler, name: str, choice: LoadChoice = CHOICE,
+                keep_alive: float | None = None):
+    return await scheduler.acquire(FakeEntry(name), choice, keep_alive)
+
+
+def test_a_loaded_model_is_leased_again_without_a_new_runner():
+    async def scenario():
+        script = Script()
+        scheduler = scheduled(script)
+        first = await lease(scheduler, "a")
+        second = await lease(scheduler, "a")
+        assert first is second and first.active == 2 and script.started == ["a"]
+        scheduler.release(first)
+        scheduler.release(second)
+        assert scheduler.in_flight == 0
+        await scheduler.stop()
+        assert script.running == []
+
+    asyncio.run(scenario())
+
+
+def test_beyond_max_loaded_models_the_least_recently_used_idle_one_goes():
+    async def scenario():
+        script = Script()
+        scheduler = scheduled(script, max_loaded_models=2)
+        for name in ("a", "b", "a"):                     # a used last: b is the oldest
+            scheduler.release(await lease(scheduler, name))
+        scheduler.release(await lease(scheduler, "c"))
+        assert script.stopped == ["b"] and sorted(scheduler.loaded) == ["a", "c"]
+        await scheduler.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_load_that_does_not_fit_evicts_an_idle_model_and_tries_again():
+    async def scenario():
+        script = Script(needs={"a": 6, "b": 6}, budget=10)
+        scheduler = scheduled(script)
+        scheduler.release(await lease(scheduler, "a"))
+        scheduler.release(await lease(scheduler, "b"))
+        assert script.started == ["a", "b", "b"] and list(scheduler.loaded) == ["b"]
+        assert script.stopped == ["b", "a"]         # the runner that did not fit, then a
+        await scheduler.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_model_that_fits_nowhere_is_refused_and_frees_its_place_in_the_queue():
+    async def scenario():
+        script = Script(needs={"big": 11}, budget=10, failing={"broken"})
+        scheduler = scheduled(script)
+        with pytest.raises(OutOfMemory):
+            await lease(scheduler, "big")
+        with pytest.raises(RunnerError, match="failed to load"):
+            await lease(scheduler, "broken")
+        assert scheduler.loaded == {} and scheduler.in_flight == 0 and script.running == []
+
+    asyncio.run(scenario())
+
+
+def test_requests_beyond_the_queue_are_refused_as_busy():
+    async def scenario():
+        scheduler = scheduled(Script(), max_queue=2)
+        held = [await lease(scheduler, "a"), await lease(scheduler, "a")]
+        with pytest.raises(Busy, match="maximum pending requests"):
+            await lease(scheduler, "a")
+        scheduler.release(held.pop())
+        scheduler.release(await lease(scheduler, "a"))
+        scheduler.release(held.pop())
+        await scheduler.stop()
+
+    asyncio.run(scenario())
+
+
+def test_other_load_options_wait_for_the_leases_then_reload():
+    async def scenario():
+        script = Script()
+        scheduler = scheduled(script)
+        first = await lease(scheduler, "a")
+        other = asyncio.ensure_future(lease(scheduler, "a", LoadChoice(num_ctx=4096)))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not other.done() and script.started == ["a"]     # waits: a is in use
+        scheduler.release(first)
+        reloaded = await other
+        assert reloaded.choice.num_ctx == 4096 and script.started == ["a", "a"]
+        assert script.stopped == ["a"]
+        scheduler.release(reloaded)
+        await scheduler.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_runner_that_dies_is_forgotten_and_the_next_request_starts_another():
+    async def scenario():
+        script = Script()
+        scheduler = scheduled(script)
+        loaded = await lease(scheduler, "a")
+        scheduler.release(loaded)
+        loaded.runner.die()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert scheduler.loaded == {}
+        again = await lease(scheduler, "a")
+        assert again.runner is not loaded.runner and script.started == ["a", "a"]
+        scheduler.release(again)
+        await scheduler.stop()
+
+    asyncio.run(scenario())
+
+
+def test_keep_alive_zero_unloads_once_idle_and_stop_unloads_everything():
+    async def scenario():
+        script = Script()
+        scheduler = scheduled(script)
+        scheduler.release(await lease(scheduler, "a", keep_alive=0.0))
+        for _ in range(20):
+            await asyncio.sleep(0)
+            if not scheduler.loaded:
+                break
+        assert scheduler.loaded == {} and script.stopped == ["a"]
+        await lease(scheduler, "b")
+        await scheduler.stop()
+        assert script.running == [] and scheduler.loaded == {}
+        with pytest.raises(Busy, match="shutting down"):
+            await lease(scheduler, "b")
+
+    asyncio.run(scenario())
