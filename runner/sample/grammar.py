@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import weakref
+from typing import Any
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -23,7 +24,7 @@ ANY_JSON_OBJECT = {"type": "object"}       # format "json", as Ollama's json gra
 LARK = "%llguidance"          # a grammar that starts so is llguidance's Lark, not GBNF
 # whitespace between JSON tokens as llama.cpp's schema grammars allow it: none, a space, or a
 # newline and some indentation; never unbounded (a small model could pad for ever)
-JSON_OPTIONS = {"whitespace_flexible": True, "whitespace_pattern": r"(?: |\n[ \t]{0,20})?"}
+JSON_OPTIONS: Any = {"whitespace_flexible": True, "whitespace_pattern": r"(?: |\n[ \t]{0,20})?"}
 _masks = ThreadPoolExecutor(max_workers=2, thread_name_prefix="grammar")
 _vocabularies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -167,6 +168,7 @@ class Constraint:
 
     def allowed(self) -> np.ndarray:
         """bool (vocab,): the tokens the grammar allows next."""
+        assert self._next is not None, "allowed() before the grammar was asked for a mask"
         return self._next.result()
 
     def apply(self, logits: np.ndarray) -> np.ndarray:

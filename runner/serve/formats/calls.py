@@ -45,7 +45,8 @@ def closed_json(text: str) -> str:
     """JSON cut off somewhere, closed where it stopped: an open string ended, a key without
     its value or a dangling separator dropped, open arrays and objects closed (a call cut by
     max_tokens is still a call, with the arguments it got to)."""
-    closers, in_string, escaped = [], False, False
+    closers: list[str] = []
+    in_string, escaped = False, False
     key_at = None                  # where an object's key began, until its value does
     last = ""                      # the last character outside strings, spaces aside
     for at, char in enumerate(text):

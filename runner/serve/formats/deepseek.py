@@ -11,7 +11,7 @@ from .format import Format, register
 DEEPSEEK_SEPARATOR = "<｜tool▁sep｜>"
 
 
-def deepseek_call(body: str) -> tuple[str, dict] | None:
+def deepseek_call(body: str) -> tuple[str, dict] | list | None:
     """DeepSeek V3.1's NAME<｜tool▁sep｜>{json} (between its call begin and end)."""
     name, separator, arguments = body.partition(DEEPSEEK_SEPARATOR)
     if not separator:

@@ -47,7 +47,9 @@ class Extractor:
     def push(self, text: str, done: bool = False) -> tuple[str, str, list[dict]]:
         """(content, thinking, tool calls) that text completes; done flushes the rest."""
         self.buffer += text
-        content, thinking, calls = [], [], []
+        content: list[str] = []
+        thinking: list[str] = []
+        calls: list[dict] = []
         while self.buffer:
             before = (self.state, len(self.buffer))
             getattr(self, f"_{('content', 'thinking', 'tool', 'bare')[self.state]}")(
@@ -98,6 +100,7 @@ class Extractor:
             elif label.startswith(self.buffer) and not done:
                 return                                        # wait: maybe the label
             self._label_pending = False
+        assert self.format.think is not None          # thinking needs its tags
         close = self.format.think[1]
         if close in self.buffer:
             where = self.buffer.index(close)
@@ -111,6 +114,7 @@ class Extractor:
         self.buffer = self.buffer[len(self.buffer) - keep:]
 
     def _tool(self, done, content, thinking, calls) -> None:
+        assert self.format.tool is not None           # a call needs its tags
         opening, close = self.format.tool
         if close is None:                        # the call runs to the next one or the end
             after = self.buffer.find(opening)
@@ -122,7 +126,8 @@ class Extractor:
         else:
             if close not in self.buffer and not done:
                 return
-            body, closed, rest = self.buffer.partition(close)
+            body, tag, rest = self.buffer.partition(close)
+            closed = bool(tag)
             if not closed:                       # ended before the close tag, or inside it
                 body = body[:len(body) - held(body, [close])]
         parsed, cut = self.format.parse_call(body.strip()), False

@@ -14,7 +14,7 @@ GEMMA_STRING = '<|"|>'
 GEMMA_KEY = re.compile(r'([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)(\s*:)')
 
 
-def gemma_call(body: str) -> tuple[str, dict] | None:
+def gemma_call(body: str) -> tuple[str, dict] | list | None:
     """call:name{key:<|"|>text<|"|>,count:3} -> (name, arguments)."""
     found = re.match(r"\s*call:([A-Za-z0-9_.\-]+)\s*(\{.*\})\s*$", body, re.S)
     if found is None:

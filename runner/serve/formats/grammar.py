@@ -31,7 +31,9 @@ def forced_call_grammar(fmt: Format, tools: list[dict], token_of: Callable[[str]
         if fmt.xml_parameters:
             alternatives.append(_xml_lark(function["name"], schema, fmt, token_of))
             continue
-        before, _, after = fmt.call_text(function["name"], "\x00").partition("\x00")
+        write = fmt.call_text
+        assert write is not None                 # checked above: XML formats have none
+        before, _, after = write(function["name"], "\x00").partition("\x00")
         alternatives.append(" ".join(filter(None, (
             _lark_text(before, fmt, token_of), "%json " + json.dumps(compact(schema)),
             _lark_text(after, fmt, token_of)))))

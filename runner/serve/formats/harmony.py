@@ -40,13 +40,16 @@ class HarmonyExtractor:
                  start_thinking: bool = False):
         self.format, self.tools, self.thinking = fmt, tools, thinking
         self.state, self.buffer = self.HEADER, ""
-        self.channel, self.recipient, self.arguments = "final", None, ""
+        self.channel, self.arguments = "final", ""
+        self.recipient: str | None = None
         self.index = 0
 
     def push(self, text: str, done: bool = False) -> tuple[str, str, list[dict]]:
         """(content, thinking, tool calls) that text completes; done flushes the rest."""
         self.buffer += text
-        content, thinking, calls = [], [], []
+        content: list[str] = []
+        thinking: list[str] = []
+        calls: list[dict] = []
         while self.buffer and self.state != self.DONE:
             before = (self.state, len(self.buffer))
             (self._header if self.state == self.HEADER else self._body)(
@@ -114,7 +117,7 @@ class HarmonyExtractor:
                 arguments = json.loads(self.arguments or "{}")
             except json.JSONDecodeError:
                 arguments = None
-            if isinstance(arguments, dict):
+            if isinstance(arguments, dict) and self.recipient is not None:
                 name = self.recipient.removeprefix("functions.")
                 calls.append({"id": call_id(), "function": {
                     "index": self.index, "name": name, "arguments": arguments}})

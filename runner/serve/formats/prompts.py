@@ -5,6 +5,7 @@ generate request's prompt with its system text."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ...tokenizer.go_values import render_go
 from ...tokenizer.template import render, renderer_for
@@ -56,11 +57,12 @@ def chat_prompt(entry: Entry, messages: list[dict], tools: list | None,
         raise ValueError(f'"{entry.name}" has no chat template; use /api/generate with raw')
     fmt = format_for(template) if built_in is None else \
         next(f for f in FORMATS if f.name == built_in[0])
-    effort = HARMONY_EFFORT.get(think, think) if fmt.name == "harmony" else think
+    effort = HARMONY_EFFORT.get(think or "", think) if fmt.name == "harmony" else think
     if built_in is not None:
         text = built_in[1](messages, tools, effort or "medium")
         return Prompt(text, fmt)
-    extra = {}
+    assert template is not None                  # no built-in renderer: the template's
+    extra: dict[str, Any] = {}
     if think is not None:
         extra = {"enable_thinking": think != "off", "reasoning_effort": effort,
                  "thinking": think != "off"}
@@ -90,6 +92,6 @@ def generate_prompt(entry: Entry, prompt: str, system: str | None, template: str
         return without_bos(entry, render_go(entry.go_template, messages))
     if template is None:
         return prompt if not system else f"{system}\n\n{prompt}"
-    extra = {"suffix": suffix, "prompt": prompt} if suffix else {}
+    extra: dict[str, Any] = {"suffix": suffix, "prompt": prompt} if suffix else {}
     return without_bos(entry, render(template, messages, bos_text(entry), eos_text(entry),
                                      **extra))

@@ -8,7 +8,7 @@ own template (Hugging Face's) has no tools, so front-ends that add tools to ever
 WebUI) were refused. This template is ours: the file's ChatML turns, word for word when a
 chat has no tools, and with tools a system turn listing them and asking for SmolLM2's
 function-calling form, `<tool_call>[{"name": ..., "arguments": {...}}]</tool_call>` (one
-list of calls; parsers.py reads it), tool results in a user turn inside <tool_response>.
+list of calls; formats/extractor.py reads it), tool results in a user turn inside <tool_response>.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ temporary name and renamed, so a reader never sees half of one.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 import json
@@ -17,6 +18,7 @@ import re
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from ...loading import store
 from ...registry.names import ModelName
@@ -87,9 +89,9 @@ class Library:
             if path.exists():
                 return catalog_entry(key, path, store.CATALOG[key].sha256)
             raise ModelNotFound(f'model "{text}" not found, try pulling it first')
-        path = store.user_path(text)
-        if text.endswith(".gguf") and path is not None and path.is_file():
-            return Entry(text, path, self._digest(path))
+        given = store.user_path(text)
+        if text.endswith(".gguf") and given is not None and given.is_file():
+            return Entry(text, given, self._digest(given))
         try:
             key = normalize(text)
         except ValueError:
@@ -179,13 +181,14 @@ class Library:
 
     def create(self, name: str, source: str | Path, template: str | None = None,
                system: str | None = None, parameters: dict | None = None,
-               projector: str | Path | None = None, messages: list | None = None,
+               projector: str | Path | None = None, messages: builtins.list | None = None,
                license: str | None = None) -> Entry:
         """A model named name over source: a blob digest, a file, or another model's file;
         projector likewise, the vision encoder's mmproj."""
         key = normalize(name)
-        manifest = {"model": self._source(source), "template": template, "system": system,
-                    "parameters": parameters or {}, "messages": messages, "license": license}
+        manifest: dict[str, Any] = {
+            "model": self._source(source), "template": template, "system": system,
+            "parameters": parameters or {}, "messages": messages, "license": license}
         if projector is not None:
             manifest["projector"] = self._source(projector)
             meta = header_of(self._source_path(manifest["projector"])).metadata

@@ -47,7 +47,8 @@ class AccessLog:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        started, status, received = time.perf_counter(), 500, []
+        started, status = time.perf_counter(), 500
+        received: list[bytes] = []
 
         async def watched_receive():
             message = await receive()

@@ -7,7 +7,7 @@ pydantic's parser refuses NaN, lone surrogates and nesting deeper than it can fo
 
 from __future__ import annotations
 
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 from pydantic import ValidationError
@@ -65,7 +65,7 @@ def parse(kind: type[B], raw: bytes) -> B:
 def sentence(error: ValidationError) -> str:
     """pydantic's errors as one message: each field, then what is wrong with it (the members
     of a union that all refused a value, as one list of what it may be)."""
-    by_field: dict[str, list[dict]] = {}
+    by_field: dict[str, list[Any]] = {}
     for item in error.errors(include_url=False):
         field = ".".join(str(part) for part in item["loc"] if not _union_member(part))
         by_field.setdefault(field, []).append(item)
