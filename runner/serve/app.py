@@ -83,7 +83,8 @@ def create_app(settings: Settings | None = None, library: Library | None = None,
     for module in (manage, create, native, openai_api, responses_api, anthropic_api,
                    transcriptions):
         app.include_router(module.api)
-    app.openapi = lambda: app.openapi_schema or published(app)
+    # FastAPI's documented way to give the app its own schema
+    app.openapi = lambda: app.openapi_schema or published(app)  # type: ignore[method-assign]
     app.add_middleware(Guard, origins=allowed_origins(), check_host=loopback)
     app.add_middleware(AccessLog)              # outermost: refused requests are logged too
     return app

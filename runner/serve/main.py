@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+from typing import Any
 
 import uvicorn
 
@@ -63,7 +64,8 @@ class Serving(uvicorn.Server):
 
     def handle_exit(self, sig, frame) -> None:
         if not self.should_exit and getattr(self, "loop", None) is not None:
-            service = self.config.app.state.service
+            app: Any = self.config.app             # the FastAPI app create_app() made
+            service = app.state.service
             def shut_down():
                 self.shutting_down = self.loop.create_task(service.shut_down())   # held
 

@@ -10,7 +10,7 @@ Ollama ignores them."""
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -86,9 +86,16 @@ SERVER_BLOCKS = ("server_tool_use", "web_search_tool_result", "web_fetch_tool_re
                  "container_upload", "search_result", "tool_search_tool_result")
 
 
+# Literals built from the tuples at run time (strings to the type checker)
+if TYPE_CHECKING:
+    ServerKind = str
+else:
+    ServerKind = Literal[SERVER_BLOCKS]
+
+
 class ServerBlock(Body):
     model_config = ConfigDict(extra="allow")
-    type: Literal[SERVER_BLOCKS]
+    type: ServerKind
 
 
 Block = Annotated[TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock |
@@ -126,10 +133,14 @@ class OutputFormat(Body):
 
 
 EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "max", "max": "max"}
+if TYPE_CHECKING:
+    EffortKind = str
+else:
+    EffortKind = Literal[tuple(EFFORTS)]
 
 
 class OutputConfig(Body):
-    effort: Literal[tuple(EFFORTS)] | None = None
+    effort: EffortKind | None = None
     format: OutputFormat | None = None
 
 
@@ -155,8 +166,9 @@ class CountTokensRequest(Body):
 
     def native(self, options: Options | None = None, stream: bool = False) -> ChatRequest:
         """The same request as Ollama's chat."""
-        tools = [Tool(function={"name": t.name, "description": t.description,
-                                "parameters": t.input_schema}) for t in self.tools or []]
+        tools = [Tool.model_validate({"function": {
+            "name": t.name, "description": t.description, "parameters": t.input_schema}})
+            for t in self.tools or []]
         output = self.output_config or OutputConfig()
         return ChatRequest(model=self.model, messages=self._messages(), options=options,
                            stream=stream, tools=tools or None, tool_choice=self._choice(),
@@ -186,7 +198,8 @@ class CountTokensRequest(Body):
         turns."""
         systems = [self.system] if isinstance(self.system, str) else \
             [block.text for block in self.system or []]
-        found, names = [], {}                      # names: tool_use id -> tool name
+        found: list[Message] = []
+        names: dict[str, str] = {}                 # tool_use id -> tool name
         for message in self.messages:
             blocks = [TextBlock(type="text", text=message.content)] \
                 if isinstance(message.content, str) else message.content
@@ -212,7 +225,7 @@ class MessagesRequest(CountTokensRequest):
     def options(self) -> Options:
         given = {"num_predict": self.max_tokens, "temperature": self.temperature,
                  "top_p": self.top_p, "top_k": self.top_k, "stop": self.stop_sequences}
-        return Options(**{k: v for k, v in given.items() if v is not None})
+        return Options.model_validate({k: v for k, v in given.items() if v is not None})
 
 
 def _assistant(blocks: list, names: dict) -> Message:
@@ -231,8 +244,9 @@ def _assistant(blocks: list, names: dict) -> Message:
                                                        "arguments": block.input}})
         else:
             raise ValueError(f"An assistant message cannot hold a {block.type} block.")
-    return Message(role="assistant", content="".join(texts),
-                   thinking="".join(thoughts) or None, tool_calls=calls or None)
+    return Message.model_validate({"role": "assistant", "content": "".join(texts),
+                                   "thinking": "".join(thoughts) or None,
+                                   "tool_calls": calls or None})
 
 
 def _user(blocks: list, names: dict) -> list[Message]:

@@ -38,7 +38,7 @@ def _native(request: CountTokensRequest, **fields):
 
 def _stop_reason(done: dict, calls: bool) -> str:
     """tool_use where the reply called tools and was not cut (max_tokens)."""
-    reason = done.get("done_reason")
+    reason = done.get("done_reason") or ""
     return "tool_use" if calls and reason != "length" else STOP_REASONS.get(reason, "end_turn")
 
 
@@ -75,7 +75,8 @@ class Events:
 
     def __init__(self, ident: str, model: str):
         self.ident, self.model = ident, model
-        self.index, self.open, self.calls = -1, None, False
+        self.index, self.calls = -1, False
+        self.open: str | None = None           # the kind of the block being written
 
     def event(self, kind: str, data: dict) -> str:
         return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"

@@ -106,8 +106,9 @@ def _file_type(path: Path) -> str:
 async def create(request: CreateBody, service: Served):
     library = service.library
     checkpoint = _is_checkpoint(request.files)
-    model, projector = (None, None) if checkpoint else \
-        await _gguf_files(library, request.files)
+    found = (None, None) if checkpoint else await _gguf_files(library, request.files)
+    model: str | None = found[0]
+    projector: str | Path | None = found[1]
     template, system = request.template, request.system
     parameters = request.parameters.given() if request.parameters else {}
     messages = None if request.messages is None else \

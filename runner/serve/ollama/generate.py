@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from .bodies import ChatRequest, EmbeddingsRequest, EmbedRequest, GenerateRequest
 from ..web.reading import Served, body, documented
 from ..web.replies import folded, ndjson
-from ..service.stream import Stream
+from ..service.stream import Reply
 
 
 api = APIRouter()
@@ -59,7 +59,7 @@ async def embeddings(request: EmbeddingsBody, service: Served):
     return {"embedding": vectors[0]}
 
 
-async def answer(stream: Stream, streaming: bool, http: Request):
+async def answer(stream: Reply, streaming: bool, http: Request):
     """NDJSON chunks, or the stream folded into one object."""
     return ndjson(stream, finished_calls) if streaming else \
         finished_calls(await folded(stream, http))

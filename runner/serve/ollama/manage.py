@@ -130,7 +130,7 @@ async def show(request: ModelBody, service: Served):
     if entry.messages:
         result["messages"] = entry.messages
     if entry.projector is not None:
-        result["projector_info"] = shown(entry.projector_info(), verbose)
+        result["projector_info"] = shown(entry.projector_info() or {}, verbose)
     if verbose:
         result["tensors"] = [{"name": t.name, "type": gguf.GGMLQuantizationType(t.type).name,
                               "shape": list(t.ne)}

@@ -4,15 +4,19 @@ server does not use (user, service_tier, ...) are ignored."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field
 
 from ..ollama.bodies import Body, Tool, ToolChoice
 
-EFFORT = {"none": False, "minimal": "low", "low": "low", "medium": "medium", "high": "high",
-          "max": "max", "xhigh": "max", "ultra": "max"}
-Effort = Literal[tuple(EFFORT)]
+EFFORT: dict[str, Any] = {"none": False, "minimal": "low", "low": "low", "medium": "medium",
+                          "high": "high", "max": "max", "xhigh": "max", "ultra": "max"}
+# a Literal of EFFORT's keys (built from them at run time; a string to the type checker)
+if TYPE_CHECKING:
+    Effort = str
+else:
+    Effort = Literal[tuple(EFFORT)]
 Stop = str | list[str] | None
 
 
@@ -31,7 +35,7 @@ DATA_URLS_ONLY = "only data:image/...;base64 image URLs are supported"
 
 def image_data(url: str | None) -> str | None:
     """The base64 data of a data:image URL (None for any other URL: nothing is fetched)."""
-    return url.split(",", 1)[-1] if (url or "").startswith("data:image/") else None
+    return url.split(",", 1)[-1] if url and url.startswith("data:image/") else None
 
 
 class TextPart(Body):

@@ -12,7 +12,7 @@ import secrets
 import struct
 import time
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
 
@@ -42,7 +42,7 @@ def _options(body: Sampling, limit: int | None) -> Options:
              "frequency_penalty": body.frequency_penalty,
              "presence_penalty": body.presence_penalty, "num_predict": limit, "stop": stop,
              "logit_bias": body.logit_bias}
-    return Options(**{k: v for k, v in given.items() if v is not None})
+    return Options.model_validate({k: v for k, v in given.items() if v is not None})
 
 
 def _format(response_format: ResponseFormat | None):
@@ -63,9 +63,11 @@ def _think(body: ChatCompletionRequest):
 def _messages(messages: list[OpenAIMessage]) -> list[Message]:
     """OpenAI messages as native ones: content parts split, tool call arguments parsed,
     tool results named, developer as system, reasoning as thinking."""
-    names, found = {}, []
+    names: dict[str | None, str] = {}                # call id -> its function's name
+    found: list[Message] = []
     for message in messages:
-        base = {"role": "system" if message.role == "developer" else message.role}
+        base: dict[str, Any] = {"role": "system" if message.role == "developer" else
+                                message.role}
         if message.reasoning:
             base["thinking"] = message.reasoning
         calls = []
@@ -87,9 +89,10 @@ def _messages(messages: list[OpenAIMessage]) -> list[Message]:
             base["tool_name"] = message.name or names.get(message.tool_call_id, "")
             base["tool_call_id"] = message.tool_call_id
         if isinstance(message.content, list):
-            found += [Message(**base, **_part(part)) for part in message.content]
+            found += [Message.model_validate({**base, **_part(part)})
+                      for part in message.content]
         else:
-            found.append(Message(**base, content=message.content or ""))
+            found.append(Message.model_validate({**base, "content": message.content or ""}))
     return found
 
 
@@ -198,7 +201,8 @@ class Completions:
     tokens' logprobs (the legacy shape) with their text."""
 
     def __init__(self, echoes: list[str], top: int | None):
-        self.echoes, self.top, self.offsets = echoes, top, {}
+        self.echoes, self.top = echoes, top
+        self.offsets: dict[int, int] = {}
 
     def __call__(self, chunk: dict) -> list[dict]:
         index = chunk.get("index", 0)

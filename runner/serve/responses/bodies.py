@@ -186,17 +186,19 @@ class ResponsesRequest(Body):
         return self
 
     def native(self) -> ChatRequest:
-        tools = [Tool(function={"name": t.name, "description": t.description,
-                                "parameters": t.parameters}) for t in self.tools or []]
-        choice = self.tool_choice
-        if isinstance(choice, NamedChoice):
-            choice = NamedTool(function=NamedFunction(name=choice.name))
+        tools = [Tool.model_validate({"function": {
+            "name": t.name, "description": t.description, "parameters": t.parameters}})
+            for t in self.tools or []]
+        given_choice = self.tool_choice
+        choice = NamedTool(function=NamedFunction(name=given_choice.name)) \
+            if isinstance(given_choice, NamedChoice) else given_choice
         given = {"temperature": 1.0 if self.temperature is None else self.temperature,
                  "top_p": 1.0 if self.top_p is None else self.top_p,
                  "num_predict": self.max_output_tokens}
         effort = self.reasoning.effort if self.reasoning else None
         return ChatRequest(model=self.model, messages=self.messages(), stream=False,
-                           options=Options(**{k: v for k, v in given.items() if v is not None}),
+                           options=Options.model_validate(
+                               {k: v for k, v in given.items() if v is not None}),
                            tools=tools or None, tool_choice=choice if tools else None,
                            think=None if effort is None else EFFORT[effort],
                            format=self._format(), truncate=False)

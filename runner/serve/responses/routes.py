@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request
 from ..openai.routes import error_body
 from ..web.reading import Served, body, documented
 from ..web.replies import StreamReply, folded, server_events
-from .bodies import ResponsesRequest
+from .bodies import NamedChoice, ResponsesRequest
 from ..service.core import ServeError
 
 
@@ -83,8 +83,8 @@ class Shell:
             "instructions": request.instructions, "max_output_tokens": request.max_output_tokens,
             "parallel_tool_calls": request.parallel_tool_calls, "previous_response_id": None,
             "temperature": request.temperature, "top_p": request.top_p,
-            "tool_choice": request.tool_choice.model_dump() if hasattr(
-                request.tool_choice, "model_dump") else request.tool_choice or "auto",
+            "tool_choice": request.tool_choice.model_dump()
+            if isinstance(request.tool_choice, NamedChoice) else request.tool_choice or "auto",
             "tools": [t.model_dump(exclude_none=True) for t in request.tools or []],
             "reasoning": request.reasoning.model_dump() if request.reasoning else None,
             "text": {"format": {"type": "text"}}, "truncation": "disabled", "store": False,
@@ -97,9 +97,10 @@ class Events:
     kind comes; every event carries its sequence number."""
 
     def __init__(self, shell: Shell):
-        self.shell, self.sequence, self.output = shell, 0, []
+        self.shell, self.sequence = shell, 0
+        self.output: list[dict] = []
         self.free_form = _free_form(shell.request)
-        self.open = None                       # (kind, item, text so far)
+        self.open: tuple[str, dict, str] | None = None      # (kind, item, text so far)
 
     def event(self, kind: str, **data) -> str:
         payload = {"type": kind, "sequence_number": self.sequence, **data}

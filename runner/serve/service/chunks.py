@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass, field
 
 from ...protocol import CompletionRequest
@@ -40,7 +41,8 @@ async def reply_chunks(call: Call, model: str, events, runner, arrived: int,
     """The chunks of the runner's events (an async iterator) for call; a runner's failure
     midway is a last chunk {"error", "status"} of failed(error) (a reply not streamed
     answers that status). arrived: the request's perf_counter_ns, for total_duration."""
-    extractor, pieces = call.extractor, []
+    extractor = call.extractor
+    pieces: list[str] = []
     try:
         async for event in events:
             if "error" in event:
@@ -79,9 +81,9 @@ async def reply_chunks(call: Call, model: str, events, runner, arrived: int,
 
 def chunk_of(call: Call, model: str, content: str, thinking: str, calls: list) -> dict:
     """A chat's message chunk, or a generate's response chunk; not done."""
-    chunk = {"model": model, "created_at": now()}
+    chunk: dict[str, Any] = {"model": model, "created_at": now()}
     if call.chat:
-        message = {"role": "assistant", "content": content}
+        message: dict[str, Any] = {"role": "assistant", "content": content}
         if thinking:
             message["thinking"] = thinking
         if calls:

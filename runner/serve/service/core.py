@@ -21,7 +21,7 @@ from ...protocol import CompletionRequest, Image
 from ..formats import forced_call_grammar, format_for, make_extractor
 from ..formats.prompts import Prompt, chat_prompt, generate_prompt
 from .scheduler import Busy, Loaded, Scheduler
-from .stream import LateStream, Stream
+from .stream import LateStream, Reply, Stream
 from .runners import RunnerError
 
 SHUTTING_DOWN = "The server is shutting down; this reply was not finished."
@@ -104,7 +104,7 @@ class Service:
     # -- generate and chat ----------------------------------------------------------------
 
     async def generate(self, request: GenerateRequest, tokens: list[int] | None = None,
-                       early: bool = False) -> Stream:
+                       early: bool = False) -> Reply:
         """tokens: token ids the prompt starts with (also in raw mode: OpenAI's token-id
         prompts)."""
         arrived = time.perf_counter_ns()
@@ -132,7 +132,7 @@ class Service:
         return await self._opened(call, request, arrived, early,
                                   context=request.context if tokens is None else tokens)
 
-    async def chat(self, request: ChatRequest, early: bool = False) -> Stream:
+    async def chat(self, request: ChatRequest, early: bool = False) -> Reply:
         """The reply's stream; early: at once, the model loading and the prompt evaluated as
         it is read (their failures then come as its error chunk), so that a streamed
         response's headers need not wait for them."""
@@ -140,7 +140,7 @@ class Service:
         return await self._opened(await self._chat_call(request), request, arrived, early)
 
     async def _opened(self, call: Call, request: Generation, arrived: int, early: bool,
-                      context: list[int] | None = None) -> Stream:
+                      context: list[int] | None = None) -> Reply:
         options = self._options(call.entry, request.given_options())   # refused now
         opening = self._open(call, request, arrived, context, options)
         if not early:

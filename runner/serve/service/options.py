@@ -93,7 +93,7 @@ class LoadChoice:
     num_thread: int | None = None
 
 
-def layered(model_parameters: dict, request: dict | None) -> tuple[dict, LoadChoice, dict]:
+def layered(model_parameters: dict, request: dict | None) -> tuple[dict, dict, dict]:
     """(generation options for the runner, the load choice, all options as used), from
     Ollama's defaults, the model's parameters and the request's options."""
     if request is not None and not isinstance(request, dict):

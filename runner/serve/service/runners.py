@@ -71,30 +71,44 @@ class Runner:
         if choice.num_thread:
             flags += ["--threads", str(choice.num_thread)]
         secret = secrets.token_urlsafe(32)      # in the environment: never on a command line
-        self.process = await asyncio.create_subprocess_exec(
+        self.process = process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "runner", *flags, cwd="/", stdout=asyncio.subprocess.PIPE,
             stdin=asyncio.subprocess.DEVNULL, preexec_fn=_die_with_parent,
             env={**os.environ, "RUNNER_SECRET": secret})
         loop = asyncio.get_running_loop()
         self._watchers = [loop.create_task(self._watch()), loop.create_task(self._watch_stalls())]
         try:
-            line = (await asyncio.wait_for(self.process.stdout.readline(), 120)).decode()
+            assert process.stdout is not None                     # piped above
+            line = (await asyncio.wait_for(process.stdout.readline(), 120)).decode()
         except asyncio.TimeoutError:
             line = ""
         if "listening on" not in line:
             await self.stop()
             raise RunnerError(f"The runner for {self.path.name} did not start (exit code "
-                              f"{self.process.returncode}).")
+                              f"{process.returncode}).")
         self.client = httpx.AsyncClient(base_url="http://" + line.split()[-1],
                                         headers={"Authorization": f"Bearer {secret}"},
                                         timeout=httpx.Timeout(LOAD_TIMEOUT, connect=10))
 
+    def _process(self) -> asyncio.subprocess.Process:
+        """The process, once start() made it."""
+        if self.process is None:
+            raise RunnerError("The runner was not started.")
+        return self.process
+
+    def _client(self) -> httpx.AsyncClient:
+        """The client of a runner that started (it printed its address)."""
+        if self.client is None:
+            raise RunnerError("The runner has not started answering yet.")
+        return self.client
+
     async def _watch(self) -> None:
-        await self.process.wait()
+        process = self._process()
+        await process.wait()
         self.exited.set()
-        if self.process.returncode not in (0, -15):
+        if process.returncode not in (0, -15):
             log.warning("The runner for %s exited with code %s.", self.path.name,
-                        self.process.returncode)
+                        process.returncode)
 
     async def _watch_stalls(self) -> None:
         """The watchdog: a runner with work that has answered nothing for stall_timeout, and
@@ -114,7 +128,7 @@ class Runner:
                     log.warning("The runner for %s answered nothing for %.0f s with work "
                                 "pending; it is replaced.", self.path.name, stall)
                     self.stalled = True
-                    self.process.kill()
+                    self._process().kill()
                 return
 
     @contextlib.asynccontextmanager
@@ -151,7 +165,7 @@ class Runner:
     async def _post(self, path: str, body: protocol.Body) -> dict:
         try:
             async with self._call():
-                response = await self.client.post(path, json=body.wire())
+                response = await self._client().post(path, json=body.wire())
         except httpx.HTTPError as error:
             raise self._gone(error) from None
         if response.status_code != 200:
@@ -174,7 +188,7 @@ class Runner:
         request (its refusals raise before that, as soon as it answers; the first event comes
         once the prompt is read)."""
         try:
-            async with self._call(), self.client.stream(
+            async with self._call(), self._client().stream(
                     "POST", "/completion", json=body.wire(),
                     timeout=httpx.Timeout(None, connect=10)) as response:
                 if response.status_code != 200:
@@ -207,12 +221,13 @@ class Runner:
         if self.client is not None:
             await self.client.aclose()
         if self.alive:
-            self.process.terminate()
+            process = self._process()
+            process.terminate()
             try:
-                await asyncio.wait_for(self.process.wait(), 15)
+                await asyncio.wait_for(process.wait(), 15)
             except asyncio.TimeoutError:
-                self.process.kill()
-                await self.process.wait()
+                process.kill()
+                await process.wait()
 
 
 def _message(response: httpx.Response) -> str:

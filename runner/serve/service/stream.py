@@ -14,7 +14,8 @@ class Stream:
 
     def __init__(self, chunks: AsyncGenerator[dict], release: Callable[[], None],
                  source: AsyncGenerator[dict], count: Callable | None = None):
-        self._chunks, self._release, self._source = chunks, release, source
+        self._chunks, self._source = chunks, source
+        self._release: Callable[[], None] | None = release
         self._count = count
 
     async def prompt_tokens(self) -> int:
@@ -84,3 +85,6 @@ class LateStream:
             await asyncio.gather(self._opening, return_exceptions=True)
         if not self._opening.cancelled() and self._opening.exception() is None:
             await self._opening.result().aclose()
+
+
+Reply = Stream | LateStream         # what the service hands a route: its chunks, their lease

@@ -14,7 +14,7 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 
 from ..service.core import ServeError
-from ..service.stream import Stream
+from ..service.stream import Reply
 
 T = TypeVar("T")
 GONE = 499                      # the status Ollama logs for a client that closed its request
@@ -24,7 +24,7 @@ class StreamReply(StreamingResponse):
     """A streamed reply that returns its stream's lease however the response ends: read to
     the end, failed, or the client gone before the first chunk was read."""
 
-    def __init__(self, stream: Stream, body: AsyncIterator[str], media_type: str):
+    def __init__(self, stream: Reply, body: AsyncIterator[str], media_type: str):
         super().__init__(body, media_type=media_type)
         self.stream = stream
 
@@ -44,7 +44,7 @@ def keepalive_seconds() -> float:
     return float(os.environ.get("RUNNER_KEEPALIVE", "5"))
 
 
-def server_events(stream: Stream, start, each, failed, keepalive: str = KEEPALIVE
+def server_events(stream: Reply, start, each, failed, keepalive: str = KEEPALIVE
                   ) -> StreamReply:
     """stream as server-sent events: the lines of `await start()`, then each chunk's
     (`each(chunk)`), or `failed(message)`'s line for an error chunk, which ends it; the
@@ -84,7 +84,7 @@ async def kept_alive(chunks, every: float):
         yield chunk
 
 
-def ndjson(stream: Stream, shape=lambda chunk: chunk) -> StreamReply:
+def ndjson(stream: Reply, shape=lambda chunk: chunk) -> StreamReply:
     """The chunks as lines of JSON, each through shape."""
     async def lines():
         async for chunk in stream:
@@ -114,7 +114,7 @@ async def unless_gone(request: Request, work: Awaitable[T]) -> T:
     return task.result()
 
 
-async def folded(stream: Stream, request: Request) -> dict:
+async def folded(stream: Reply, request: Request) -> dict:
     """One object from a whole stream (an error chunk raises), cancelled if the client
     leaves."""
     try:
@@ -145,7 +145,7 @@ async def _replay(chunks: list[dict]):
         yield chunk
 
 
-async def _fold(stream: Stream) -> dict:
+async def _fold(stream: Reply) -> dict:
     result, texts, thoughts, calls, logprobs = {}, [], [], [], []
     async for chunk in stream:
         if "error" in chunk:
