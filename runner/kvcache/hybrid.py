@@ -34,6 +34,8 @@ from .states import StateCells
 DEFAULT_CHECKPOINTS = 4      # per sequence, where the KV budget (default_checkpoints) allows
 MIN_CHECKPOINTS = 2          # before a turn's generation prompt, and where its reply ended
 ROW_FLOATS = 4096            # states move in rows of at most this many floats (see pieces())
+# each graph input's index type: cells read (GET_ROWS), written (SET_ROWS), rows gathered
+INDEX_TYPES = {"src": ("I32", np.int32), "dst": ("I64", np.int64), "rows": ("I32", np.int32)}
 
 
 def pieces(floats: int) -> int:
@@ -197,7 +199,9 @@ class HybridView(GraphView):
                  causal: bool = True, block_windows=()):
         super().__init__(cache, ctx, placement, windows, causal, block_windows)
         self.state_groups = [t for t, _ in placement.state_groups]   # tokens of each group
-        self._inputs: dict[tuple[str, int], pyggml.Tensor] = {}   # made as layers ask
+        # (kind, group, rows a state is cut in) -> its input, made as layers ask
+        self._inputs: dict[tuple[str, int, int], pyggml.Tensor] = {}
+        self._order: pyggml.Tensor | None = None   # each row's place, where groups reorder
 
     def _input(self, kind: str, group: int, split: int = 1):
         """The graph input of kind ("src", "dst" rows of states cut in split rows each,
@@ -206,10 +210,9 @@ class HybridView(GraphView):
         key = (kind, group, split)
         if key not in self._inputs:
             count, tokens = len(self.placement.state_groups[group][1]), self.state_groups[group]
-            dtype, n = {"src": ("I32", count * split), "dst": ("I64", count * split),
-                        "rows": ("I32", count * tokens)}[kind]
+            n = count * tokens if kind == "rows" else count * split
             self._inputs[key] = self.ctx.new_tensor(
-                dtype, (n,), name=f"rs_{kind}_{group}_{split}").set_input()
+                INDEX_TYPES[kind][0], (n,), name=f"rs_{kind}_{group}_{split}").set_input()
         return self._inputs[key]
 
     def prepare(self, placement: HybridPlacement) -> None:
@@ -218,18 +221,18 @@ class HybridView(GraphView):
         for group, (_, indices) in enumerate(placement.state_groups):
             rows = np.concatenate([np.arange(runs[i][1], runs[i][2]) for i in indices])
             gathered.append(rows)
-            cells = {"src": np.array([placement.sources[i] for i in indices], np.int32),
-                     "dst": np.array([placement.targets[i] for i in indices], np.int64)}
+            cells = {"src": np.array([placement.sources[i] for i in indices]),
+                     "dst": np.array([placement.targets[i] for i in indices])}
             for (kind, at, split), tensor in self._inputs.items():
-                if at != group or kind == "order":
+                if at != group:
                     continue
-                value = rows.astype(np.int32) if kind == "rows" else \
+                value = rows if kind == "rows" else \
                     (cells[kind][:, None] * split + np.arange(split)).reshape(-1)
-                self._values.append((tensor, value.astype(cells.get(kind, value).dtype)))
-        if ("order", 0, 1) in self._inputs:
+                self._values.append((tensor, value.astype(INDEX_TYPES[kind][1])))
+        if self._order is not None:
             order = np.empty(len(placement.batch), np.int32)
             order[np.concatenate(gathered)] = np.arange(len(placement.batch), dtype=np.int32)
-            self._values.append((self._inputs["order", 0, 1], order))
+            self._values.append((self._order, order))
 
     def _offset(self, group: int) -> int:
         return sum(len(runs) * t for t, runs in self.placement.state_groups[:group])
@@ -255,10 +258,10 @@ class HybridView(GraphView):
             out = out.concat(more, axis=0)
         if self.placement.in_order:
             return out
-        if ("order", 0, 1) not in self._inputs:
-            self._inputs["order", 0, 1] = self.ctx.new_tensor(
+        if self._order is None:
+            self._order = self.ctx.new_tensor(
                 "I32", (len(self.placement.batch),), name="rs_order").set_input()
-        return out.reshape(out.shape[0], -1).get_rows(self._inputs["order", 0, 1]) \
+        return out.reshape(out.shape[0], -1).get_rows(self._order) \
             .reshape(out.shape)
 
     def conv_state(self, layer: int, group: int):
