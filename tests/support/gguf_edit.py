@@ -1,0 +1,80 @@
+"""Rewriting a GGUF file the way another converter would have written it (the tests' way to
+make Ollama's layouts of a model from ours): keys renamed, dropped or given new values,
+tensors renamed or replaced; DeepSeek 2's file in Ollama's layout; a file's tensors read back
+as bytes."""
+
+from __future__ import annotations
+
+import gguf
+import numpy as np
+
+from pyggml.gguf_reader import Header
+
+
+def rewrite(source, target, keys=None, values=None, tensors=None, arch=None):
+    """keys: old key -> new key (None drops it); values: key -> new value (a key the file
+    lacks, or one keys drops, is added anew: ints as uint32, floats as float32, strings,
+    bools, lists as arrays);
+    tensors: function (name, float32 array) -> {new name: array} (an empty dict drops it);
+    arch: a new general.architecture (its keys renamed by the caller). Returns target."""
+    keys, values = keys or {}, values or {}
+    header = Header(source)
+    writer = gguf.GGUFWriter(str(target), arch or header.metadata["general.architecture"])
+    for name, value in header.metadata.items():
+        if name in ("general.architecture", "general.alignment") or name.startswith("GGUF."):
+            continue
+        new = keys.get(name, name)
+        if new is None:
+            continue
+        kind, sub = header.value_types[name]
+        writer.add_key_value(new, values.get(name, value), gguf.GGUFValueType(kind),
+                             sub_type=None if sub is None else gguf.GGUFValueType(sub))
+    added = {bool: gguf.GGUFValueType.BOOL, int: gguf.GGUFValueType.UINT32,
+             float: gguf.GGUFValueType.FLOAT32, str: gguf.GGUFValueType.STRING}
+    for name, value in values.items():
+        if name in header.metadata and keys.get(name, name) is not None:
+            continue                                   # written above, with its own type
+        if isinstance(value, list):
+            writer.add_array(name, value)
+        else:
+            writer.add_key_value(name, value, added[type(value)])
+    arrays = {t.name: np.array(t.data, dtype=np.float32).reshape(
+        tuple(reversed([int(n) for n in t.shape]))) for t in gguf.GGUFReader(str(source)).tensors}
+    for name, array in arrays.items():
+        for new, data in (tensors(name, array, arrays) if tensors else {name: array}).items():
+            writer.add_tensor(new, np.ascontiguousarray(data, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return target
+
+
+def deepseek2_ollama_layout(source, target):
+    """source (a deepseek2 GGUF of ours) as Ollama's converter writes it: kv_b whole,
+    head_count_kv the heads, key and value lengths per expanded head, no *_mla keys."""
+    meta = Header(source).metadata
+    arch = meta["general.architecture"]
+    heads = int(meta[f"{arch}.attention.head_count"])
+    key, value = (int(meta[f"{arch}.attention.{k}_length_mla"]) for k in ("key", "value"))
+    keys = {name: None for name in meta if name.endswith("_mla")}
+    values = {f"{arch}.attention.head_count_kv": heads, f"{arch}.attention.key_length": key,
+              f"{arch}.attention.value_length": value}
+
+    def expanded(name, array, arrays):
+        if name.endswith("attn_v_b.weight"):
+            return {}
+        if not name.endswith("attn_k_b.weight"):
+            return {name: array}
+        k = array.transpose(0, 2, 1)                                       # (H, nope, R)
+        v = arrays[name.replace("attn_k_b", "attn_v_b")]                   # (H, Dv, R)
+        return {name.replace("attn_k_b", "attn_kv_b"):
+                np.concatenate([k, v], axis=1).reshape(-1, k.shape[-1])}
+
+    return rewrite(source, target, keys=keys, values=values, tensors=expanded)
+
+
+def tensors_of(path) -> dict:
+    header = Header(path)
+    data = np.memmap(path, np.uint8, mode="r")
+    return {t.name: bytes(data[t.offset:t.offset + t.n_bytes]) for t in header.tensors}
