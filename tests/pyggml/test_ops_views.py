@@ -4,8 +4,9 @@ numpy gives on the same view."""
 import numpy as np
 import pytest
 
+from tests.support.rope import rope_reference
+
 from .conftest import f32
-from .test_ops_attention import rope_reference
 
 CASES = {
     "rms_norm": (lambda t: t.rms_norm(1e-6),

@@ -15,9 +15,10 @@ from runner.engine.executor import Executor
 from runner.kvcache import CausalCache, new_cache
 from runner.tokenizer.bpe import PRE_TOKENIZERS
 
+from tests.support.corpus import corpus
+from tests.support.hf_tiny import OLMO3_YARN
+
 from .conftest import MODELS, SPECIAL
-from .convert.test_parity import OLMO3_YARN
-from .corpus import corpus
 
 pytestmark = pytest.mark.slow
 llama_cpp = pytest.importorskip("llama_cpp")
@@ -121,7 +122,7 @@ def trained_bpe_gguf(path, pre: str):
     import gguf
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-    from .tiny import llama_tensors, write_llama
+    from tests.support.tiny import llama_tensors, write_llama
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -161,7 +162,7 @@ def test_unigram_tokenizer_equals_llama_cpp(tmp_path, backend, setting):
     included."""
     from runner.loading.loader import load_model
 
-    from .tokenizer.test_unigram import HARD, SETTINGS, USER_DEFINED, unigram_gguf
+    from tests.support.unigram import HARD, SETTINGS, USER_DEFINED, unigram_gguf
 
     path, _ = unigram_gguf(tmp_path, *SETTINGS[setting])
     ours = load_model(path, backend).tokenizer
@@ -222,8 +223,8 @@ def test_converted_models_run_in_llama_cpp_as_in_ours(tmp_path, backend, name):
     from runner.convert import convert
     from runner.loading.loader import load_model
 
-    from .convert.hf_tiny import SPECIAL as TINY_SPECIAL
-    from .convert.hf_tiny import checkpoint
+    from tests.support.hf_tiny import SPECIAL as TINY_SPECIAL
+    from tests.support.hf_tiny import checkpoint
 
     kind, config = CONVERTED[name]
     path = convert(checkpoint(kind, tmp_path / "hf", **config), tmp_path / "f32.gguf", "f32",
@@ -249,7 +250,7 @@ def test_gpt_oss_mxfp4_experts_run_and_quantize_in_llama_cpp_as_in_ours(tmp_path
     from runner.convert.quantize import quantize_file
     from runner.loading.loader import load_model
 
-    from .convert.test_gpt_oss import mxfp4_checkpoints
+    from tests.support.hf_released import mxfp4_checkpoints
 
     def run_both(path):
         model = load_model(path, backend)
@@ -281,7 +282,7 @@ def test_gpt_oss_sinks_with_flash_attention_equal_llama_cpps(tmp_path, backend):
     from runner.convert import convert
     from runner.loading.loader import load_model
 
-    from .convert.hf_tiny import checkpoint
+    from tests.support.hf_tiny import checkpoint
 
     path = convert(checkpoint("gpt_oss", tmp_path / "hf"), tmp_path / "f32.gguf", "f32",
                    progress=False)
@@ -301,7 +302,7 @@ def test_deepseeks_latent_cache_with_flash_attention_equals_llama_cpps(tmp_path,
     from runner.convert import convert
     from runner.loading.loader import load_model
 
-    from .convert.hf_tiny import checkpoint
+    from tests.support.hf_tiny import checkpoint
 
     path = convert(checkpoint(kind, tmp_path / "hf"), tmp_path / "m.gguf", "f32",
                    progress=False)
@@ -324,7 +325,7 @@ def test_converted_models_rotate_quantized_caches_as_llama_cpp(tmp_path, backend
     from runner.convert import convert
     from runner.loading.loader import load_model
 
-    from .convert.hf_tiny import checkpoint
+    from tests.support.hf_tiny import checkpoint
 
     path = convert(checkpoint(kind, tmp_path / "hf", **config), tmp_path / "m.gguf", "f32",
                    progress=False)
@@ -367,7 +368,7 @@ def test_converted_bert_embeds_in_llama_cpp_as_in_ours(tmp_path, pooling):
     2e-7 to 2.4e-5)."""
     from runner.convert import convert
 
-    from .convert.hf_tiny import bert_checkpoint
+    from tests.support.hf_tiny import bert_checkpoint
 
     path = convert(bert_checkpoint(tmp_path / "hf", pooling), tmp_path / "bert.gguf", "f32",
                    progress=False)
@@ -380,11 +381,11 @@ def test_converted_nomic_bert_embeds_in_llama_cpp_as_in_ours(tmp_path):
     token ids, the same mean-pooled vectors (no cache on either side)."""
     from runner.convert import convert
 
-    from .convert.test_nomic import TEXTS, nomic_checkpoint
+    from tests.support.hf_embedding import NOMIC_TEXTS, nomic_checkpoint
 
     path = convert(nomic_checkpoint(tmp_path / "hf"), tmp_path / "nomic.gguf", "f32",
                    progress=False)
-    embeds_alike(path, TEXTS, 1e-5)
+    embeds_alike(path, NOMIC_TEXTS, 1e-5)
 
 
 def test_converted_nomic_bert_moe_embeds_in_llama_cpp_as_in_ours(tmp_path):
@@ -393,11 +394,11 @@ def test_converted_nomic_bert_moe_embeds_in_llama_cpp_as_in_ours(tmp_path):
     (measured 1.8e-5 apart: the experts' sums in another order)."""
     from runner.convert import convert
 
-    from .convert.test_nomic import MOE_CONFIG, TEXTS, nomic_checkpoint
+    from tests.support.hf_embedding import NOMIC_MOE_CONFIG, NOMIC_TEXTS, nomic_checkpoint
 
-    path = convert(nomic_checkpoint(tmp_path / "hf", **MOE_CONFIG), tmp_path / "moe.gguf",
-                   "f32", progress=False)
-    embeds_alike(path, TEXTS + ["  spaces   and\ttabs ＡＢＣ ﬁ"], 5e-5)
+    path = convert(nomic_checkpoint(tmp_path / "hf", **NOMIC_MOE_CONFIG),
+                   tmp_path / "moe.gguf", "f32", progress=False)
+    embeds_alike(path, NOMIC_TEXTS + ["  spaces   and\ttabs ＡＢＣ ﬁ"], 5e-5)
 
 
 def test_converted_embedding_gemma_embeds_in_llama_cpp_as_in_ours(tmp_path):
@@ -408,12 +409,12 @@ def test_converted_embedding_gemma_embeds_in_llama_cpp_as_in_ours(tmp_path):
     one machine, 5.1e-5 on an AVX-512 EPYC, whose kernels sum in wider steps)."""
     from runner.convert import convert
 
-    from .convert.test_embedding_gemma import TEXTS, embedding_gemma_checkpoint
+    from tests.support.hf_embedding import EMBEDDING_GEMMA_TEXTS, embedding_gemma_checkpoint
 
     path = convert(embedding_gemma_checkpoint(tmp_path / "hf"), tmp_path / "emb.gguf", "f32",
                    progress=False)
-    embeds_alike(path, TEXTS, 1e-4, context=256, n_batch=256, n_ubatch=256, type_k=0,
-                 type_v=0)
+    embeds_alike(path, EMBEDDING_GEMMA_TEXTS, 1e-4, context=256, n_batch=256, n_ubatch=256,
+                 type_k=0, type_v=0)
 
 
 def test_converted_last_token_embedding_model_embeds_in_llama_cpp_as_in_ours(tmp_path):
@@ -422,11 +423,11 @@ def test_converted_last_token_embedding_model_embeds_in_llama_cpp_as_in_ours(tmp
     vector by 9e-4)."""
     from runner.convert import convert
 
-    from .convert.test_qwen3_embedding import TEXTS, embedding_checkpoint
+    from tests.support.hf_embedding import QWEN3_EMBEDDING_TEXTS, qwen3_embedding_checkpoint
 
-    path = convert(embedding_checkpoint(tmp_path / "hf"), tmp_path / "emb.gguf", "f32",
+    path = convert(qwen3_embedding_checkpoint(tmp_path / "hf"), tmp_path / "emb.gguf", "f32",
                    progress=False)
-    embeds_alike(path, TEXTS, 1e-4, same_ids=False, type_k=0, type_v=0)
+    embeds_alike(path, QWEN3_EMBEDDING_TEXTS, 1e-4, same_ids=False, type_k=0, type_v=0)
 
 
 def llama_cpp_q4_k_m(source, target):
@@ -479,7 +480,7 @@ def test_quantize_chooses_llama_cpps_type_for_every_tensor(tmp_path, kind, confi
 
     from runner.convert import convert
 
-    from .convert.hf_tiny import checkpoint
+    from tests.support.hf_tiny import checkpoint
 
     f16 = convert(checkpoint(kind, tmp_path / "hf", **{**QUANTIZED_SHAPE, **config}),
                   tmp_path / "f16.gguf", "f16", progress=False)
@@ -491,9 +492,9 @@ def test_quantize_chooses_llama_cpps_type_for_nomic_bert_moe(tmp_path, experts):
     """Its fused attn_qkv takes attn_v's rules, as llama.cpp ranks it."""
     from runner.convert import convert
 
-    from .convert.test_nomic import MOE_CONFIG, nomic_checkpoint
+    from tests.support.hf_embedding import NOMIC_MOE_CONFIG, nomic_checkpoint
 
-    wide = dict(MOE_CONFIG, n_embd=256, n_inner=512, n_head=4, n_layer=8, num_experts=experts)
+    wide = dict(NOMIC_MOE_CONFIG, n_embd=256, n_inner=512, n_head=4, n_layer=8, num_experts=experts)
     f16 = convert(nomic_checkpoint(tmp_path / "hf", **wide), tmp_path / "f16.gguf", "f16",
                   progress=False)
     assert_quantized_alike(f16, tmp_path)
@@ -510,12 +511,12 @@ def test_ollamas_deepseek_layout_runs_and_quantizes_in_llama_cpp_as_in_ours(tmp_
     from runner.convert import convert
     from runner.loading.loader import load_model
 
-    from .convert.hf_tiny import checkpoint
-    from .convert.test_deepseek2 import ollama_layout
+    from tests.support.hf_tiny import checkpoint
+    from tests.support.gguf_edit import deepseek2_ollama_layout
 
     latent = convert(checkpoint("deepseek_v3", tmp_path / "hf"), tmp_path / "latent.gguf",
                      "f32", progress=False)
-    path = ollama_layout(latent, tmp_path / "expanded.gguf")
+    path = deepseek2_ollama_layout(latent, tmp_path / "expanded.gguf")
     model = load_model(path, backend)
     llm = reference(path, n_ctx=256, logits_all=True, flash_attn=False, type_k=0, type_v=0)
     ids = model.tokenizer.encode("The capital of France is Paris.\n\nAnd  then \u2603 more.")
@@ -527,7 +528,7 @@ def test_ollamas_deepseek_layout_runs_and_quantizes_in_llama_cpp_as_in_ours(tmp_
         "qk_rope_head_dim": 64, "v_head_dim": 128, "moe_intermediate_size": 256,
         "n_routed_experts": experts}),
         tmp_path / "wide.gguf", "f32", progress=False)
-    f32 = ollama_layout(wide, tmp_path / "wide_expanded.gguf")
+    f32 = deepseek2_ollama_layout(wide, tmp_path / "wide_expanded.gguf")
     assert_quantized_alike(f32, tmp_path)
 
 
@@ -537,8 +538,8 @@ def test_a_qwen35_file_with_its_mtp_head_runs_in_llama_cpp_as_in_ours(tmp_path, 
     from runner.convert import convert
     from runner.loading.loader import load_model
 
-    from .convert.hf_tiny import checkpoint
-    from .convert.test_qwen35 import with_mtp_head
+    from tests.support.hf_tiny import checkpoint
+    from tests.support.hf_released import with_mtp_head
 
     hf = checkpoint("qwen3_5", tmp_path / "hf", rms_norm_eps=1e-6)
     source, _ = with_mtp_head(hf, tmp_path / "mtp")

@@ -110,6 +110,12 @@ QWEN35_KINDS = {
 SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
              rms_norm_eps=1e-5, initializer_range=0.1)
+# OLMo 3 7B/32B's: YaRN on the global layers (here 4x over 16 positions), the sliding ones
+# rotated unscaled
+OLMO3_YARN = dict(max_position_embeddings=64, rope_parameters={
+    "full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0,
+                       "original_max_position_embeddings": 16},
+    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})
 
 
 def tokenizer(kind: str):

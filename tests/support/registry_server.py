@@ -3,7 +3,8 @@ that Ollama's pull uses (GET /v2/NS/MODEL/manifests/TAG, HEAD and ranged GET of
 /v2/NS/MODEL/blobs/DIGEST, an optional Bearer token flow), and the part of Hugging Face's
 that huggingface_hub's downloads use (GET /api/models/REPO/tree/main, HEAD and GET of
 /REPO/resolve/main/FILE). Faults on demand: a blob's first transfer cut after some bytes,
-every later one refused, a blob served corrupted. It records each request it answers."""
+every later one refused, a blob served corrupted. It records each request it answers. Also
+the texts of a library model's template, system and params layers."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ from pathlib import Path
 CHUNK = 1 << 20
 TOKEN = "tiny-registry-token"
 COMMIT = "0" * 40
+# the texts of a library model's template, system and params layers
+GO_TEMPLATE = "{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}" \
+              "<|im_start|>user\n{{ .Prompt }}<|im_end|>\n<|im_start|>assistant\n"
+PARAMS = {"stop": ["<|im_end|>"], "temperature": 0.25, "num_ctx": 512}
+SYSTEM = "You are a terse assistant."
 
 
 @dataclass

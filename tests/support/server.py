@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.runner.convert.hf_tiny import checkpoint
+from tests.support.hf_tiny import checkpoint
 from tests.support.rpc_servers import free_port
 
 SHORT = {"num_predict": 2}          # a reply short enough not to matter

@@ -1,4 +1,5 @@
-"""Tiny llama-shaped GGUF files written at test time (random F32 weights)."""
+"""Tiny llama-shaped GGUF files written at test time (random F32 weights), and a numpy
+forward pass over their tensors written from the formulas."""
 
 from __future__ import annotations
 
@@ -73,3 +74,50 @@ def write_llama(path, tensors, arch="llama", rope_base=10000.0, extra=None, toke
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def rms_norm(x, w, eps=1e-5):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+
+def rope(x, pos, base, factors=None):
+    """x (T, H, D): rotate pairs (2i, 2i+1) by pos * base^(-2i/D) / factor_i."""
+    d = x.shape[-1]
+    inv = base ** (-np.arange(0, d, 2) / d)
+    if factors is not None:
+        inv = inv / factors
+    angle = pos[:, None, None] * inv[None, None, :]
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = a * np.cos(angle) - b * np.sin(angle)
+    out[..., 1::2] = a * np.sin(angle) + b * np.cos(angle)
+    return out
+
+
+def reference_logits(t, ids, base, factors=None):
+    return reference_hidden(t, ids, base, factors) @ t["output.weight"].T
+
+
+def reference_hidden(t, ids, base, factors=None):
+    """(T, E) final hidden states after the output norm."""
+    e, h, kvh = SHAPE["embd"], SHAPE["heads"], SHAPE["kv_heads"]
+    d, n = e // h, len(ids)
+    pos = np.arange(n, dtype=np.float64)
+    x = t["token_embd.weight"][ids].astype(np.float64)
+    causal = np.triu(np.full((n, n), -np.inf), 1)
+    for i in range(SHAPE["layers"]):
+        p = lambda name, i=i: t[f"blk.{i}.{name}.weight"].astype(np.float64)
+        hn = rms_norm(x, p("attn_norm"))
+        q = rope((hn @ p("attn_q").T).reshape(n, h, d), pos, base, factors)
+        k = rope((hn @ p("attn_k").T).reshape(n, kvh, d), pos, base, factors)
+        v = (hn @ p("attn_v").T).reshape(n, kvh, d)
+        k, v = np.repeat(k, h // kvh, axis=1), np.repeat(v, h // kvh, axis=1)
+        scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(d) + causal
+        probs = np.exp(scores - scores.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        attn = np.einsum("hqk,khd->qhd", probs, v).reshape(n, e)
+        x = x + attn @ p("attn_output").T
+        hn = rms_norm(x, p("ffn_norm"))
+        gate = hn @ p("ffn_gate").T
+        x = x + ((gate / (1 + np.exp(-gate))) * (hn @ p("ffn_up").T)) @ p("ffn_down").T
+    return rms_norm(x, t["output_norm.weight"])

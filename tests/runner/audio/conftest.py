@@ -7,8 +7,9 @@ import pytest
 
 from runner.convert import convert
 
+from tests.support import hf_audio
+
 from ..vision.conftest import vision_models  # noqa: F401  (a vision-only projector)
-from . import hf_audio
 
 
 @pytest.fixture(scope="session")
@@ -23,7 +24,7 @@ def audio_model(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def audio_reference(audio_model):
-    from ..vision import hf_vision
+    from tests.support import hf_vision
 
     return hf_vision.reference_model(audio_model["hf"])
 

@@ -12,7 +12,7 @@ from safetensors.numpy import load_file
 import pyggml
 from runner.convert import convert
 
-from . import hf_audio
+from tests.support import hf_audio
 
 # clip.cpp's load_hparams for an audio projector (and the mixed-file keys)
 REQUIRED = ["clip.has_audio_encoder", "clip.audio.projector_type",
@@ -67,7 +67,7 @@ def test_llama_cpp_loads_the_mmproj_and_hears_the_same(audio_model, audio_refere
     reference makes; it departs by ~6e-4 relative (measured; its front end and epsilon are
     its own), ours by ~1e-7."""
     pytest.importorskip("llama_cpp")
-    from ..vision.mtmd import mtmd_rows
+    from tests.support.mtmd import mtmd_rows
 
     clip = hf_audio.tone(3.3, 16000)
     expected = hf_audio.encoded(audio_reference, clip)

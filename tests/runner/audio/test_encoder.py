@@ -11,10 +11,8 @@ from runner.models.audio import gemma4a
 from runner.models.vision import projector_class
 from runner.multimodal import sound
 
-from . import hf_audio
-
-
-PROJECTOR = "gemma4a"          # the tiny checkpoint's clip.audio.projector_type (test_registry.py)
+from tests.support import hf_audio
+from tests.support.architectures import AUDIO_PROJECTOR
 
 
 def relative_error(ours, expected) -> float:
@@ -25,7 +23,7 @@ def relative_error(ours, expected) -> float:
 def test_rows_are_the_references(loaded, audio_reference, seconds):
     clip = hf_audio.tone(seconds, 16000, seed=int(seconds * 100))
     expected = hf_audio.encoded(audio_reference, clip)
-    assert type(loaded.multimodal.encoders["audio"].projector) is projector_class(PROJECTOR)
+    assert type(loaded.multimodal.encoders["audio"].projector) is projector_class(AUDIO_PROJECTOR)
     media, = loaded.multimodal.media(hf_audio.wav(clip, 16000, "FLOAT"))
     ours = media.embedding()
     assert ours.shape == expected.shape == (media.rows, loaded.loaded.model.config.embd)
@@ -76,7 +74,7 @@ def test_the_blocked_mask_sees_the_eleven_keys_before_and_itself():
 def test_both_encoders_are_measured_as_they_are_allocated(audio_model):
     import runner
 
-    from ..vision.test_memory import measured
+    from tests.support.footprint import measured
 
     expected = measured(audio_model, True)
     model = runner.load(audio_model["model"], projector=audio_model["mmproj"], num_ctx=256,

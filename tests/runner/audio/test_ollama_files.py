@@ -9,9 +9,9 @@ import numpy as np
 
 import runner
 
-from ..vision.hf_vision import png
-from ..vision.test_ollama_files import single_file
-from . import hf_audio
+from tests.support import hf_audio
+from tests.support.hf_vision import png
+from tests.support.ollama_files import single_file
 
 # llama.cpp's audio name -> Ollama's (the runner maps them back)
 TO_OLLAMA = {"attn_pre_norm": "ln1", "attn_post_norm": "ln2", "ln2": "layer_pre_norm",

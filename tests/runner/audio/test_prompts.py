@@ -15,10 +15,10 @@ import runner
 from runner.engine.batch import Batch
 from runner.multimodal.media import MediaRow, attach_media, token_ids
 
-from ..vision.hf_vision import png
-from ..vision.test_prompts import every_logit
+from tests.support import hf_audio
+from tests.support.hf_vision import png
+from tests.support.prompt_items import every_logit
 from tests.support.runner_process import RunnerProcess
-from . import hf_audio
 
 CLIP_A = hf_audio.tone(1.0, 16000, hz=300.0, seed=1)
 CLIP_B = hf_audio.tone(2.1, 16000, hz=700.0, seed=2)

@@ -12,8 +12,8 @@ import pytest
 
 from runner.multimodal.transcribe import TOKENS_PER_CHUNK, prompt, wav_chunks
 
+from tests.support import hf_audio
 from tests.support.server import ServerProcess
-from . import hf_audio
 
 CLIP = hf_audio.wav(hf_audio.tone(1.1, 16000, seed=11), 16000, "FLOAT")
 GREEDY = {"temperature": 0, "num_predict": 5}

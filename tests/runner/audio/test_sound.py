@@ -9,7 +9,7 @@ import pytest
 from runner.models.audio import melspec
 from runner.multimodal import sound
 
-from . import hf_audio
+from tests.support import hf_audio
 
 
 @pytest.mark.parametrize("rate", [8000, 16000, 44100, 48000])

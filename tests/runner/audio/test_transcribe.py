@@ -11,7 +11,7 @@ import pytest
 from runner.multimodal import sound
 from runner.multimodal.transcribe import transcribe, wav_chunks
 
-from . import hf_audio
+from tests.support import hf_audio
 
 
 def run_cli(*args, cwd):

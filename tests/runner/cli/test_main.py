@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -12,12 +11,7 @@ import pytest
 
 from runner.loading import store
 
-
-def cli(*args, stdin: str = "", env=None):
-    # from a neutral directory: in a checkout, `python -m` would import the source tree
-    return subprocess.run([sys.executable, "-m", "runner", *args], input=stdin, text=True,
-                          capture_output=True, timeout=300, cwd=tempfile.gettempdir(),
-                          env={**os.environ, **(env or {})})
+from tests.support.cli import cli
 
 
 @pytest.fixture(scope="module", autouse=True)

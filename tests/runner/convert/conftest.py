@@ -6,7 +6,7 @@ import pytest
 
 from runner.convert import convert
 
-from .hf_tiny import checkpoint
+from tests.support.hf_tiny import checkpoint
 
 
 @pytest.fixture(scope="module")

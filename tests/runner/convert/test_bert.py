@@ -13,11 +13,11 @@ from runner.convert import convert
 from runner.engine.request import Request
 from runner.models import model_class
 
-from ..corpus import corpus
-from .hf_tiny import bert_checkpoint
-from .parity import table_gelu
+from tests.support.architectures import BERT_ARCHITECTURE
+from tests.support.corpus import corpus
+from tests.support.hf_tiny import bert_checkpoint
+from tests.support.parity import table_gelu
 
-ARCHITECTURE = "bert"          # what the tiny checkpoint converts to (see test_registry.py)
 TEXTS = ["The capital of France is Paris.", "Hello, world! How are you today?",
          "Numbers like 1234 and symbols #@! too."]
 
@@ -51,7 +51,7 @@ def test_bert_embeddings_match_sentence_level_output(tmp_path, pooling):
     model = runner.load(path, num_ctx=128, parallel=2, batch_size=64,   # exact: no flash
                         flash_attn=False)
     try:
-        assert type(model.loaded.model) is model_class(ARCHITECTURE)
+        assert type(model.loaded.model) is model_class(BERT_ARCHITECTURE)
         for text in TEXTS:
             got = np.array(model.embed(text))
             np.testing.assert_allclose(got, reference(directory, text, pooling, table_gelu()),

@@ -12,39 +12,15 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from pyggml.gguf_reader import Header
 from runner.convert import CheckpointError, convert
 from runner.engine.batch import Batch
 
-from .gguf_edit import rewrite
-from .hf_tiny import checkpoint
-from .parity import PROMPT, executor, reference
-from .test_experts import per_expert, tensors_of
+from tests.support.gguf_edit import deepseek2_ollama_layout, rewrite, tensors_of
+from tests.support.hf_released import per_expert
+from tests.support.hf_tiny import checkpoint
+from tests.support.parity import PROMPT, executor, reference
 
 ARCH = "deepseek2"
-
-
-def ollama_layout(source, target):
-    """source (a deepseek2 GGUF of ours) as Ollama's converter writes it: kv_b whole,
-    head_count_kv the heads, key and value lengths per expanded head, no *_mla keys."""
-    meta = Header(source).metadata
-    heads = int(meta[f"{ARCH}.attention.head_count"])
-    key, value = (int(meta[f"{ARCH}.attention.{k}_length_mla"]) for k in ("key", "value"))
-    keys = {name: None for name in meta if name.endswith("_mla")}
-    values = {f"{ARCH}.attention.head_count_kv": heads, f"{ARCH}.attention.key_length": key,
-              f"{ARCH}.attention.value_length": value}
-
-    def expanded(name, array, arrays):
-        if name.endswith("attn_v_b.weight"):
-            return {}
-        if not name.endswith("attn_k_b.weight"):
-            return {name: array}
-        k = array.transpose(0, 2, 1)                                       # (H, nope, R)
-        v = arrays[name.replace("attn_k_b", "attn_v_b")]                   # (H, Dv, R)
-        return {name.replace("attn_k_b", "attn_kv_b"):
-                np.concatenate([k, v], axis=1).reshape(-1, k.shape[-1])}
-
-    return rewrite(source, target, keys=keys, values=values, tensors=expanded)
 
 
 @pytest.fixture(scope="module", params=["deepseek_v2", "deepseek_v3"])
@@ -53,7 +29,7 @@ def files(request, tmp_path_factory):
     hf = checkpoint(request.param, directory / "hf")
     latent = convert(hf, directory / "latent.gguf", "f32", progress=False)
     return {"hf": hf, "latent": latent,
-            "expanded": ollama_layout(latent, directory / "expanded.gguf")}
+            "expanded": deepseek2_ollama_layout(latent, directory / "expanded.gguf")}
 
 
 def test_ollamas_expanded_layout_runs_as_the_latent_one(files, backend):

@@ -13,50 +13,12 @@ import runner
 from runner.convert import CheckpointError, convert
 from runner.models import model_class
 
-from .gguf_edit import rewrite
-from .hf_tiny import SHAPE, pooling_modules, tokenizer
-from .parity import table_gelu
-
-ARCHITECTURE = "gemma-embedding"   # what the tiny checkpoint converts to (test_registry.py)
-OLLAMA_ARCHITECTURE = "gemma3_embed"   # the class that reads Ollama's layout of the same file
-# a prompt long enough that the window (8 in the file: 4 positions either side) matters
-TEXTS = ["The capital of France is Paris, and the capital of Spain is Madrid; the capital "
-         "of Italy is Rome.", "Hello, world! How are you today?"]
-DENSE = {"2_Dense": (64, 96), "3_Dense": (96, 64)}
-
-
-def embedding_gemma_checkpoint(directory, seed: int = 0, dense=DENSE, **change):
-    import torch
-    from safetensors.torch import save_file
-    from transformers import Gemma3TextConfig, Gemma3TextModel
-
-    tok = tokenizer("gemma3")
-    torch.manual_seed(seed)
-    config = Gemma3TextConfig(**{**SHAPE, "vocab_size": len(tok), "head_dim": 16,
-                                 "query_pre_attn_scalar": 16, "num_hidden_layers": 6,
-                                 "sliding_window": 8, "use_bidirectional_attention": True,
-                                 "bos_token_id": tok.bos_token_id,
-                                 "eos_token_id": tok.eos_token_id, **change})
-    model = Gemma3TextModel(config).eval()
-    with torch.no_grad():
-        for name, value in model.named_parameters():
-            if name.endswith("norm.weight"):
-                value.copy_(0.3 * torch.randn_like(value))     # Gemma's norms: 1 + weight
-    model.save_pretrained(directory)
-    tok.save_pretrained(directory)
-    pooling_modules(directory, "mean", config.hidden_size)
-    modules = json.loads((directory / "modules.json").read_text())
-    for index, (folder, (size_in, size_out)) in enumerate(dense.items(), start=2):
-        (directory / folder).mkdir()
-        (directory / folder / "config.json").write_text(json.dumps({
-            "in_features": size_in, "out_features": size_out, "bias": False,
-            "activation_function": "torch.nn.modules.linear.Identity"}))
-        save_file({"linear.weight": torch.randn(size_out, size_in) * 0.1},
-                  directory / folder / "model.safetensors")
-        modules.append({"idx": index, "name": str(index), "path": folder,
-                        "type": "sentence_transformers.models.Dense"})
-    (directory / "modules.json").write_text(json.dumps(modules))
-    return directory
+from tests.support.architectures import (EMBEDDING_GEMMA_ARCHITECTURE,
+                                         EMBEDDING_GEMMA_OLLAMA_ARCHITECTURE)
+from tests.support.gguf_edit import rewrite
+from tests.support.hf_embedding import (EMBEDDING_GEMMA_DENSE, EMBEDDING_GEMMA_TEXTS,
+                                        embedding_gemma_checkpoint)
+from tests.support.parity import table_gelu
 
 
 def reference(directory, text: str) -> np.ndarray:
@@ -72,7 +34,7 @@ def reference(directory, text: str) -> np.ndarray:
     ids = AutoTokenizer.from_pretrained(directory)(text, return_tensors="pt")["input_ids"]
     with torch.no_grad():
         vector = model(ids).last_hidden_state[0].mean(0)
-        for folder in DENSE:
+        for folder in EMBEDDING_GEMMA_DENSE:
             vector = load_file(directory / folder / "model.safetensors")["linear.weight"] @ vector
     return vector.numpy()
 
@@ -82,8 +44,8 @@ def test_embedding_gemma_matches_sentence_transformers_pipeline(tmp_path):
     path = convert(directory, tmp_path / "emb.gguf", "f32", progress=False)
     model = runner.load(path, num_ctx=256, parallel=2, batch_size=128, flash_attn=False)
     try:
-        assert type(model.loaded.model) is model_class(ARCHITECTURE)
-        for text in TEXTS:
+        assert type(model.loaded.model) is model_class(EMBEDDING_GEMMA_ARCHITECTURE)
+        for text in EMBEDDING_GEMMA_TEXTS:
             got = np.array(model.embed(text))
             assert len(model.tokenizer.encode(text, add_special=True)) > 2 * 8   # windows bite
             # (read as a causal window, looking back only, the vectors differ everywhere)
@@ -99,7 +61,8 @@ def ollama_layout(source, target):
     from pyggml.gguf_reader import Header
 
     renamed = {"dense_2.weight": "dense.0.weight", "dense_3.weight": "dense.1.weight"}
-    keys = {name: None if ".dense_" in name else name.replace(f"{ARCHITECTURE}.", "gemma3.")
+    keys = {name: None if ".dense_" in name
+            else name.replace(f"{EMBEDDING_GEMMA_ARCHITECTURE}.", "gemma3.")
             for name in Header(source).metadata}
     return rewrite(source, target, keys=keys, arch="gemma3",
                    tensors=lambda name, array, _: {renamed.get(name, name): array})
@@ -115,9 +78,10 @@ def test_ollamas_layout_embeds_alike(tmp_path):
         model = runner.load(path, num_ctx=256, batch_size=128)
         try:
             assert type(model.loaded.model) is model_class(
-                OLLAMA_ARCHITECTURE if layout == "ollama" else ARCHITECTURE)
+                EMBEDDING_GEMMA_OLLAMA_ARCHITECTURE if layout == "ollama"
+                else EMBEDDING_GEMMA_ARCHITECTURE)
             assert len(model.loaded.model.dense) == 2
-            vectors[layout] = [np.array(model.embed(text)) for text in TEXTS]
+            vectors[layout] = [np.array(model.embed(text)) for text in EMBEDDING_GEMMA_TEXTS]
         finally:
             model.close()
     np.testing.assert_array_equal(vectors["llama.cpp"], vectors["ollama"])

@@ -9,9 +9,8 @@ import pytest
 
 from runner.engine.batch import Batch
 
-from .gguf_edit import rewrite
-from .parity import PROMPT, executor, reference
-from .test_gemma4 import _exact_gelu_graphs
+from tests.support.gguf_edit import rewrite
+from tests.support.parity import PROMPT, exact_gelu_graphs, executor, reference
 
 OLLAMA_NAMES = {"gemma3n.attention.key_length": "gemma3n.head_dim",
                 "gemma3n.rope.freq_base_swa": "gemma3n.rope.freq_base_local"}
@@ -26,7 +25,7 @@ def test_with_an_exact_gelu_on_both_sides_the_logits_agree_closely(made, backend
     import torch
 
     files = made("gemma3n")
-    _exact_gelu_graphs(monkeypatch)
+    exact_gelu_graphs(monkeypatch)
     model, run = executor(files["f32"], backend)
     ids = model.tokenizer.encode(PROMPT, add_special=True)
     ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))

@@ -9,26 +9,12 @@ import numpy as np
 import pytest
 
 from pyggml.gguf_reader import Header
-from pyggml.tensor import Tensor
 from runner.convert import convert
 from runner.engine.batch import Batch
 
-from .parity import PROMPT, executor, reference
+from tests.support.parity import PROMPT, exact_gelu_graphs, executor, reference
 
 GEMMAS = ["gemma3", "gemma4", "gemma4_moe"]
-
-
-def _exact_gelu_graphs(monkeypatch):
-    """Make our graphs compute GELU with erf, exactly, instead of ggml's FP16 table."""
-    def halves(self):
-        n = self.shape[-1] // 2
-        half = self.shape[:-1] + (n,)
-        return self.view(half, strides=self.strides).gelu_erf().mul(
-            self.view(half, offset=n * self.strides[-1], strides=self.strides))
-
-    monkeypatch.setattr(Tensor, "gelu", Tensor.gelu_erf)
-    monkeypatch.setattr(Tensor, "geglu", lambda self, up: self.gelu_erf().mul(up))
-    monkeypatch.setattr(Tensor, "geglu_halves", halves)
 
 
 @pytest.mark.parametrize("kind", GEMMAS)
@@ -40,7 +26,7 @@ def test_with_an_exact_gelu_on_both_sides_the_logits_agree_closely(made, backend
     import torch
 
     files = made(kind)
-    _exact_gelu_graphs(monkeypatch)
+    exact_gelu_graphs(monkeypatch)
     model, run = executor(files["f32"], backend)
     ids = model.tokenizer.encode(PROMPT, add_special=True)
     ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))

@@ -16,55 +16,11 @@ from runner.convert import CheckpointError, convert
 from runner.convert.checkpoint import Checkpoint
 from runner.engine.batch import Batch
 
-from .gguf_edit import rewrite
-from .hf_tiny import checkpoint
-from .parity import PROMPT, executor, reference
-
-OLLAMA_ARCHITECTURE = "gptoss"       # older Ollama files' name (see test_registry.py)
-
-# E2M1's magnitudes, by code (the sign is the code's fourth bit)
-FP4 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], np.float32)
-
-
-def to_mxfp4(weights: np.ndarray):
-    """(..., in) float -> (blocks (..., in/32, 16), scales (..., in/32), the weights they
-    encode): per 32 values the smallest power of two that fits them under 6, each value the
-    nearest E2M1, two a byte in order (OpenAI's layout)."""
-    groups = weights.reshape(*weights.shape[:-1], -1, 32)
-    peak = np.abs(groups).max(-1, keepdims=True)
-    exponent = np.ceil(np.log2(np.maximum(peak, 1e-30) / 6.0)).astype(np.int32)
-    scaled = groups / np.exp2(exponent)
-    codes = np.abs(np.abs(scaled)[..., None] - FP4).argmin(-1).astype(np.uint8)
-    codes |= (scaled < 0).astype(np.uint8) << 3
-    encoded = np.where(codes & 8, -1.0, 1.0) * FP4[codes & 7] * np.exp2(exponent)
-    blocks = (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
-    scales = (exponent[..., 0] + 127).astype(np.uint8)
-    # contiguous: safetensors' save_file writes an array's memory as it lies
-    return (np.ascontiguousarray(blocks), np.ascontiguousarray(scales),
-            encoded.reshape(weights.shape).astype(np.float32))
-
-
-def mxfp4_checkpoints(directory):
-    """The tiny gpt-oss twice: its experts in MXFP4 blocks (released layout: (experts, out,
-    in) rows), and in float holding exactly the weights those blocks encode."""
-    from safetensors.numpy import save_file
-
-    plain = checkpoint("gpt_oss", directory / "plain")
-    tensors = {name: entry.load() for name, entry in Checkpoint(plain).tensors.items()}
-    packed, decoded = dict(tensors), dict(tensors)
-    for name in [n for n in tensors if n.endswith(("gate_up_proj", "down_proj"))]:
-        rows = tensors[name].transpose(0, 2, 1)                       # (X, out, in)
-        blocks, scales, encoded = to_mxfp4(rows)
-        del packed[name]
-        packed[name + "_blocks"], packed[name + "_scales"] = blocks, scales
-        decoded[name] = np.ascontiguousarray(encoded.transpose(0, 2, 1))
-    for target, weights in (("mxfp4", packed), ("decoded", decoded)):
-        (directory / target).mkdir()
-        for file in plain.iterdir():
-            if file.suffix != ".safetensors":
-                (directory / target / file.name).write_bytes(file.read_bytes())
-        save_file(weights, str(directory / target / "model.safetensors"))
-    return directory / "mxfp4", directory / "decoded"
+from tests.support.architectures import GPT_OSS_OLLAMA_ARCHITECTURE
+from tests.support.gguf_edit import rewrite
+from tests.support.hf_released import mxfp4_checkpoints
+from tests.support.hf_tiny import checkpoint
+from tests.support.parity import PROMPT, executor, reference
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +120,7 @@ def test_ollamas_layout_reads_alike(converted, backend, tmp_path):
     plain = converted["decoded"]
     with pyggml.GGUFFile(plain) as f:
         keys = {k: "gptoss" + k[len("gpt-oss"):] for k in f.metadata if k.startswith("gpt-oss.")}
-    ollama = rewrite(plain, tmp_path / "ollama.gguf", keys=keys, arch=OLLAMA_ARCHITECTURE,
+    ollama = rewrite(plain, tmp_path / "ollama.gguf", keys=keys, arch=GPT_OSS_OLLAMA_ARCHITECTURE,
                      tensors=ollama_layout())
     with pyggml.GGUFFile(ollama) as f:
         assert "blk.0.attn_qkv.weight" in f.tensors_info and "blk.0.attn_sinks" in f.tensors_info

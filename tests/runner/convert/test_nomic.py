@@ -17,98 +17,9 @@ import runner
 from runner.convert import CheckpointError, convert
 from runner.models import model_class
 
-from .hf_tiny import pooling_modules, wordpiece_tokenizer
-from .parity import table_gelu
-
-ARCHITECTURE = "nomic-bert"    # what the tiny checkpoints convert to (see test_registry.py)
-MOE_ARCHITECTURE = "nomic-bert-moe"
-TEXTS = ["search_query: The capital of France is Paris.", "Hello, world! How are you today?",
-         "search_document: Numbers like 1234 and symbols #@! too."]
-CONFIG = dict(model_type="nomic_bert", architectures=["NomicBertModel"], n_embd=64, n_head=4,
-              n_layer=2, n_inner=96, n_positions=8192, layer_norm_epsilon=1e-12,
-              rotary_emb_base=1000, rotary_emb_fraction=1.0, rotary_emb_interleaved=False,
-              rotary_emb_scale_base=None, activation_function="swiglu", qkv_proj_bias=False,
-              mlp_fc1_bias=False, mlp_fc2_bias=False, prenorm=False, causal=False,
-              type_vocab_size=2)
-# nomic-embed-text-v2-moe's settings, shrunk: experts every second layer, biases, GELU
-MOE_CONFIG = dict(CONFIG, n_layer=4, n_positions=2048, max_trained_positions=2048,
-                  activation_function="gelu", qkv_proj_bias=True, mlp_fc1_bias=True,
-                  mlp_fc2_bias=True, moe_every_n_layers=2, num_experts=4, moe_top_k=2,
-                  moe_normalize_expert_weights=False, expert_choice_router=False)
-
-
-def nomic_checkpoint(directory, seed: int = 0, **change):
-    """Random weights under Nomic's names, its config.json, a WordPiece tokenizer (or, with
-    experts, a Unigram one as XLM-RoBERTa's tokenizer.json holds it)."""
-    from safetensors.numpy import save_file
-
-    moe = bool(change.get("moe_every_n_layers"))
-    vocab = unigram_tokenizer(directory) if moe else wordpiece_tokenizer(directory)
-    config = dict(CONFIG, vocab_size=vocab, **change)
-    rng = np.random.default_rng(seed)
-    e, f = config["n_embd"], config["n_inner"]
-
-    def weights(*shape):
-        return (rng.standard_normal(shape) * 0.1).astype(np.float32)
-
-    def norm(prefix):
-        return {f"{prefix}.weight": (1 + weights(e)), f"{prefix}.bias": weights(e)}
-
-    def linear(name, rows, columns, bias):
-        return {f"{name}.weight": weights(rows, columns),
-                **({f"{name}.bias": weights(rows)} if bias else {})}
-
-    tensors = {"embeddings.word_embeddings.weight": weights(vocab, e),
-               "embeddings.token_type_embeddings.weight": weights(2, e), **norm("emb_ln")}
-    bias = config["qkv_proj_bias"]
-    for i in range(config["n_layer"]):
-        p = f"encoder.layers.{i}."
-        tensors.update({**linear(p + "attn.Wqkv", 3 * e, e, bias),
-                        **linear(p + "attn.out_proj", e, e, bias),
-                        **norm(p + "norm1"), **norm(p + "norm2")})
-        if not moe:
-            tensors.update({p + "mlp.fc11.weight": weights(f, e),
-                            p + "mlp.fc12.weight": weights(f, e),
-                            p + "mlp.fc2.weight": weights(e, f)})
-        elif i % config["moe_every_n_layers"] == 1:
-            x = config["num_experts"]
-            tensors.update({p + "mlp.router.layer.weight": weights(x, e),
-                            p + "mlp.experts.mlp.w1": weights(x * f, e),
-                            p + "mlp.experts.mlp.w2": weights(x * f, e),
-                            p + "mlp.experts.bias": np.zeros(e, np.float32)})
-        else:
-            tensors.update({**linear(p + "mlp.fc1", f, e, True),
-                            **linear(p + "mlp.fc2", e, f, True)})
-    save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
-    (directory / "config.json").write_text(json.dumps(config))
-    pooling_modules(directory, "mean", e)
-    return directory
-
-
-def unigram_tokenizer(directory) -> int:
-    """XLM-RoBERTa's fast tokenizer (tokenizer.json) over a Unigram model trained here:
-    the precompiled NFKC map, space runs merged, a space before the text, <s> ... </s>."""
-    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
-
-    from ..tokenizer.test_unigram import train_unigram
-
-    processor, _, charsmap = train_unigram(directory / "spm")
-    vocab = [(processor.id_to_piece(i), processor.get_score(i))
-             for i in range(processor.vocab_size())] + [("<mask>", 0.0)]
-    tokenizer = Tokenizer(models.Unigram(vocab, unk_id=3, byte_fallback=False))
-    tokenizer.normalizer = normalizers.Sequence([
-        normalizers.Precompiled(charsmap), normalizers.Replace(Regex(" {2,}"), " ")])
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581",
-                                                       prepend_scheme="always")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
-    tokenizer.add_special_tokens(["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
-    tokenizer.save(str(directory / "tokenizer.json"))
-    (directory / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "XLMRobertaTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
-        "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>",
-        "model_max_length": 512}))
-    return len(vocab)
+from tests.support.architectures import NOMIC_ARCHITECTURE, NOMIC_MOE_ARCHITECTURE
+from tests.support.hf_embedding import NOMIC_MOE_CONFIG, NOMIC_TEXTS, nomic_checkpoint
+from tests.support.parity import table_gelu
 
 
 def reference(directory, text: str, gelu=None) -> np.ndarray:
@@ -175,17 +86,17 @@ def reference(directory, text: str, gelu=None) -> np.ndarray:
     return x.mean(0).numpy()
 
 
-@pytest.mark.parametrize("change, architecture", [({}, ARCHITECTURE),
-                                                  (MOE_CONFIG, MOE_ARCHITECTURE)])
+@pytest.mark.parametrize("change, architecture", [({}, NOMIC_ARCHITECTURE),
+                                                  (NOMIC_MOE_CONFIG, NOMIC_MOE_ARCHITECTURE)])
 def test_nomic_embeddings_match_the_reference(tmp_path, change, architecture):
     directory = nomic_checkpoint(tmp_path / "nomic", **change)
     path = convert(directory, tmp_path / "nomic.gguf", "f32", progress=False)
     model = runner.load(path, num_ctx=128, parallel=2, batch_size=64, flash_attn=False)
     try:
         assert type(model.loaded.model) is model_class(architecture)
-        for text in TEXTS:
+        for text in NOMIC_TEXTS:
             got = np.array(model.embed(text))
-            if architecture == ARCHITECTURE:
+            if architecture == NOMIC_ARCHITECTURE:
                 np.testing.assert_allclose(got, reference(directory, text), rtol=0, atol=1e-4)
                 continue
             # GELU as llama.cpp computes it (ggml's FP16 table), as test_bert.py explains
@@ -202,8 +113,8 @@ def test_nomic_embeddings_match_the_reference(tmp_path, change, architecture):
     ({"qkv_proj_bias": True}, "qkv_proj_bias"),
     ({"rotary_emb_interleaved": True}, "rotary_emb_interleaved"),
     ({"prenorm": True}, "prenorm"),
-    ({**MOE_CONFIG, "moe_normalize_expert_weights": True}, "moe_normalize_expert_weights"),
-    ({**MOE_CONFIG, "activation_function": "swiglu"}, "activation_function"),
+    ({**NOMIC_MOE_CONFIG, "moe_normalize_expert_weights": True}, "moe_normalize_expert_weights"),
+    ({**NOMIC_MOE_CONFIG, "activation_function": "swiglu"}, "activation_function"),
     ({"n_positions": 4096}, "n_positions"),
 ])
 def test_nomic_checkpoints_llama_cpp_cannot_run_are_refused(tmp_path, change, words):

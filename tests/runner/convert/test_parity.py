@@ -16,19 +16,12 @@ from runner.kvcache import CausalCache
 from runner.loading.loader import load_model
 from runner.models import model_class
 
-from ..corpus import corpus
-from .hf_tiny import SPECIAL, checkpoint
-from .parity import PROMPT, executor, reference
+from tests.support.architectures import TEXT_ARCHITECTURE_OF
+from tests.support.corpus import corpus
+from tests.support.hf_tiny import OLMO3_YARN, SPECIAL, checkpoint
+from tests.support.parity import PROMPT, executor, reference
 
-# each tiny checkpoint kind and the GGUF architecture it converts to (test_registry.py: every
-# registered architecture is one of these, or BERT's, which test_bert.py compares)
-ARCHITECTURE_OF = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2",
-                   "gemma3": "gemma3", "llama4": "llama4", "gemma4": "gemma4",
-                   "gemma4_moe": "gemma4", "qwen3_moe": "qwen3moe", "olmo2": "olmo2",
-                   "ministral3": "mistral3", "olmo3": "olmo2", "deepseek_v2": "deepseek2",
-                   "deepseek_v3": "deepseek2", "gemma3n": "gemma3n",
-                   "glm4_moe_lite": "deepseek2", "gpt_oss": "gpt-oss"}
-KINDS = list(ARCHITECTURE_OF)
+KINDS = list(TEXT_ARCHITECTURE_OF)
 # f32 tolerance on the logits. The reference rounds GELU as ggml's CPU backend does (see
 # parity.py), but where transformers' and ggml's inputs to it differ in the last bit and
 # straddle an FP16 rounding boundary its output still jumps by ~1e-3, and attention carries
@@ -59,7 +52,7 @@ F16_TOLERANCE = {"gemma4": 0.15, "gemma4_moe": None, "gemma3n": None}
 def test_full_prompt_logits_match_transformers(made, backend, kind):
     files = made(kind)
     model, run = executor(files["f32"], backend)
-    assert type(model.model) is model_class(ARCHITECTURE_OF[kind])
+    assert type(model.model) is model_class(TEXT_ARCHITECTURE_OF[kind])
     ids = model.tokenizer.encode(PROMPT, add_special=True)
     ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
     expected = reference(files["hf"], ids)
@@ -190,7 +183,7 @@ def test_unsupported_missing_and_mismatched_checkpoints(made, tmp_path):
 def test_a_sentencepiece_tokenizer_gives_sentencepieces_ids(tmp_path, backend):
     import sentencepiece
 
-    from .hf_tiny import sentencepiece_checkpoint
+    from tests.support.hf_tiny import sentencepiece_checkpoint
 
     hf = sentencepiece_checkpoint(tmp_path)
     path = convert(hf, tmp_path / "spm.gguf", "f32", progress=False)
@@ -213,14 +206,6 @@ def test_llama3_rope_scaling_becomes_frequency_factors(tmp_path, backend):
     ids = model.tokenizer.encode(PROMPT, add_special=True)
     ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
     assert np.abs(ours - reference(hf, ids)).max() < 1e-3
-
-
-# OLMo 3 7B/32B's: YaRN on the global layers (here 4x over 16 positions), the sliding ones
-# rotated unscaled
-OLMO3_YARN = dict(max_position_embeddings=64, rope_parameters={
-    "full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0,
-                       "original_max_position_embeddings": 16},
-    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})
 
 
 def test_olmo3_yarn_on_its_global_layers_matches_transformers(tmp_path, backend):

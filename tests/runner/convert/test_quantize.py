@@ -11,9 +11,9 @@ from runner.convert import convert
 from runner.convert.quantize import MIXTURES, quantize_file, tensor_type, use_more_bits
 from runner.engine.batch import Batch
 
-from ..cli.test_main import cli
-from .hf_tiny import checkpoint
-from .parity import PROMPT, executor
+from tests.support.cli import cli
+from tests.support.hf_tiny import checkpoint
+from tests.support.parity import PROMPT, executor
 
 
 def test_mixture_rules_follow_llama_cpp():

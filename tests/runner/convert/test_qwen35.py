@@ -24,12 +24,12 @@ from runner.engine.executor import Executor
 from runner.kvcache import HybridCache, hybrid, new_cache
 from runner.loading.loader import load_model
 
-from .hf_tiny import checkpoint
-from .parity import PROMPT, reference
+from tests.support.architectures import QWEN35_ARCHITECTURE_OF
+from tests.support.hf_released import with_mtp_head
+from tests.support.hf_tiny import checkpoint
+from tests.support.parity import PROMPT, reference
 
-ARCHITECTURE_OF = {"qwen3_5": "qwen35", "qwen3_5_moe": "qwen35moe", "qwen3_next": "qwen3next"}
-KINDS = list(ARCHITECTURE_OF)
-ARCHITECTURES = set(ARCHITECTURE_OF.values())
+KINDS = list(QWEN35_ARCHITECTURE_OF)
 TOLERANCE = 1e-3
 
 
@@ -61,7 +61,7 @@ def test_the_file_names_the_architecture_and_its_recurrent_layers(converted):
 
     kind, _, path, _, _ = converted
     reader = gguf.GGUFReader(path)
-    arch = ARCHITECTURE_OF[kind]
+    arch = QWEN35_ARCHITECTURE_OF[kind]
     field = reader.fields["general.architecture"]
     assert bytes(field.parts[-1]).decode() == arch
     assert model_class(arch) is Qwen35
@@ -196,10 +196,10 @@ def test_recurrent_sizes_that_disagree_with_the_tensors_are_refused_naming_the_k
         converted, tmp_path, key, value):
     from runner.models.base import ModelError
 
-    from .gguf_edit import rewrite
+    from tests.support.gguf_edit import rewrite
 
     kind, _, path, _, _ = converted
-    arch = ARCHITECTURE_OF[kind]
+    arch = QWEN35_ARCHITECTURE_OF[kind]
     values = {f"{arch}.{key}": value}
     if key in ("ssm.state_size", "ssm.time_step_rank"):      # inner_size agrees with them
         state = 8 if key == "ssm.state_size" else 16
@@ -210,33 +210,11 @@ def test_recurrent_sizes_that_disagree_with_the_tensors_are_refused_naming_the_k
         load_model(bad, pyggml.cpu_backend(threads=1))
 
 
-def with_mtp_head(hf, directory):
-    """hf's checkpoint with an MTP head as the released ones hold it (mtp.*, which
-    transformers neither saves nor loads): a copy of layer 3 (full attention) and its own
-    projection and norms, random."""
-    import shutil
-
-    from safetensors.numpy import load_file, save_file
-
-    shutil.copytree(hf, directory)
-    tensors = load_file(directory / "model.safetensors")
-    rng = np.random.default_rng(0)
-    embd = tensors["model.norm.weight"].shape[0]
-    for name, data in list(tensors.items()):
-        if name.startswith("model.layers.3."):
-            tensors["mtp.layers.0." + name.removeprefix("model.layers.3.")] = data
-    tensors["mtp.fc.weight"] = rng.normal(0, 0.1, (embd, 2 * embd)).astype(np.float32)
-    for part in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
-        tensors[f"mtp.{part}.weight"] = rng.normal(0, 0.1, embd).astype(np.float32)
-    save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
-    return directory, tensors
-
-
 def test_the_mtp_head_is_kept_as_llama_cpps_converter_keeps_it(converted, tmp_path):
     from pyggml.gguf_reader import Header
 
     kind, hf, _, ids, expected = converted
-    arch = ARCHITECTURE_OF[kind]
+    arch = QWEN35_ARCHITECTURE_OF[kind]
     source, tensors = with_mtp_head(hf, tmp_path / "hf")
     path = convert(source, tmp_path / "mtp.gguf", "f32", progress=False)
     header = Header(path)
@@ -268,9 +246,9 @@ def ollama_layout(path, target, kind: str):
     the decay's bias as blk.N.ssm_dt."""
     from pyggml.gguf_reader import Header
 
-    from .gguf_edit import rewrite
+    from tests.support.gguf_edit import rewrite
 
-    arch = ARCHITECTURE_OF[kind]
+    arch = QWEN35_ARCHITECTURE_OF[kind]
     meta = Header(path).metadata
     recurrent = list(meta[f"{arch}.attention.recurrent_layers"])
     kv_heads = int(meta[f"{arch}.attention.head_count_kv"])

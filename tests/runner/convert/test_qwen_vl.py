@@ -15,16 +15,15 @@ from runner.convert import convert
 from runner.engine.batch import Batch
 from runner.models import model_class
 
-from .hf_tiny import SHAPE, tokenizer
-from .parity import PROMPT, executor
+from tests.support.architectures import QWEN_VL_ARCHITECTURE_OF, QWEN_VL_OLLAMA_ARCHITECTURE
+from tests.support.hf_tiny import SHAPE, tokenizer
+from tests.support.parity import PROMPT, executor
 
-# checkpoint kind -> (transformers' config and model classes, the GGUF architecture)
-KINDS = {"qwen2_5_vl": ("Qwen2_5_VLConfig", "Qwen2_5_VLForConditionalGeneration", "qwen2vl"),
-         "qwen3_vl": ("Qwen3VLConfig", "Qwen3VLForConditionalGeneration", "qwen3vl"),
-         "qwen3_vl_moe": ("Qwen3VLMoeConfig", "Qwen3VLMoeForConditionalGeneration",
-                          "qwen3vlmoe")}
-OLLAMA_ARCHITECTURE = "qwen25vl"         # Ollama's single files of Qwen2.5-VL
-ARCHITECTURES = {arch for _, _, arch in KINDS.values()} | {OLLAMA_ARCHITECTURE}
+# checkpoint kind -> transformers' config and model classes (the GGUF architecture:
+# QWEN_VL_ARCHITECTURE_OF)
+KINDS = {"qwen2_5_vl": ("Qwen2_5_VLConfig", "Qwen2_5_VLForConditionalGeneration"),
+         "qwen3_vl": ("Qwen3VLConfig", "Qwen3VLForConditionalGeneration"),
+         "qwen3_vl_moe": ("Qwen3VLMoeConfig", "Qwen3VLMoeForConditionalGeneration")}
 # head_dim 16: 8 rotated pairs a head, split over time, rows and columns
 SECTIONS = {"qwen2_5_vl": [2, 3, 3], "qwen3_vl": [4, 2, 2], "qwen3_vl_moe": [4, 2, 2]}
 VISION = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, patch_size=4,
@@ -35,7 +34,7 @@ def checkpoint(kind: str, directory):
     import torch
     import transformers
 
-    config_name, model_name, _ = KINDS[kind]
+    config_name, model_name = KINDS[kind]
     tok = tokenizer("qwen2")
     text = dict(SHAPE, vocab_size=len(tok), head_dim=16, tie_word_embeddings=False,
                 eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id,
@@ -85,7 +84,7 @@ def test_the_text_model_gives_transformers_logits(made, backend, kind):
 
     hf, model, path = made(kind)
     meta = pyggml.GGUFFile(path).metadata
-    arch = KINDS[kind][2]
+    arch = QWEN_VL_ARCHITECTURE_OF[kind]
     assert meta["general.architecture"] == arch
     assert list(meta[f"{arch}.rope.dimension_sections"]) == SECTIONS[kind] + [0]
     loaded, run = executor(path, backend)
@@ -112,14 +111,14 @@ def test_a_text_file_refuses_images_clearly(made):
 def test_ollamas_qwen25vl_text_reads_as_llama_cpps(made, backend, tmp_path):
     """Ollama's qwen25vl: llama.cpp's qwen2vl text under its own name and M-RoPE key (its
     tower: ../vision/test_ollama_files.py)."""
-    from .gguf_edit import rewrite
+    from tests.support.gguf_edit import rewrite
 
     _, _, path = made("qwen2_5_vl")
     meta = pyggml.GGUFFile(path).metadata
-    keys = {key: OLLAMA_ARCHITECTURE + key[len("qwen2vl"):] for key in meta
+    keys = {key: QWEN_VL_OLLAMA_ARCHITECTURE + key[len("qwen2vl"):] for key in meta
             if key.startswith("qwen2vl.")}
     keys["qwen2vl.rope.dimension_sections"] = "qwen25vl.rope.mrope_section"
-    single = rewrite(path, tmp_path / "single.gguf", arch=OLLAMA_ARCHITECTURE, keys=keys)
+    single = rewrite(path, tmp_path / "single.gguf", arch=QWEN_VL_OLLAMA_ARCHITECTURE, keys=keys)
     ids = None
     logits = []
     for file in (path, single):
@@ -135,7 +134,7 @@ def test_a_single_file_with_an_unread_tower_runs_its_text_and_says_why(made, tmp
     from runner.models.vision import ollama
     from runner.serve.library.entry import SINGLE_FILE_VISION
 
-    from .gguf_edit import rewrite
+    from tests.support.gguf_edit import rewrite
 
     _, _, path = made("qwen3_vl")
 
@@ -168,13 +167,13 @@ def test_llama_cpp_runs_the_converted_text_model(made, backend, kind, tmp_path):
     where ours is 3e-6 from transformers); the same weights labelled as the plain text
     architecture run bit for bit as ours, so the file's tensors are what llama.cpp reads."""
     llama_cpp = pytest.importorskip("llama_cpp")
-    from .gguf_edit import rewrite
+    from tests.support.gguf_edit import rewrite
 
     _, _, path = made(kind)
     loaded, run = executor(path, backend)
     ids = loaded.tokenizer.encode(PROMPT, add_special=True)
     ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
-    arch = KINDS[kind][2]
+    arch = QWEN_VL_ARCHITECTURE_OF[kind]
     plain = rewrite(path, tmp_path / "plain.gguf", arch=PLAIN[arch], keys={
         key: PLAIN[arch] + key[len(arch):] for key in pyggml.GGUFFile(path).metadata
         if key.startswith(arch + ".")})

@@ -22,7 +22,7 @@ from runner.engine.executor import Executor
 from runner.kvcache import CausalCache
 from runner.loading.loader import load_model, open_model
 
-from .hf_tiny import checkpoint
+from tests.support.hf_tiny import checkpoint
 
 KINDS = ["gemma3", "gemma2", "olmo3", "gpt_oss", "llama4", "gemma4", "gemma3n"]
 BATCH = 16

@@ -12,8 +12,7 @@ from runner.engine.loop import Engine
 from runner.engine.pooling import pool, pooling_of
 from runner.engine.request import Request
 
-from ..models.test_llama_reference import reference_hidden
-from ..tiny import SHAPE, llama_tensors, write_llama
+from tests.support.tiny import SHAPE, llama_tensors, reference_hidden, write_llama
 
 KINDS = {1: "mean", 2: "cls", 3: "last"}
 

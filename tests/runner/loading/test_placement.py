@@ -20,6 +20,7 @@ from runner.loading.devices import Backends
 from runner.loading.placement import Placer
 
 from tests.support.rpc_servers import rpc_server
+
 from ..conftest import MODELS
 
 PROMPT = "The capital of France is"
@@ -170,7 +171,7 @@ def test_an_f16_berts_tables_stay_in_plain_memory(tmp_path):
     layout, which get_rows and views cannot read. Placement follows their use, not names."""
     from runner.convert import convert
 
-    from ..convert.hf_tiny import bert_checkpoint
+    from tests.support.hf_tiny import bert_checkpoint
 
     path = convert(bert_checkpoint(tmp_path / "bert", "mean"), tmp_path / "b.gguf", "f16",
                    progress=False)

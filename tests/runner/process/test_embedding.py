@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ..models.test_llama_reference import reference_hidden
-from ..tiny import llama_tensors, write_llama
 from tests.support.runner_process import RunnerProcess
+from tests.support.tiny import llama_tensors, reference_hidden, write_llama
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 
 from runner.convert import convert
 
-from ..convert.hf_tiny import checkpoint
+from tests.support.hf_tiny import checkpoint
 from tests.support.runner_process import RunnerProcess
 
 # DeltaNet states at a real model's head shape (32 value heads of 128 x 128: 2 MiB a layer),

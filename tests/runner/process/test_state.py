@@ -36,7 +36,7 @@ def test_health_shows_loading_progress_then_ready(model_paths):
 def test_layers_that_share_a_cache_hold_none(tmp_path):
     from runner.convert import convert
 
-    from ..convert.hf_tiny import checkpoint
+    from tests.support.hf_tiny import checkpoint
 
     path = convert(checkpoint("gemma4", tmp_path / "hf"), tmp_path / "gemma4.gguf", "f32",
                    progress=False)

@@ -16,12 +16,8 @@ from runner.registry.pull import pull
 from runner.registry.transfer import PullError
 from runner.serve.library.store import Library, ModelNotFound
 
-from .registry_server import RegistryServer, Served
+from tests.support.registry_server import GO_TEMPLATE, PARAMS, SYSTEM, RegistryServer, Served
 
-GO_TEMPLATE = "{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}" \
-              "<|im_start|>user\n{{ .Prompt }}<|im_end|>\n<|im_start|>assistant\n"
-PARAMS = {"stop": ["<|im_end|>"], "temperature": 0.25, "num_ctx": 512}
-SYSTEM = "You are a terse assistant."
 MiB = 1 << 20
 
 

@@ -15,9 +15,8 @@ import pytest
 from runner.registry.huggingface import choose
 from runner.registry.transfer import PullError
 
+from tests.support.registry_server import GO_TEMPLATE, PARAMS, SYSTEM, RegistryServer, Served
 from tests.support.server import ServerProcess
-from .registry_server import RegistryServer, Served
-from .test_pull import GO_TEMPLATE, PARAMS, SYSTEM
 
 
 # a template that doubles a string until it would fill the memory

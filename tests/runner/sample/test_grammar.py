@@ -105,7 +105,7 @@ def thinker(tmp_path_factory):
     """A tiny Qwen 3 whose <think> and </think> are tokens, as the released ones'."""
     from runner.convert import convert
 
-    from ..convert.hf_tiny import checkpoint
+    from tests.support.hf_tiny import checkpoint
 
     directory = tmp_path_factory.mktemp("thinker")
     path = convert(checkpoint("qwen3_think", directory / "hf"), directory / "t.gguf", "f32",

@@ -12,7 +12,7 @@ from runner.convert import convert
 from runner.loading import store
 from runner.serve.library.store import Library
 
-from ..convert.hf_tiny import bert_checkpoint
+from tests.support.hf_tiny import bert_checkpoint
 from tests.support.server import QWEN_TOOLS_TEMPLATE, ServerProcess, templated_checkpoint
 
 

@@ -15,8 +15,8 @@ from runner.convert import convert
 from runner.loading.loader import open_model
 from runner.tokenizer import harmony
 
+from tests.support.hf_tiny import checkpoint
 from tests.support.official_templates import official_template
-from ..convert.hf_tiny import checkpoint
 from tests.support.server import ServerProcess
 
 TOOLS = [{"type": "function", "function": {

@@ -22,8 +22,8 @@ import pytest
 from runner.convert import convert
 from runner.serve.library.store import Library
 
+from tests.support.hf_tiny import bert_checkpoint
 from tests.support.official_templates import pinned_archive
-from ..convert.hf_tiny import bert_checkpoint
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).parent

@@ -9,8 +9,9 @@ import pytest
 
 from runner.tokenizer import TextStream
 
+from tests.support.corpus import corpus
+
 from ..conftest import MODELS, SPECIAL
-from ..corpus import corpus
 
 
 @pytest.fixture(scope="module")

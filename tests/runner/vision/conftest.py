@@ -7,7 +7,7 @@ import pytest
 
 from runner.convert import convert
 
-from . import hf_vision
+from tests.support import hf_vision
 
 BUILDERS = {"gemma3": hf_vision.gemma3, "llava": hf_vision.llava, "gemma4": hf_vision.gemma4,
             "mistral3": hf_vision.mistral3, "pixtral": hf_vision.pixtral,

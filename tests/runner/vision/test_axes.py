@@ -17,8 +17,8 @@ from runner.engine.batch import Batch
 from runner.multimodal.axes import axes, position_at
 from runner.multimodal.media import MediaRow, attach_media, runs, token_ids
 
-from .hf_vision import png
-from .test_prompts import run
+from tests.support.hf_vision import png
+from tests.support.prompt_items import run
 
 IMAGES = [png(21, 40, 56), png(22, 20, 12)]
 
@@ -37,7 +37,7 @@ def model(vision_models):
 def test_axes_are_the_references_rope_index(model, reference, prompt):
     import torch
 
-    from . import hf_vision
+    from tests.support import hf_vision
 
     hf = reference("qwen2_5_vl")
     used = sorted({int(n) for n in re.findall(r"\[img-(\d+)\]", prompt)})

@@ -8,7 +8,7 @@ import sys
 
 import runner
 
-from .hf_vision import png
+from tests.support.hf_vision import png
 
 
 def test_run_with_an_image_in_process(vision_models, tmp_path):

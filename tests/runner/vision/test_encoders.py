@@ -11,14 +11,10 @@ from runner.loading.loader import open_model
 from runner.models.vision import images, projector_class
 from runner.multimodal.encoder import Encoder
 
-from . import hf_vision
-from .hf_vision import png
+from tests.support import hf_vision
+from tests.support.architectures import PROJECTOR_OF
+from tests.support.hf_vision import png
 
-# each tiny checkpoint kind and its clip.projector_type (see test_registry.py)
-PROJECTOR_OF = {"gemma3": "gemma3", "llava": "mlp", "gemma4": "gemma4v", "mistral3": "pixtral",
-                "pixtral": "pixtral", "qwen2_5_vl": "qwen2.5vl_merger",
-                "qwen2_vl": "qwen2vl_merger", "qwen3_vl": "qwen3vl_merger",
-                "qwen3_5": "qwen3vl_merger"}
 # Pixtral's and Mistral 3's reference towers take about 30 s each to compute here: heavy
 KINDS = [pytest.param(kind, marks=pytest.mark.heavy) if kind in ("mistral3", "pixtral")
          else kind for kind in PROJECTOR_OF]

@@ -9,7 +9,7 @@ import pytest
 
 from runner.models.vision import images
 
-from .hf_vision import png
+from tests.support.hf_vision import png
 
 SHAPES = [(40, 56), (20, 12)]          # non-square, and smaller than the model's size
 
@@ -58,7 +58,7 @@ def test_qwen_vl_pixels_are_the_reference_processors(name, kind, vision_models):
 
     from runner.loading.loader import open_model
 
-    from .hf_vision import processed
+    from tests.support.hf_vision import processed
 
     paths = vision_models(kind)
     projector = open_model(paths["model"], projector=paths["mmproj"]).projectors["image"]

@@ -19,7 +19,7 @@ from runner.multimodal.media import (
     token_ids,
 )
 
-from .hf_vision import png
+from tests.support.hf_vision import png
 
 
 def media(digest: bytes, rows: int) -> Media:

@@ -5,16 +5,8 @@ allocated, so fit and num_gpu=-1 see it."""
 from __future__ import annotations
 
 import runner
-from runner.api import LoadOptions, footprint_of
-from runner.loading.loader import open_model
 
-
-def measured(paths, projector):
-    opened = open_model(paths["model"], projector=paths["mmproj"] if projector else None)
-    try:
-        return footprint_of(opened, LoadOptions(num_ctx=256, threads=2))
-    finally:
-        opened.close()
+from tests.support.footprint import measured
 
 
 def test_the_projector_is_measured_as_it_is_allocated(vision_models):

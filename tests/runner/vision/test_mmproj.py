@@ -86,7 +86,7 @@ def test_the_mmproj_carries_what_llama_cpp_requires(kind, vision_models):
 
 
 def test_a_text_checkpoint_has_no_mmproj(tmp_path):
-    from ..convert.hf_tiny import checkpoint
+    from tests.support.hf_tiny import checkpoint
 
     hf = checkpoint("llama", tmp_path / "hf")
     with pytest.raises(CheckpointError, match="no vision tower"):
@@ -107,7 +107,7 @@ def test_llama_cpp_loads_the_mmproj_and_encodes_our_rows(kind, vision_models):
 
     from runner.multimodal.encoder import Encoder
 
-    from .mtmd import mtmd_rows
+    from tests.support.mtmd import mtmd_rows
 
     paths = vision_models(kind)
     loaded = open_model(paths["model"], projector=paths["mmproj"])

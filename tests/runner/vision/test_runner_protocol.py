@@ -10,8 +10,8 @@ import pytest
 
 import runner
 
+from tests.support.hf_vision import png
 from tests.support.runner_process import RunnerProcess
-from .hf_vision import png
 
 IMAGE = png(4, 40, 56)
 

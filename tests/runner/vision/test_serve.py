@@ -10,8 +10,8 @@ import pytest
 
 import runner
 
+from tests.support.hf_vision import png
 from tests.support.server import ServerProcess
-from .hf_vision import png
 
 IMAGE = png(12, 40, 56)
 GREEDY = {"temperature": 0, "num_predict": 5}

@@ -221,7 +221,7 @@ def thinker_server(tmp_path_factory):
     thinking in the prompt), on a server of its own."""
     from runner.convert import convert
 
-    from ...convert.hf_tiny import checkpoint
+    from tests.support.hf_tiny import checkpoint
     from tests.support.server import ServerProcess
 
     work = tmp_path_factory.mktemp("thinker")

@@ -9,7 +9,7 @@ import pytest
 from runner.loading.loader import open_model
 from runner.serve.formats.fim import fim_prompt, fim_tokens
 
-from ...convert.gguf_edit import rewrite
+from tests.support.gguf_edit import rewrite
 from tests.support.server import ServerProcess
 
 QWEN_CODER = {"tokenizer.ggml.tokens": ["a", "<|fim_prefix|>", "<|fim_suffix|>",

@@ -284,7 +284,7 @@ def test_create_converts_a_checkpoint_quantizes_and_keeps_messages_and_license(
     """/api/create from a Hugging Face checkpoint's files (uploaded as blobs, converted
     here, in a process of its own), with messages a chat starts with and a license; then
     from that model, quantized (and a quantized one is not quantized again)."""
-    from ...convert.hf_tiny import checkpoint
+    from tests.support.hf_tiny import checkpoint
 
     hf = checkpoint("qwen3", tmp_path / "hf")
     files = {}
