@@ -35,9 +35,9 @@ sys.path[0] = str(Path(__file__).resolve().parents[1])     # bench/profile.py is
 
 from runner.convert import convert  # noqa: E402
 from runner.convert.quantize import quantize_file  # noqa: E402
-from tests.runner.convert.hf_tiny import checkpoint  # noqa: E402
-from tests.runner.convert.test_embedding_gemma import embedding_gemma_checkpoint  # noqa: E402
-from tests.runner.convert.test_nomic import MOE_CONFIG, nomic_checkpoint  # noqa: E402
+from tests.support.hf_embedding import (  # noqa: E402
+    NOMIC_MOE_CONFIG, embedding_gemma_checkpoint, nomic_checkpoint)
+from tests.support.hf_tiny import checkpoint  # noqa: E402
 from tests.support.official_templates import official_template  # noqa: E402
 
 COMMON = dict(hidden_size=1024, num_hidden_layers=8, num_attention_heads=16,
@@ -83,7 +83,7 @@ TEMPLATES = {"qwen35": "Qwen3.5-4B.jinja"}
 # embedding models at their real shapes: family -> checkpoint builder
 EMBEDDERS = {
     "nomic-moe": lambda d: nomic_checkpoint(d, **dict(
-        MOE_CONFIG, n_embd=768, n_head=12, n_layer=12, n_inner=3072, num_experts=8)),
+        NOMIC_MOE_CONFIG, n_embd=768, n_head=12, n_layer=12, n_inner=3072, num_experts=8)),
     "embeddinggemma": lambda d: embedding_gemma_checkpoint(
         d, dense={"2_Dense": (768, 3072), "3_Dense": (3072, 768)}, hidden_size=768,
         intermediate_size=1152, num_hidden_layers=24, num_attention_heads=3,

@@ -25,7 +25,7 @@ from runner.models.gemma4 import Gemma4
 
 
 def make_model(directory: Path) -> Path:
-    from tests.runner.convert.hf_tiny import FULL, SLIDING, checkpoint
+    from tests.support.hf_tiny import FULL, SLIDING, checkpoint
 
     hf = checkpoint("gemma4", directory / "hf", hidden_size=512, intermediate_size=2048,
                     num_hidden_layers=20, layer_types=([SLIDING] * 4 + [FULL]) * 4,

@@ -44,9 +44,9 @@ def make(directory: Path) -> None:
     sys.path.insert(0, str(ROOT))      # the tests' builders (check imports the installed build)
     from runner.convert import convert
     from runner.convert.quantize import quantize_file
-    from tests.runner.convert.hf_tiny import checkpoint
-    from tests.runner.convert.test_gpt_oss import mxfp4_checkpoints
-    from tests.runner.vision import hf_vision
+    from tests.support import hf_vision
+    from tests.support.hf_released import mxfp4_checkpoints
+    from tests.support.hf_tiny import checkpoint
 
     directory.mkdir(parents=True, exist_ok=True)
     work = directory / "work"
