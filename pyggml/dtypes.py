@@ -70,7 +70,7 @@ class GGMLType(enum.IntEnum):
 
 F32, F16, BF16, I32, I64 = GGMLType.F32, GGMLType.F16, GGMLType.BF16, GGMLType.I32, GGMLType.I64
 
-NUMPY_DTYPE = {
+NUMPY_DTYPE: dict[GGMLType, np.dtype] = {
     GGMLType.F32: np.dtype(np.float32),
     GGMLType.F16: np.dtype(np.float16),
     GGMLType.F64: np.dtype(np.float64),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -22,7 +22,10 @@ from .memory import Buffer, BufferType, allocate
 from .context import Context
 from .dtypes import GGMLType
 from .errors import GGMLError
-from .gguf_reader import Header
+from .gguf_reader import Header, TensorInfo
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
 
 Progress = Callable[[int, int], None]
 CHUNK_BYTES = 64 << 20
@@ -40,7 +43,7 @@ class GGUFFile:
         self.tensors_info = {t.name: t for t in self.header.tensors}
         self.data = np.frombuffer(self.header.map, dtype=np.uint8)
         self._buffers: list[Buffer] = []
-        self._infos: dict[str, object] = {}
+        self._infos: dict[str, TensorInfo] = {}
 
     def tensor_type(self, name: str) -> GGMLType:
         return GGMLType.parse(self.tensors_info[name].type)
@@ -62,7 +65,7 @@ class GGUFFile:
                                offset=self.tensors_info[name].offset)
         return values.reshape(shape).astype(np.float32)
 
-    def tensors(self, aliases: dict[str, str] | None = None) -> dict[str, "Tensor"]:  # noqa: F821
+    def tensors(self, aliases: dict[str, str] | None = None) -> dict[str, Tensor]:
         """Every tensor of the file, described in one storage context but without memory.
         aliases {new: existing} adds tensors that read another's data (a tied output matrix,
         which may then live on another device or in another layout than the original)."""
@@ -109,7 +112,7 @@ class GGUFFile:
 
     def load(self, placement: Backend | None = None, progress: Progress | None = None,
              use_mmap: bool = True, repack: Callable[[str], bool] | None = None,
-             aliases: dict[str, str] | None = None) -> dict[str, "Tensor"]:  # noqa: F821
+             aliases: dict[str, str] | None = None) -> dict[str, Tensor]:
         """Every tensor on one backend's device (the CPU by default), filled. repack(name):
         the tensor feeds matrix products, so take the CPU's repacked layout for it where the
         CPU has one (as llama.cpp does by default). Returns {name: Tensor}."""

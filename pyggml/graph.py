@@ -200,8 +200,9 @@ class Scheduler:
         graph.pristine()
         self._apply_placements(graph)
         if not lib.ggml_backend_sched_reserve(self.ptr, graph.ptr):
+            failure = self.failure()
             raise GGMLError("Could not reserve compute memory for the graph (out of memory"
-                            f"{'; ' + self.failure() if self.failure() else ''}).")
+                            f"{'; ' + failure if failure else ''}).")
 
     def reserve_size(self, graph: Graph) -> dict[Backend, int]:
         """The compute memory graph needs on each backend, measured without allocating (its

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from ._lib import ffi, lib
 from .dtypes import type_name
@@ -85,7 +86,7 @@ def pyggml_on_eval(raw, ask, user_data):
 
 def by_op(nodes: list[NodeTime]) -> dict[str, tuple[int, float]]:
     """{op: (count, seconds)}, the most time first."""
-    totals = defaultdict(lambda: [0, 0.0])
+    totals: defaultdict[str, list[Any]] = defaultdict(lambda: [0, 0.0])   # [count, seconds]
     for node in nodes:
         totals[node.op][0] += 1
         totals[node.op][1] += node.seconds

@@ -7,23 +7,41 @@ Shapes in the comments are numpy order (see tensor.py): ggml's ne reversed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 from ._lib import lib
+
+if TYPE_CHECKING:
+    from .context import Context
+    from .tensor import Tensor
 
 
 class RecurrentOps:
     __slots__ = ()
 
-    def l2_norm(self, eps: float):
+    if TYPE_CHECKING:
+        # what these operations use of Tensor, the one class they are mixed into (_unary
+        # is TensorOps')
+        _ptr: Any
+        ndim: int
+
+        def _home(self, other: Tensor | None = None, *more: Tensor | None) -> Context: ...
+        def _result(self, ctx: Context, raw: Any, ndim: int, what: str | tuple[str, object],
+                    *operands: Tensor | None) -> Tensor: ...
+        def _unary(self, fn: Callable[[Any, Any], Any], name: str) -> Tensor: ...
+
+    def l2_norm(self, eps: float) -> Tensor:
         """x / max(||x||, eps) over the last dimension."""
         ctx = self._home()
         return self._result(ctx, lib.safe_ggml_l2_norm(ctx.ptr, self._ptr, eps), self.ndim,
                             "l2_norm")
 
-    def cumsum(self):
+    def cumsum(self) -> Tensor:
         """The running sum over the last dimension (float32)."""
         return self._unary(lib.safe_ggml_cumsum, "cumsum")
 
-    def ssm_conv(self, kernel):
+    def ssm_conv(self, kernel: Tensor) -> Tensor:
         """A causal depthwise convolution, sequence by sequence: self (S, C, K - 1 + T), each
         channel's K - 1 earlier inputs then its T new ones, kernel (C, K) -> (S, T, C):
         out[s, t, c] = sum_j self[s, c, t + j] * kernel[c, j]."""
@@ -31,7 +49,8 @@ class RecurrentOps:
         raw = lib.safe_ggml_ssm_conv(ctx.ptr, self._ptr, kernel._ptr)
         return self._result(ctx, raw, 3, "ssm_conv", kernel)
 
-    def gated_delta_net(self, k, v, gate, beta, state, snapshots: int = 1):
+    def gated_delta_net(self, k: Tensor, v: Tensor, gate: Tensor, beta: Tensor, state: Tensor,
+                        snapshots: int = 1) -> Tensor:
         """The gated delta rule over the tokens of S sequences, from each one's state: self q
         and k (S, T, Hk, D), v (S, T, H, D) (value head h reads query and key head h % Hk),
         gate (S, T, H, 1) the log of each step's decay (or (S, T, H, D), one per key

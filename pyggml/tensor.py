@@ -12,7 +12,8 @@ live here; arithmetic and neural-network operations in ops.py.
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ._lib import ffi, lib
 from .dtypes import GGMLType
@@ -29,24 +30,28 @@ STRIDED_CONCAT = frozenset({GGMLType.F32, GGMLType.I32, GGMLType.F16, GGMLType.B
                             GGMLType.I16, GGMLType.I8})
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .context import Context
 
 
 class Tensor(TensorOps, SpatialOps, RecurrentOps):
     __slots__ = ("_ptr", "_ctx", "ndim", "_array_layout", "_shape", "_borrowed", "__weakref__")
 
-    def __init__(self, ptr, ctx: Context, ndim: int):
-        self._ptr = ptr
+    def __init__(self, ptr: Any, ctx: Context, ndim: int) -> None:
+        self._ptr = ptr      # the cffi struct ggml_tensor *
         self._ctx = ctx      # a Tensor keeps its Context (and so its memory) alive
         self.ndim = ndim
-        self._array_layout = None   # numpy_interop's (shape, dtype, contiguous), made once
-        self._shape = None          # a ggml tensor's shape never changes: read once
-        self._borrowed = None       # (address, numpy view) of borrow()
+        # numpy_interop's (shape, dtype, contiguous), made once
+        self._array_layout: tuple[tuple[int, ...], np.dtype, bool] | None = None
+        # a ggml tensor's shape never changes: read once
+        self._shape: tuple[int, ...] | None = None
+        self._borrowed: tuple[Any, np.ndarray] | None = None   # (address, numpy view) of borrow()
 
     # -- identity -------------------------------------------------------------------------
 
     @property
-    def ptr(self):
+    def ptr(self) -> Any:
         self._ctx.ptr  # noqa: B018 (raises once the context is closed)
         return self._ptr
 
@@ -90,7 +95,7 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
     def op(self) -> str:
         return ffi.string(lib.ggml_op_desc(self.ptr)).decode()
 
-    def sources(self) -> list["Tensor"]:
+    def sources(self) -> list[Tensor]:
         """The operands of this node (for inspecting a graph; they are read through this
         node's context, whatever context made them)."""
         raw = self.ptr
@@ -105,17 +110,17 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
     def name(self, value: str) -> None:
         lib.ggml_set_name(self.ptr, value.encode()[: lib.GGML_MAX_NAME - 1])
 
-    def set_input(self) -> "Tensor":
+    def set_input(self) -> Tensor:
         """Mark as a graph input, so a scheduler gives it its own memory to fill."""
         lib.ggml_set_input(self.ptr)
         return self
 
-    def set_output(self) -> "Tensor":
+    def set_output(self) -> Tensor:
         """Mark as a graph output, so a scheduler keeps its memory to read back."""
         lib.ggml_set_output(self.ptr)
         return self
 
-    def accumulate_in_f32(self) -> "Tensor":
+    def accumulate_in_f32(self) -> Tensor:
         """Ask every device to sum this product (mul_mat, mul_mat_id, flash_attn_ext) in
         float32: a GPU's kernels may otherwise accumulate in float16, whose range attention
         scores can exceed (llama.cpp asks it of every attention). The CPU always does."""
@@ -130,7 +135,7 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
 
     # -- plumbing shared by every operation -----------------------------------------------
 
-    def _home(self, other=None, *more) -> Context:
+    def _home(self, other: Tensor | None = None, *more: Tensor | None) -> Context:
         """The context a result is built in: this tensor's, unless that holds storage
         (weights, caches), then the first operand's that does not. Raises if an operand's
         context was closed (its ggml tensor is gone)."""
@@ -148,19 +153,20 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
                 return other_ctx
         return ctx
 
-    def _home_of_many(self, operands) -> Context:
-        operands = [t for t in operands if t is not None]
-        for tensor in operands:
+    def _home_of_many(self, operands: Iterable[Tensor | None]) -> Context:
+        present = [t for t in operands if t is not None]
+        for tensor in present:
             tensor.ptr  # noqa: B018 (raises once closed)
         ctx = self._ctx
         if ctx.storage:
             ctx.ptr  # noqa: B018 (raises once closed)
-            for tensor in operands:
+            for tensor in present:
                 if not tensor._ctx.storage:
                     return tensor._ctx
         return ctx
 
-    def _result(self, ctx: Context, raw, ndim: int, what, *operands) -> "Tensor":
+    def _result(self, ctx: Context, raw: Any, ndim: int, what: str | tuple[str, object],
+                *operands: Tensor | None) -> Tensor:
         """Wrap raw, or raise naming what failed: a string, or (words, value) formatted
         only on failure so that the success path builds no message."""
         if raw:
@@ -172,7 +178,7 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
 
     # -- layout ---------------------------------------------------------------------------
 
-    def reshape(self, *shape) -> "Tensor":
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         """Same data, new numpy-order shape (one dimension may be -1). Needs contiguity."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
@@ -183,7 +189,8 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
         raw = lib.safe_ggml_reshape_4d(ctx.ptr, self._ptr, *ne)
         return self._result(ctx, raw, len(shape), ("reshaping to", shape))
 
-    def view(self, shape, offset: int = 0, strides=None) -> "Tensor":
+    def view(self, shape: Sequence[int], offset: int = 0,
+             strides: Sequence[int] | None = None) -> Tensor:
         """A view of numpy-order shape starting offset bytes in, with byte strides (numpy
         order, the innermost equal to this tensor's); contiguous rows by default."""
         ne = ne_of(shape)
@@ -212,7 +219,7 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
         raw = lib.safe_ggml_view_4d(ctx.ptr, raw_self, *ne, nb1, nb2, nb3, offset)
         return self._result(ctx, raw, len(shape), ("viewing as", shape))
 
-    def permute(self, *axes) -> "Tensor":
+    def permute(self, *axes: int | Sequence[int]) -> Tensor:
         """Reorder dimensions like numpy.transpose: result.shape[i] == shape[axes[i]]."""
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
@@ -232,7 +239,7 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
         raw = lib.safe_ggml_permute(ctx.ptr, self._ptr, *ggml_axes)
         return self._result(ctx, raw, n, ("permuting by", axes))
 
-    def transpose(self) -> "Tensor":
+    def transpose(self) -> Tensor:
         """Swap the last two dimensions (a view)."""
         if self.ndim < 2:
             raise ValueError(f"transpose needs at least 2 dimensions; {describe(self)} has 1.")
@@ -241,22 +248,22 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
         return self.permute(*axes)
 
     @property
-    def T(self) -> "Tensor":
+    def T(self) -> Tensor:
         return self.transpose()
 
-    def cont(self) -> "Tensor":
+    def cont(self) -> Tensor:
         """A contiguous copy (after permute/transpose/view)."""
         ctx = self._home(self)
         return self._result(ctx, lib.safe_ggml_cont(ctx.ptr, self._ptr), self.ndim, "cont", self)
 
-    def concat(self, other: "Tensor", axis: int = 0) -> "Tensor":
+    def concat(self, other: Tensor, axis: int = 0) -> Tensor:
         """Join along axis; a transposed view is taken as it is where ggml's kernels read
         strides (the float and integer types), refused otherwise."""
         ndim = max(self.ndim, other.ndim)
         for operand in (self, other):
             if operand.dtype not in STRIDED_CONCAT and \
                     operand.strides[-1] != operand.dtype.type_size:
-                raise GGMLError(failure_text(("concat along axis", axis), describe(operand) +
+                raise GGMLError(failure_text(f"concat along axis {axis}", describe(operand) +
                                              ": a transposed view of this type; cont() it "
                                              "first."))
         dim = ggml_dim(axis, ndim)
@@ -264,7 +271,7 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
         raw = lib.safe_ggml_concat(ctx.ptr, self._ptr, other._ptr, dim)
         return self._result(ctx, raw, ndim, ("concat along axis", axis), other)
 
-    def repeat(self, *shape) -> "Tensor":
+    def repeat(self, *shape: int | Sequence[int]) -> Tensor:
         """Tile to a numpy-order shape, each dimension a multiple of this tensor's."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
@@ -272,7 +279,7 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
         raw = lib.safe_ggml_repeat_4d(ctx.ptr, self._ptr, *ne_of(shape))
         return self._result(ctx, raw, max(self.ndim, len(shape)), ("repeat to", shape))
 
-    def pad(self, widths) -> "Tensor":
+    def pad(self, widths: Sequence[Sequence[int]]) -> Tensor:
         """Zero padding, numpy.pad style: widths is one (before, after) pair per dimension."""
         widths = [tuple(w) for w in widths]
         if len(widths) != self.ndim or any(len(w) != 2 or min(w) < 0 for w in widths):
@@ -284,13 +291,13 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
         raw = lib.safe_ggml_pad_ext(ctx.ptr, self._ptr, *flat)
         return self._result(ctx, raw, self.ndim, ("pad by", widths))
 
-    def cpy(self, dst: "Tensor") -> "Tensor":
+    def cpy(self, dst: Tensor) -> Tensor:
         """Copy (converting type) into dst; returns the graph node that writes dst."""
         ctx = self._home(dst)
         raw = lib.safe_ggml_cpy(ctx.ptr, self._ptr, dst._ptr)
         return self._result(ctx, raw, dst.ndim, "cpy", dst)
 
-    def cast(self, dtype) -> "Tensor":
+    def cast(self, dtype: GGMLType | str | int) -> Tensor:
         dtype = GGMLType.parse(dtype)
         ctx = self._home(self)
         raw = lib.safe_ggml_cast(ctx.ptr, self._ptr, dtype)
@@ -298,25 +305,25 @@ class Tensor(TensorOps, SpatialOps, RecurrentOps):
 
     # -- data -----------------------------------------------------------------------------
 
-    def set(self, array) -> "Tensor":
+    def set(self, array: np.ndarray) -> Tensor:
         """Copy a numpy array in; its dtype and shape must match exactly."""
         copy_in(self, array)
         return self
 
-    def numpy(self, copy: bool = False, out=None):
+    def numpy(self, copy: bool = False, out: np.ndarray | None = None) -> np.ndarray:
         """The data as a numpy array: a zero-copy view of host storage (weights, caches)
         unless copy=True; always a copy of a graph's results (the scheduler reuses and frees
         that memory) and of quantized tensors (dequantized to float32). out: an array of
         the tensor's shape and dtype to copy into and return (no allocation)."""
         return to_numpy(self, copy, out)
 
-    def borrow(self):
+    def borrow(self) -> np.ndarray | None:
         """The data as a numpy array without a copy, a graph's results included: valid only
         until the scheduler computes or allocates again, so read it at once. None where the
         tensor is not plain numbers in host memory (a GPU's, a quantized one)."""
         return borrowed(self)
 
-    def host_array(self, shape=None):
+    def host_array(self, shape: Sequence[int] | None = None) -> np.ndarray:
         """A new array of this tensor's dtype (and shape, or the one given) in the host memory
         its device copies to fastest (pinned, for a GPU): numpy(out=...) reads into it."""
         return host_array(self, self.shape if shape is None else shape)

@@ -26,8 +26,10 @@ class Job:
     __slots__ = ("_state", "ticket", "_status", "_operands")
 
     def __init__(self, state: "_State", ticket: int, operands: tuple):
-        self._state, self.ticket, self._status = state, ticket, None
-        self._operands = operands  # the scheduler, graph and copies, alive while it computes
+        self._state, self.ticket = state, ticket
+        self._status: int | None = None
+        # the scheduler, graph and copies, alive while it computes
+        self._operands: tuple | None = operands
 
     def done(self) -> bool:
         if self._status is not None:
@@ -40,6 +42,7 @@ class Job:
     def result(self) -> int:
         if self._status is None:
             _collect_through(self._state, self)
+        assert self._status is not None     # collected: _collect_through set it
         return self._status
 
 
