@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from pyggml.numpy_interop import in_range
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 FEW_ROWS = 64        # up to this many rows, a batch's runs are found in Python, not numpy
 
@@ -17,12 +21,19 @@ class Batch:
     tokens: np.ndarray          # int32 (T,)
     positions: np.ndarray       # int32 (T,)
     seqs: np.ndarray            # int32 (T,) sequence id of each token
-    outputs: np.ndarray = field(default=None)   # int32 rows of the batch whose logits we want
-    blocks: np.ndarray = field(default=None)    # int64 (T,): the image a row is of, or -1
+    # given None, __post_init__ fills these two in (the last row; no image's)
+    outputs: np.ndarray = field(default=cast(np.ndarray, None))  # int32 rows whose logits we want
+    blocks: np.ndarray = field(default=cast(np.ndarray, None))   # int64 (T,): a row's image, or -1
     media: np.ndarray | None = None             # float32 (M, E): image rows' embeddings
     media_rows: np.ndarray | None = None        # int32 (M,): the rows they replace
     axes: np.ndarray | None = None              # int32 (axes, T): M-RoPE positions, where
                                                 # images made them differ from positions
+
+    if TYPE_CHECKING:       # what the constructor takes: __post_init__ makes the arrays
+        def __init__(self, tokens: ArrayLike, positions: ArrayLike, seqs: ArrayLike,
+                     outputs: ArrayLike | None = None, blocks: ArrayLike | None = None,
+                     media: np.ndarray | None = None, media_rows: np.ndarray | None = None,
+                     axes: np.ndarray | None = None) -> None: ...
 
     def __post_init__(self):
         self.tokens = np.asarray(self.tokens, dtype=np.int32)

@@ -31,6 +31,7 @@ import numpy as np
 import pyggml
 
 from ..kvcache import CausalCache
+from ..kvcache.cells import Window
 from ..kvcache.graph_view import GraphView
 from ..kvcache.rotation import Rotations
 from ..models.base import Inputs
@@ -167,6 +168,7 @@ class Executor:
             outputs=ctx.new_tensor("I32", (len(batch.outputs),), name="outputs").set_input(),
             n_tokens=n, embeddings=key.embeddings)
         if batch.n_media:
+            assert batch.media is not None                 # the rows' embeddings
             inputs.media = ctx.new_tensor("F32", batch.media.shape, name="media").set_input()
             inputs.media_rows = ctx.new_tensor("I32", (batch.n_media,),
                                                name="media_rows").set_input()
@@ -210,10 +212,12 @@ class Executor:
                 sources = np.asarray(sources, dtype=np.int32)
                 rows = np.where(sources < 0, rows, n + sources).astype(np.int32)
             step.chain_rows.set(rows)
+        assert step.token_input is not None                # _build makes it
         step.token_input.set(step.batch.tokens)
         step.inputs.positions.set(step.batch.rope_positions(self.model.position_axes()))
         step.inputs.outputs.set(step.batch.outputs)
-        if step.batch.n_media:
+        if step.batch.n_media:                             # built with the image rows' inputs
+            assert step.inputs.media is not None and step.inputs.media_rows is not None
             step.inputs.media.set(step.batch.media)
             step.inputs.media_rows.set(step.batch.media_rows)
         step.kv_inputs.feed()
@@ -233,12 +237,14 @@ class Executor:
         which spares a step a fresh allocation of the whole vocabulary. borrow: logits in
         host memory are not copied at all (valid until the next launch)."""
         try:
+            assert step.computation is not None            # launched
             step.computation.wait()
             if read == "logits" and borrow and (logits := step.logits.borrow()) is not None:
                 result = logits
             elif read == "choices":
                 result = self._read_reused(step.choices, "choices")
             elif read == "candidates":
+                assert step.candidates is not None         # built with candidates
                 ids, values = step.candidates
                 result = (self._read_reused(ids, "ids"),
                           self._read_reused(values, "values")[..., 0])
@@ -273,6 +279,7 @@ class Executor:
         try:
             if not self.scheduler.inline:           # the CPU's compute thread: from last's
                 done = step.queued_behind if last is step else last.computation   # choices
+                assert done is not None and step.sources is not None   # launched chained
                 done.wait()
                 step.queued_behind = None
                 choices = done.kept(last.choices)
@@ -334,7 +341,8 @@ class Executor:
             shifts = {w: ctx.new_tensor("I32", (len(hit),), name=f"k_shift_{w}").set_input()
                       for w, hit in hits.items() if w in kv.pool_of}
             hadamard = Rotations(ctx, kv.key_rotation)    # quantized keys were rotated
-            nodes, rotating = [], set()           # the pools whose keys rotate
+            nodes: list[pyggml.Tensor] = []
+            rotating: set[Window] = set()         # the pools whose keys rotate
             for layer, shape in enumerate(kv.layers):
                 if kv.k[layer] is None:               # a recurrent layer's: no keys
                     continue

@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..multimodal.media import run_start, token_ids
 from .batch import Batch
 from .executor import Step
@@ -30,7 +32,7 @@ class Flight:
     step: Step | None = None
     output_rows: list[int] = field(default_factory=list)   # entry index of each output row
     needs: str = "logits"      # the least its samplers need: "choices", "candidates", "logits"
-    rows: object = None        # embeddings: the final hidden states it computed
+    rows: np.ndarray | None = None   # embeddings: the final hidden states it computed
     sources: list[int] | None = None   # chained: each token's row of the last flight's choices
 
     @classmethod
@@ -61,6 +63,7 @@ class Flight:
         """Where last picks its tokens on the device and writes them to the chain, and every
         sequence it picks for has its placeholder here: each token's row of last's choices
         (-1: a token of its own). Else None (the placeholders are filled at launch)."""
+        assert last.step is not None                       # built, and launched
         if last.needs != "choices" or not last.step.writes_chain:
             return None
         picked = {id(last.entries[i].active): row for row, i in enumerate(last.output_rows)

@@ -23,6 +23,7 @@ from collections import deque
 
 import numpy as np
 
+from ..kvcache import HybridCache
 from ..multimodal.axes import axes, position_at
 from ..multimodal.media import attach_media, runs, token_ids
 from ..tokenizer import Tokenizer
@@ -187,6 +188,7 @@ class Engine:
             request = self.waiting.popleft()
             active = Active(request, slot, reused, self.tokenizer)
             if self.kv.keeps_checkpoints and self.pooling is None:
+                assert isinstance(self.kv, HybridCache)    # the cache that keeps them
                 active.cuts = cut_points(request.tokens, reused, self.tokenizer.is_special,
                                          self.kv.checkpoints)
             self.active.append(active)
@@ -267,12 +269,14 @@ class Engine:
             entry.tokens = [token]
             if not active.done:
                 active.slot.tokens[entry.start] = token
+        assert flight.step is not None                    # _assemble built it
         self.executor.launch(flight.step, token_ids(flight.items), flight.sources)
 
     def _choose(self, flight: Flight) -> None:
         """Wait for the flight and pick the next token of each sequence that asked for one;
         a sequence that reached num_predict or an end token ends here."""
         step = flight.step
+        assert step is not None                           # launched
         # what the device picked, where it did (a GPU or RPC device), else the logits
         picked = {"choices": step.choices, "candidates": step.candidates}.get(flight.needs)
         read = flight.needs if picked is not None else "logits"
@@ -304,6 +308,7 @@ class Engine:
         """The tokens the flight chose, as the following one (launched) took them on the
         device; a sequence that reached num_predict or an end token ends here, its row of
         the following flight computed and dropped."""
+        assert following.step is not None and flight.step is not None     # both launched
         handed = self.executor.handed_on(following.step, flight.step)
         for entry in flight.entries:
             entry.active.placed -= 1
@@ -329,6 +334,7 @@ class Engine:
             if active.done:
                 continue
             if self.pooling:
+                assert flight.rows is not None            # _choose read them
                 active.hidden.append(flight.rows[row])
             elif (reason := active.record()) is not None:
                 self._drop_sampled(active)

@@ -84,7 +84,7 @@ class Active:
         self.logprobs: list[dict] = []      # of tokens whose text has not been sent yet
         self.first_token: int | None = None
         self._chosen = 0                    # the token choose() picked, for record()
-        self._sampled_from = None           # and the logits it came from (logprobs)
+        self._sampled_from: np.ndarray | None = None   # and the logits it came from (logprobs)
         self.done = False
         self.placed = 0                     # batches holding its tokens, not yet finished
         self.hidden: list[np.ndarray] = []  # final hidden states, when making an embedding
@@ -147,6 +147,7 @@ class Active:
         elif candidates is not None:
             token = self.sampler.sample_candidates(*candidates)
         else:
+            assert logits is not None                      # neither chosen nor candidates
             if request.constraint is not None:
                 logits = request.constraint.apply(logits)
             token = self.sampler.sample(logits, self.history)
@@ -185,7 +186,7 @@ class Active:
                                  for t in top]}
 
     def _send(self, text: str) -> None:
-        event = {"content": text}
+        event: dict[str, str | list[dict]] = {"content": text}
         if self.logprobs:
             event["logprobs"], self.logprobs = self.logprobs, []
         self.emitted += len(text)

@@ -29,15 +29,21 @@ attention the mask is F16.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 import pyggml
 from pyggml.numpy_interop import in_range
 
-from .cells import MAX_SEQS, CacheFullError, Cells, pool_size
+from .cells import MAX_SEQS, CacheFullError, Cells, Window, pool_size
 from .graph_view import GraphView, Placement
 from .rotation import key_rotation, value_rotation
+
+if TYPE_CHECKING:
+    from ..engine.batch import Batch
+    from .hybrid import StateShape
+
 CACHE_TYPES = {"f16": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0", "f32": "F32"}
 MAX_GROUPS = 4       # the most groups of streams a graph attends in (each its own products)
 
@@ -63,8 +69,8 @@ class LayerShape:
     head_dim: int       # of K
     v_dim: int          # of V, per head
     values_in_keys: bool = False    # V is each K row's first v_dim (one KV head)
-    window: object = None           # the layer's attention window (cells.first_seen's)
-    state: object = None            # a recurrent layer's StateShape (hybrid.py): no K or V
+    window: Window = None           # the layer's attention window (cells.first_seen's)
+    state: StateShape | None = None     # a recurrent layer's (hybrid.py): no K or V
 
 
 class CausalCache:
@@ -81,7 +87,7 @@ class CausalCache:
             raise ValueError(f"A KV cache needs at least one cell, not {cells}.")
         self.layers, self.size, self.flash = layers, cells, flash
         self.cache_type = cache_type
-        self.pools = {None: Cells(cells)}            # window (None: whole) -> its cells
+        self.pools: dict[Window, Cells] = {None: Cells(cells)}   # window (None: whole) -> cells
         for window in {s.window for s in layers if s.window is not None and window_cells}:
             size = pool_size(window, cells, *window_cells)
             if size < cells:
@@ -94,7 +100,8 @@ class CausalCache:
                                None for s in layers]
         self.storage = pyggml.Context(max_tensors=2 * len(layers) + 1, graphs=0)
         ggml_type = CACHE_TYPES[cache_type]
-        self.k, self.v = [], []
+        self.k: list[pyggml.Tensor | None] = []      # None: a recurrent layer's
+        self.v: list[pyggml.Tensor | None] = []      # None: that, or V read from K
         for i, shape in enumerate(layers):
             if shape.state is not None:              # a recurrent layer's (hybrid.py)
                 self.k.append(None)
@@ -112,7 +119,7 @@ class CausalCache:
             backends = [backends] * len(layers)
         self.backends = backends           # per layer (None: not known)
         self.buffers = self._allocate(backends) if allocate else []
-        self._placement = None
+        self._placement: Placement | None = None
 
     def _allocate(self, backends) -> list[pyggml.Buffer]:
         """One buffer per device, holding the layers it computes; zeroed."""
@@ -185,7 +192,7 @@ class CausalCache:
         rule by which a cached prefix of n positions is resumed (else evaluated again)."""
         return all(pool.holds(seq, n) for pool in self.pools.values())
 
-    def start(self, batch, all_cells: bool = False, streams: bool = False) -> None:
+    def start(self, batch: Batch, all_cells: bool = False, streams: bool = False) -> None:
         """Place the batch in free cells of every pool (its graph's cache inputs follow from
         the placement: GraphView.prepare). all_cells: its graph sees every cell (the
         largest graph a batch of its size makes). streams: its graph may attend each
@@ -193,7 +200,9 @@ class CausalCache:
         if not in_range(batch.seqs, MAX_SEQS):
             raise ValueError(f"Sequence ids must lie in [0, {MAX_SEQS}), not "
                              f"{sorted(set(batch.seqs.tolist()))}.")
-        slots, first, n_kv = {}, {}, {}
+        slots: dict[Window, np.ndarray] = {}
+        first: dict[Window, int] = {}
+        n_kv: dict[Window, int] = {}
         try:
             for window, pool in self.pools.items():
                 slots[window], first[window], n_kv[window] = pool.place(batch, all_cells)
@@ -205,7 +214,8 @@ class CausalCache:
             self._streams(batch, first, n_kv)
         self._placement = Placement(batch, slots, n_kv, first, count, groups)
 
-    def _streams(self, batch, first: dict, n_kv: dict) -> tuple[int, tuple]:
+    def _streams(self, batch: Batch, first: dict[Window, int], n_kv: dict[Window, int]
+                 ) -> tuple[int, tuple[tuple[int, int, int], ...]]:
         """How many streams the batch's graph attends in (0: none, one range of cells), and
         their groups: its tokens are S >= 2 sequences in order, as many tokens each (a
         batch of decode steps), and in every pool each one's cells lie in its home region.
@@ -228,23 +238,29 @@ class CausalCache:
         if None in reach.values():
             return 0, ()
         for window, pool in self.pools.items():
-            first[window], n_kv[window] = ids[0] * pool.region, reach[window]
+            cells = reach[window]
+            assert cells is not None                 # none is: see above
+            first[window], n_kv[window] = ids[0] * pool.region, cells
         return len(ids), groups
 
     @property
     def current(self) -> Placement:
         """The batch placed by the last start()."""
+        assert self._placement is not None, "start(batch) comes first"
         return self._placement
 
     @property
     def n_kv(self) -> int:
         """How many of the whole pool's cells the current batch's graph sees."""
-        return self._placement.n_kv[None]
+        return self.current.n_kv[None]
 
     # a KV cache drops any range of positions and resumes anywhere; a recurrent state does
     # neither and keeps checkpoints instead (hybrid.py)
     drops_ranges = True
-    keeps_checkpoints = False
+
+    @property
+    def keeps_checkpoints(self) -> bool:
+        return False
 
     def rollback_point(self, seq: int, n: int) -> int:
         """The latest position at or before n that seq may resume at: n itself."""

@@ -28,6 +28,9 @@ GIVE_UP = 64           # the fewest cells a full window pool frees at once (of 1
 ABSENT = 2.0 ** 30     # a mask's position for a cell not the token's: past all it sees
 UNBOUNDED = 2.0 ** 29  # the last position a token sees where attention is not causal
 
+# an attention window (first_seen's): None (the whole context), n positions, or ("chunk", n)
+Window = int | tuple[str, int] | None
+
 
 class CacheFullError(RuntimeError):
     pass
@@ -90,7 +93,7 @@ def pool_size(window, cells: int, parallel: int, batch: int) -> int:
 class Cells:
     """window: None for the whole pool, else the window its layers attend through."""
 
-    def __init__(self, size: int, window=None):
+    def __init__(self, size: int, window: Window = None):
         self.size, self.window = size, window
         # change these only through the methods below (or call recount() after)
         self.pos = np.full(size, -1, dtype=np.int64)
@@ -193,7 +196,8 @@ class Cells:
             return None
         self.pos[cell], self.seq[cell] = int(batch.positions[0]), 1 << seq
         self._low, self._free = cell + 1, self._free - 1
-        return np.array([cell]), *self._widen(seq, cell, cell + 1)
+        first, end = self._widen(seq, cell, cell + 1)
+        return np.array([cell]), first, end
 
     def _widen(self, seq: int, low: int, end: int) -> list[int]:
         """seq's span [first, end) of cells, widened to cells [low, end)."""

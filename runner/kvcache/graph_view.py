@@ -32,10 +32,11 @@ import numpy as np
 
 import pyggml
 
-from .cells import seen_bounds
+from .cells import Window, seen_bounds
 from .rotation import Rotations
 
 if TYPE_CHECKING:
+    from ..engine.batch import Batch
     from .causal import CausalCache
 
 BOUND_PERIOD = 32     # the most values of a token's mask bound repeated along a row
@@ -45,13 +46,14 @@ BOUND_PERIOD = 32     # the most values of a token's mask bound repeated along a
 class Placement:
     """Where start() put a batch: per pool (by window), its cells, and how many cells its
     graph sees from which on (the first, 0 where not given: see Cells.place)."""
-    batch: object
-    slots: dict
-    n_kv: dict
-    first: dict = field(default_factory=dict)
+    batch: Batch
+    slots: dict[Window, np.ndarray]
+    n_kv: dict[Window, int]
+    first: dict[Window, int] = field(default_factory=dict)
     streams: int = 0      # > 0: each sequence attends n_kv cells of its home region
-    groups: tuple = ()    # in streams: (first sequence, count, spacing) of each group of
-                          # evenly spaced sequences, in order (CausalCache._streams)
+    # in streams: (first sequence, count, spacing) of each group of evenly spaced
+    # sequences, in order (CausalCache._streams)
+    groups: tuple[tuple[int, int, int], ...] = ()
 
     @functools.cached_property
     def sequences(self) -> tuple[np.ndarray, np.ndarray]:
@@ -64,8 +66,8 @@ class Placement:
             return (np.array(ids, dtype=seqs.dtype),
                     np.repeat(np.arange(len(runs), dtype=np.int32),
                               [stop - start for _, start, stop in runs]))
-        ids, rows = np.unique(seqs, return_inverse=True)
-        return ids, rows.astype(np.int32)
+        unique, rows = np.unique(seqs, return_inverse=True)
+        return unique, rows.astype(np.int32)
 
     def seen(self, window) -> tuple[int, int]:
         """The first cell the graph sees of window's pool, and how many."""
@@ -89,7 +91,8 @@ class GraphView:
         n = len(placement.batch)
         self.slots = {w: ctx.new_tensor("I64", (n,), name=f"kv_slots_{w}").set_input()
                       for w in set(cache.pool_of)}
-        self.masks = {}       # window -> its mask, built the first time a layer asks for it
+        # window -> its mask, built the first time a layer asks for it
+        self.masks: dict[Window, pyggml.Tensor] = {}
         sequences = len(placement.sequences[0])
         self.host_masks = n == 1          # one sequence's decode step: masks made here
         # each token's row of the cells' positions, where the graph masks several sequences
@@ -98,6 +101,9 @@ class GraphView:
         self._floats, self._host, self._views, self._pieces = self._mask_inputs(windows)
         self.rotations = Rotations(ctx, cache.key_rotation + cache.value_rotation)
         self.writes: list = []    # cache writes no later node reads (recurrent states)
+
+    # the inputs prepare() computed, (tensor, value) each, that feed() copies in
+    _values: list[tuple[pyggml.Tensor, np.ndarray]]
 
     @property
     def streams(self) -> int:
@@ -248,7 +254,7 @@ class GraphView:
 
     def feed(self) -> None:
         """Fill this graph's cache inputs (after the scheduler allocated the graph)."""
-        values, self._values = self._values, ()
+        values, self._values = self._values, []
         for tensor, value in values:
             tensor.set(value)
 
@@ -260,17 +266,17 @@ class GraphView:
         k = self.rotations.rotate(k, cache.key_rotation[layer])
         v = self.rotations.rotate(v, cache.value_rotation[layer])
         k_cache = ctx.bind(cache.k[layer]).set_rows(_flat_rows(k, n), self.slots[window])
-        v_flat = _flat_rows(v, n)
-        if cache.v[layer] is None:                       # V is read from K's rows
+        v_flat, v_tensor = _flat_rows(v, n), cache.v[layer]
+        if v_tensor is None:                             # V is read from K's rows
             return k_cache, k_cache
         if cache.flash:
-            v_cache = ctx.bind(cache.v[layer]).set_rows(v_flat, self.slots[window])
+            v_cache = ctx.bind(v_tensor).set_rows(v_flat, self.slots[window])
         else:
             # the transposed cache (dims, cells) seen as (dims, cells, 1): rows of one element,
             # the slots' column written in every one of its dims rows (the slots broadcast)
             dims, cells = v_flat.shape[1], cache.pools[window].size
-            v_element, element = v_flat.strides[-1], cache.v[layer].strides[-1]
-            columns = ctx.bind(cache.v[layer]).view(
+            v_element, element = v_flat.strides[-1], v_tensor.strides[-1]
+            columns = ctx.bind(v_tensor).view(
                 (dims, cells, 1), strides=(cells * element, element, element))
             new = v_flat.view((dims, n, 1), strides=(v_element, dims * v_element, v_element))
             v_cache = columns.set_rows(new, self.slots[window])
@@ -299,8 +305,8 @@ class GraphView:
             return self._heads(v_node, shape.kv_heads, shape.v_dim, layer, group)
         element, cells = v_node.strides[-1], pool.size
         first, n_kv = self._seen(pool)
-        view = (shape.kv_heads, shape.v_dim, n_kv)
-        strides = (shape.v_dim * cells * element, cells * element, element)
+        view: tuple[int, ...] = (shape.kv_heads, shape.v_dim, n_kv)
+        strides: tuple[int, ...] = (shape.v_dim * cells * element, cells * element, element)
         if self.streams:                       # each sequence's columns, in its region
             count, first, apart = self._group_cells(pool, group)
             view, strides = (count, *view), (apart * element, *strides)
@@ -310,8 +316,8 @@ class GraphView:
         row = node.strides[0]                                  # bytes of one cell
         pool = self.cache.cells_of(layer)
         first, n_kv = self._seen(pool)
-        view = (n_kv, heads, dim)                              # (n_kv, heads, dim)
-        strides = (row, row // heads, node.strides[-1])
+        view: tuple[int, ...] = (n_kv, heads, dim)             # (n_kv, heads, dim)
+        strides: tuple[int, ...] = (row, row // heads, node.strides[-1])
         if self.streams:                                       # (S, n_kv, heads, dim)
             count, first, apart = self._group_cells(pool, group)
             view, strides = (count, *view), (apart * row, *strides)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +31,9 @@ import pyggml
 from .causal import CacheAllocationError, CausalCache
 from .graph_view import GraphView, Placement
 from .states import StateCells
+
+if TYPE_CHECKING:
+    from ..engine.batch import Batch
 
 DEFAULT_CHECKPOINTS = 4      # per sequence, where the KV budget (default_checkpoints) allows
 MIN_CHECKPOINTS = 2          # before a turn's generation prompt, and where its reply ended
@@ -68,9 +72,9 @@ class StateShape:
 class HybridPlacement(Placement):
     """A Placement with each run's state cells: read from sources, written to targets, and
     the runs grouped by their token count (each group (tokens, run indices))."""
-    sources: tuple = ()
-    targets: tuple = ()
-    state_groups: tuple = ()
+    sources: tuple[int, ...] = ()
+    targets: tuple[int, ...] = ()
+    state_groups: tuple[tuple[int, list[int]], ...] = ()
 
     @property
     def shape(self) -> tuple:
@@ -109,7 +113,9 @@ class HybridCache(CausalCache):
         self.states = StateCells(sequences, checkpoints)
         recurrent = [i for i, s in enumerate(layers) if s.state is not None]
         self.state_storage = pyggml.Context(max_tensors=2 * len(recurrent) + 1, graphs=0)
-        self.conv, self.recurrent = [None] * len(layers), [None] * len(layers)
+        # per layer (None: an attention layer's), (state cells, floats) each
+        self.conv: list[pyggml.Tensor | None] = [None] * len(layers)
+        self.recurrent: list[pyggml.Tensor | None] = [None] * len(layers)
         for i in recurrent:
             shape = layers[i].state
             self.conv[i] = self.state_storage.new_tensor(
@@ -140,20 +146,21 @@ class HybridCache(CausalCache):
 
     # -- runner side ----------------------------------------------------------------------
 
-    def start(self, batch, all_cells: bool = False, streams: bool = False) -> None:
+    def start(self, batch: Batch, all_cells: bool = False, streams: bool = False) -> None:
         super().start(batch, all_cells, streams=False)
+        placement = self.current             # the KV cells' (the states' cells join them)
         runs, positions = batch.runs, batch.positions
         try:
             sources, targets = self.states.place(      # each run from its first position on
                 [(seq, int(positions[a]), int(positions[a]) + b - a) for seq, a, b in runs])
         except Exception:
             for window, pool in self.pools.items():
-                pool.release(self._placement.slots[window])
+                pool.release(placement.slots[window])
             raise
         groups: dict[int, list[int]] = {}
         for index, (_, start, stop) in enumerate(runs):
             groups.setdefault(stop - start, []).append(index)
-        placed = {f.name: getattr(self._placement, f.name) for f in fields(Placement)}
+        placed = {f.name: getattr(placement, f.name) for f in fields(Placement)}
         self._placement = HybridPlacement(**placed, sources=tuple(sources),
                                           targets=tuple(targets),
                                           state_groups=tuple(groups.items()))
@@ -169,8 +176,8 @@ class HybridCache(CausalCache):
         """Drop positions [p0, ...) of seq: back to its latest state at or before p0 (its
         cells from there on go too). A range that ends before the sequence does cannot be
         dropped from a recurrence."""
-        if p1 is not None and self.states.newest(seq) is not None and \
-                self.states.newest(seq).position > p1:
+        if p1 is not None and (newest := self.states.newest(seq)) is not None and \
+                newest.position > p1:
             raise ValueError("A recurrent state cannot drop a range of positions; evaluate "
                              "the kept tokens again instead.")
         p0 = self.rollback_point(seq, p0)
@@ -187,13 +194,18 @@ class HybridCache(CausalCache):
 
     def inputs(self, ctx: pyggml.Context, windows=(None,), causal: bool = True,
                block_windows=()) -> GraphView:
-        if self._placement is None:
+        placement = self._placement
+        if placement is None:
             raise RuntimeError("start(batch) must come before the graph is built.")
-        return HybridView(self, ctx, self._placement, windows, causal, block_windows)
+        assert isinstance(placement, HybridPlacement)     # start() places each batch so
+        return HybridView(self, ctx, placement, windows, causal, block_windows)
 
 
 class HybridView(GraphView):
     """A graph's view of a hybrid cache: the KV cache's, and the recurrent layers' states."""
+
+    cache: HybridCache
+    placement: HybridPlacement
 
     def __init__(self, cache: HybridCache, ctx, placement: HybridPlacement, windows,
                  causal: bool = True, block_windows=()):
@@ -215,7 +227,8 @@ class HybridView(GraphView):
                 INDEX_TYPES[kind][0], (n,), name=f"rs_{kind}_{group}_{split}").set_input()
         return self._inputs[key]
 
-    def prepare(self, placement: HybridPlacement) -> None:
+    def prepare(self, placement: Placement) -> None:
+        assert isinstance(placement, HybridPlacement)     # a HybridCache's placement
         super().prepare(placement)
         runs, gathered = placement.batch.runs, []
         for group, (_, indices) in enumerate(placement.state_groups):
@@ -267,6 +280,7 @@ class HybridView(GraphView):
     def conv_state(self, layer: int, group: int):
         """(S, channels, kernel - 1): the convolution states group's sequences start from."""
         shape = self.cache.layers[layer].state
+        assert shape is not None                          # a recurrent layer's
         return self._read(self.cache.conv[layer], group).reshape(
             -1, shape.conv_channels, shape.conv_width)
 
