@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import gguf
 
@@ -80,11 +81,20 @@ class Weights:
             setattr(block, name, self.optional(f"{prefix}{name}.weight", shape))
 
 
+def weight() -> Any:
+    """A required weight: a Block field that Weights.bind (or the model's own binding) sets
+    before any graph reads it, never None. It is no argument of the block's __init__ and has
+    no default, so Block() still makes an empty block to bind and fields() still lists it;
+    read before it is bound, it raises AttributeError. A weight that some files or some
+    layers lack is declared `Tensor | None = None` instead, and checked where it is read."""
+    return field(init=False)
+
+
 @dataclass
 class Block:
     """One block's weights. Each model declares its blocks' fields in a subclass, named as
     their GGUF tensors (blk.N.<field>.weight), so that grep finds every one; Weights.bind
-    fills declared fields only."""
+    fills declared fields only. Required ones are declared `name: Tensor = weight()`."""
 
     @classmethod
     def check_declared(cls, names) -> None:
@@ -99,11 +109,20 @@ class Transformer:
     """What decoder-only models share: construction from metadata, the embedding and output
     weights, the cache shape. Subclasses set config_class and build their blocks."""
 
-    config_class: type
+    config_class: type[TransformerConfig]
+    config: TransformerConfig     # an instance of config_class (subclasses narrow the type)
+    blocks: list[Any]             # one Block (the model's own subclass) per layer
+    token_embd: pyggml.Tensor     # bind_ends's
+    output_norm: pyggml.Tensor
+    output: pyggml.Tensor
     causal = True                 # each token sees the earlier ones only
     # its attention goes through attention() whole (no row subsets, no values projected
     # per head), so decode steps of several sequences may attend in streams (attend())
     attends_in_streams = False
+
+    def __init__(self, config: TransformerConfig, weights: Weights) -> None:
+        """Each model binds its weights (from_metadata's construction)."""
+        raise NotImplementedError(f"{type(self).__name__} binds no weights.")
 
     @classmethod
     def config_of(cls, meta: dict):
@@ -172,6 +191,11 @@ class TransformerConfig:
     context: int
     norm_eps: float
 
+    @classmethod
+    def from_metadata(cls, meta: dict) -> TransformerConfig:
+        """The hyper-parameters from GGUF metadata: each model's config reads its own."""
+        raise NotImplementedError(f"{cls.__name__} reads no metadata.")
+
     def window_of(self, layer: int):
         """The layer's attention window (None: the whole context; kvcache.cells.first_seen
         says how each kind counts)."""
@@ -218,8 +242,9 @@ class Inputs:
 
     def media_part(self, part: int, width: int):
         """(M, width): the part-th embedding of each image row."""
-        if self.media.shape[1] == width:
-            return self.media
-        row, item = self.media.strides
-        return self.media.view((self.media.shape[0], width), part * width * item,
-                               (row, item)).cont()
+        media = self.media
+        assert media is not None                        # read only where a batch has images
+        if media.shape[1] == width:
+            return media
+        row, item = media.strides
+        return media.view((media.shape[0], width), part * width * item, (row, item)).cont()

@@ -41,6 +41,7 @@ class BertBlock(Block):
 @register("bert")
 class Bert(Transformer):
     config_class = BertConfig
+    config: BertConfig
     block_class = BertBlock
     causal = False
 

@@ -26,8 +26,9 @@ def bind_clamps(block: ClampedBlock, weights: Weights, prefix: str, linears) -> 
     block.check_declared(linears)
     for name in linears:
         values = [weights.value(f"{prefix}{name}.{kind}") for kind in CLAMPS]
-        block.limits[name] = tuple(default if value is None else float(value.reshape(-1)[0])
-                                   for value, default in zip(values, UNBOUNDED))
+        lo_in, hi_in, lo_out, hi_out = (default if value is None else float(value.reshape(-1)[0])
+                                        for value, default in zip(values, UNBOUNDED))
+        block.limits[name] = (lo_in, hi_in, lo_out, hi_out)
 
 
 def clamped_linear(block: ClampedBlock, name: str, x):

@@ -25,7 +25,7 @@ from ..kvcache import LayerShape
 from .contract import register
 from .attention import attention
 from .base import (ATTENTION, LLM, ROPE, Block, Metadata, ModelError, Transformer,
-                   TransformerConfig, Weights)
+                   TransformerConfig, Weights, weight)
 from .experts import Routing, route, swiglu_experts
 from .rope import RopeConfig
 
@@ -110,18 +110,20 @@ def _yarn(m: Metadata, rotated: int, key_dim: int) -> tuple[RopeConfig, float]:
 
 @dataclass
 class Deepseek2Block(Block):
-    attn_norm: Tensor | None = None
+    """Which of the optional weights a layer has follows the file's form (a q rank or not,
+    latent or expanded) and the layer's FFN (dense or experts, shared experts or not)."""
+    attn_norm: Tensor = weight()
     attn_q: Tensor | None = None            # without a q rank
     attn_q_a: Tensor | None = None          # with one
     attn_q_a_norm: Tensor | None = None
     attn_q_b: Tensor | None = None
-    attn_kv_a_mqa: Tensor | None = None     # (rank + rotated, E)
-    attn_kv_a_norm: Tensor | None = None
+    attn_kv_a_mqa: Tensor = weight()        # (rank + rotated, E)
+    attn_kv_a_norm: Tensor = weight()
     attn_kv_b: Tensor | None = None         # (H * (nope + Dv), rank): expanded form
     attn_k_b: Tensor | None = None          # (H, rank, nope): latent form
     attn_v_b: Tensor | None = None          # (H, Dv, rank)
-    attn_output: Tensor | None = None
-    ffn_norm: Tensor | None = None
+    attn_output: Tensor = weight()
+    ffn_norm: Tensor = weight()
     ffn_gate: Tensor | None = None          # dense layers
     ffn_up: Tensor | None = None
     ffn_down: Tensor | None = None
@@ -138,6 +140,7 @@ class Deepseek2Block(Block):
 @register("deepseek2")
 class Deepseek2(Transformer):
     config_class = Deepseek2Config
+    config: Deepseek2Config
     rope_mode = "normal"        # interleaved pairs, as DeepSeek's checkpoints rotate
 
     def __init__(self, config: Deepseek2Config, weights: Weights):
@@ -199,9 +202,11 @@ class Deepseek2(Transformer):
         """h (T, E), the normed residual -> (T, H * Dv), before the output projection."""
         c, n = self.config, inputs.n_tokens
         if c.q_lora_rank:
+            assert block.attn_q_a is not None and block.attn_q_b is not None
             q = block.attn_q_a.mul_mat(h).rms_norm(c.norm_eps).mul(block.attn_q_a_norm)
             q = block.attn_q_b.mul_mat(q)
         else:
+            assert block.attn_q is not None
             q = block.attn_q.mul_mat(h)
         q = q.reshape(n, c.heads, c.nope + c.rotated)                         # (T, H, Dk)
         q_nope, q_rot = _split(q, c.nope, c.rotated)
@@ -212,6 +217,7 @@ class Deepseek2(Transformer):
         latent = latent.rms_norm(c.norm_eps).mul(block.attn_kv_a_norm)        # (T, 1, R)
         if not c.latent:
             return self._expanded(block, q_nope, q_rot, latent, k_rot, kv, i)
+        assert block.attn_k_b is not None
         absorbed = block.attn_k_b.mul_mat(q_nope.permute(1, 0, 2))            # (H, T, R)
         q = absorbed.permute(1, 0, 2).concat(q_rot, axis=2)                   # (T, H, R + r)
         k = latent.concat(k_rot, axis=2)                                      # (T, 1, R + r)
@@ -231,14 +237,19 @@ class Deepseek2(Transformer):
     def _ffn(self, block: Deepseek2Block, h):
         """h (T, E) -> (T, E): a dense SwiGLU, or the routed experts plus the shared ones."""
         if block.ffn_gate_inp is None:
-            gated = block.ffn_gate.mul_mat(h).swiglu(block.ffn_up.mul_mat(h))     # (T, F)
-            return block.ffn_down.mul_mat(gated)
-        chosen, weights = route(self.config.routing, block.ffn_gate_inp.mul_mat(h),
+            gate, up, down = block.ffn_gate, block.ffn_up, block.ffn_down
+            assert gate is not None and up is not None and down is not None
+            gated = gate.mul_mat(h).swiglu(up.mul_mat(h))                    # (T, F)
+            return down.mul_mat(gated)
+        routing = self.config.routing
+        assert routing is not None              # a config with experts has their routing
+        chosen, weights = route(routing, block.ffn_gate_inp.mul_mat(h),
                                 block.exp_probs_b)                            # (T, K), (T, K, 1)
         out = swiglu_experts(block.ffn_gate_exps, block.ffn_up_exps, block.ffn_down_exps, h,
                              chosen, weights)
         if block.ffn_gate_shexp is None:
             return out
+        assert block.ffn_up_shexp is not None and block.ffn_down_shexp is not None
         shared = block.ffn_gate_shexp.mul_mat(h).swiglu(block.ffn_up_shexp.mul_mat(h))
         return out.add(block.ffn_down_shexp.mul_mat(shared))
 

@@ -22,8 +22,8 @@ WINDOW = 4096
 @dataclass
 class Gemma2Config(Gemma3Config):
     @classmethod
-    def from_metadata(cls, meta: dict) -> Gemma2Config:
-        m = Metadata(meta, "gemma2")
+    def from_metadata(cls, meta: dict, arch: str = "gemma2") -> Gemma2Config:
+        m = Metadata(meta, arch)
         embd, heads = int(m.require(LLM.EMBEDDING_LENGTH)), int(m.require(ATTENTION.HEAD_COUNT))
         head_dim = int(m.get(ATTENTION.KEY_LENGTH, embd // heads))
         layers = int(m.require(LLM.BLOCK_COUNT))
@@ -45,4 +45,5 @@ class Gemma2Config(Gemma3Config):
 @register("gemma2")
 class Gemma2(Gemma3):
     config_class = Gemma2Config
+    config: Gemma2Config
     qk_norms = False

@@ -17,7 +17,8 @@ import numpy as np
 
 from .contract import register
 from .attention import attention
-from .base import ATTENTION, LLM, ROPE, Block, Metadata, Transformer, TransformerConfig, Weights
+from .base import (ATTENTION, LLM, ROPE, Block, Metadata, Transformer, TransformerConfig,
+                   Weights, weight)
 from .rope import RopeConfig
 
 if TYPE_CHECKING:
@@ -79,25 +80,28 @@ class Gemma3Config(TransformerConfig):
 
 @dataclass
 class Gemma3Block(Block):
-    attn_norm: Tensor | None = None
-    attn_q: Tensor | None = None
+    """Gemma 2 has no Q/K norms; Gemma 3n (Gemma3nBlock) has K and V only in the layers
+    that keep a cache."""
+    attn_norm: Tensor = weight()
+    attn_q: Tensor = weight()
     attn_k: Tensor | None = None
     attn_v: Tensor | None = None
     attn_q_norm: Tensor | None = None
     attn_k_norm: Tensor | None = None
-    attn_output: Tensor | None = None
-    post_attention_norm: Tensor | None = None
-    ffn_norm: Tensor | None = None
-    ffn_gate: Tensor | None = None
-    ffn_up: Tensor | None = None
-    ffn_down: Tensor | None = None
-    post_ffw_norm: Tensor | None = None
+    attn_output: Tensor = weight()
+    post_attention_norm: Tensor = weight()
+    ffn_norm: Tensor = weight()
+    ffn_gate: Tensor = weight()
+    ffn_up: Tensor = weight()
+    ffn_down: Tensor = weight()
+    post_ffw_norm: Tensor = weight()
 
 
 @register("gemma3")
 class Gemma3(Transformer):
     attends_in_streams = True
     config_class = Gemma3Config
+    config: Gemma3Config
     rope_mode = "neox"
 
     qk_norms = True

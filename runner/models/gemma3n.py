@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING
 from ..kvcache import LayerShape
 from .contract import register
 from .attention import attend
-from .base import ATTENTION, LLM, ROPE, Metadata, ModelError, Transformer, TransformerConfig
+from .base import (ATTENTION, LLM, ROPE, Metadata, ModelError, Transformer, TransformerConfig,
+                   weight)
 from .gemma3 import Gemma3Block
 from .gemma_parts import cache_donor, per_layer_inputs
 from .rope import RopeConfig
@@ -104,22 +105,23 @@ class Gemma3nConfig(TransformerConfig):
 class Gemma3nBlock(Gemma3Block):
     """Gemma 3's attention and FFN weights (attn_k, attn_k_norm and attn_v only in the layers
     that keep a cache), and AltUp's, Laurel's and the per-layer input's."""
-    altup_correct_coef: Tensor | None = None    # (A, A)
-    altup_correct_scale: Tensor | None = None   # (E,)
-    altup_predict_coef: Tensor | None = None    # (A * A, A)
-    altup_router: Tensor | None = None          # (A, E)
-    altup_router_norm: Tensor | None = None
-    laurel_l: Tensor | None = None              # (rank, E)
-    laurel_r: Tensor | None = None              # (E, rank)
-    laurel_post_norm: Tensor | None = None
-    inp_gate: Tensor | None = None              # (P, E)
-    proj: Tensor | None = None                  # (E, P)
-    post_norm: Tensor | None = None
+    altup_correct_coef: Tensor = weight()       # (A, A)
+    altup_correct_scale: Tensor = weight()      # (E,)
+    altup_predict_coef: Tensor = weight()       # (A * A, A)
+    altup_router: Tensor = weight()             # (A, E)
+    altup_router_norm: Tensor = weight()
+    laurel_l: Tensor = weight()                 # (rank, E)
+    laurel_r: Tensor = weight()                 # (E, rank)
+    laurel_post_norm: Tensor = weight()
+    inp_gate: Tensor = weight()                 # (P, E)
+    proj: Tensor = weight()                     # (E, P)
+    post_norm: Tensor = weight()
 
 
 @register(ARCH)
 class Gemma3n(Transformer):
     config_class = Gemma3nConfig
+    config: Gemma3nConfig
     rope_mode = "neox"
 
     def __init__(self, config: Gemma3nConfig, weights):
@@ -245,11 +247,13 @@ class Gemma3n(Transformer):
         q = self._rope(q.rms_norm(eps).mul(block.attn_q_norm), inputs.positions, i)
         cache = self.cache_layer[i]
         if cache == i:
+            assert block.attn_k is not None and block.attn_v is not None     # a cached layer's
             k = block.attn_k.mul_mat(h).reshape(n, c.kv_heads, c.head_dim)    # (T, KVH, D)
             v = block.attn_v.mul_mat(h).reshape(n, c.kv_heads, c.head_dim)
             k = self._rope(k.rms_norm(eps).mul(block.attn_k_norm), inputs.positions, i)
             caches[i] = kv.put(i, k, v.rms_norm(eps))
-        return block.attn_output.mul_mat(attend(kv, cache, q, *caches[cache], 1.0,
+        k_node, v_node = caches[cache]
+        return block.attn_output.mul_mat(attend(kv, cache, q, k_node, v_node, 1.0,
                                                 c.window_of(i)))
 
     def _rope(self, x, positions, layer: int):

@@ -31,7 +31,7 @@ from ..kvcache import LayerShape
 from .contract import register
 from .attention import attend
 from .base import (ATTENTION, LLM, ROPE, Block, Metadata, ModelError, Transformer,
-                   TransformerConfig, Weights)
+                   TransformerConfig, Weights, weight)
 from .experts import weighted_sum
 from .gemma_parts import cache_donor, per_layer_inputs
 from .rope import RopeConfig
@@ -149,19 +149,19 @@ class Rows:
 
 @dataclass
 class Gemma4Block(Block):
-    attn_norm: Tensor | None = None
-    attn_q: Tensor | None = None
-    attn_q_norm: Tensor | None = None
+    attn_norm: Tensor = weight()
+    attn_q: Tensor = weight()
+    attn_q_norm: Tensor = weight()
     attn_k: Tensor | None = None            # only the layers that keep a cache
     attn_k_norm: Tensor | None = None
     attn_v: Tensor | None = None            # absent where K = V
-    attn_output: Tensor | None = None
-    post_attention_norm: Tensor | None = None
-    ffn_norm: Tensor | None = None
-    ffn_gate: Tensor | None = None
-    ffn_up: Tensor | None = None
-    ffn_down: Tensor | None = None
-    post_ffw_norm: Tensor | None = None
+    attn_output: Tensor = weight()
+    post_attention_norm: Tensor = weight()
+    ffn_norm: Tensor = weight()
+    ffn_gate: Tensor = weight()
+    ffn_up: Tensor = weight()
+    ffn_down: Tensor = weight()
+    post_ffw_norm: Tensor = weight()
     layer_output_scale: Tensor | None = None
     inp_gate: Tensor | None = None          # per-layer embeddings
     proj: Tensor | None = None
@@ -180,6 +180,7 @@ class Gemma4Block(Block):
 @register("gemma4")
 class Gemma4(Transformer):
     config_class = Gemma4Config
+    config: Gemma4Config
     rope_mode = "neox"
     sharing_layers_output_rows_only = True      # off only to measure what it saves
 
@@ -304,7 +305,8 @@ class Gemma4(Transformer):
             k = self._rope(k.rms_norm(eps).mul(block.attn_k_norm), rows.positions, i)
             caches[i] = kv.put(i, k, v.rms_norm(eps))
         window = c.window_of(i)
-        a = attend(kv, cache, q, *caches[cache], 1.0, window,
+        k_node, v_node = caches[cache]
+        a = attend(kv, cache, q, k_node, v_node, 1.0, window,
                    mask=rows.mask(kv, window))                               # (n, H*D)
         return block.attn_output.mul_mat(a)
 

@@ -4,6 +4,8 @@ read the last cached layer of their kind)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .base import ModelError
 
 
@@ -19,7 +21,7 @@ def per_layer_inputs(table, projection, norm, inputs, x, layers: int, width: int
     return projected.add(own).scale(2 ** -0.5).permute(1, 0, 2).cont()           # (L, T, P)
 
 
-def cache_donor(layer: int, cached_layers: int, sliding: list[bool], family: str) -> int:
+def cache_donor(layer: int, cached_layers: int, sliding: Sequence[bool], family: str) -> int:
     """The layer whose cache `layer` reads: itself when it keeps one (layer < cached_layers),
     else the last cached layer of its kind (sliding or full)."""
     if layer < cached_layers:

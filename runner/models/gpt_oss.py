@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from .contract import register
 from .attention import attention
-from .base import ATTENTION, LLM, Block, Metadata, Transformer, Weights
+from .base import ATTENTION, LLM, Block, Metadata, Transformer, Weights, weight
 from .experts import Routing, route, weighted_sum
 from .llama import LlamaConfig
 
@@ -56,33 +56,34 @@ OLLAMA_NAMES = {"attn_output.weight": "attn_out.weight", "attn_output.bias": "at
 
 @dataclass
 class GptOssBlock(Block):
-    attn_norm: Tensor | None = None
+    attn_norm: Tensor = weight()
     attn_qkv: Tensor | None = None            # Ollama's: Q, K and V in one (q + 2 kv, E)
     attn_qkv_bias: Tensor | None = None
-    attn_q: Tensor | None = None
+    attn_q: Tensor | None = None              # the others': Q, K and V apart
     attn_q_bias: Tensor | None = None
     attn_k: Tensor | None = None
     attn_k_bias: Tensor | None = None
     attn_v: Tensor | None = None
     attn_v_bias: Tensor | None = None
-    attn_output: Tensor | None = None
-    attn_output_bias: Tensor | None = None
-    attn_sinks: Tensor | None = None          # (H,)
-    post_attention_norm: Tensor | None = None
-    ffn_gate_inp: Tensor | None = None        # (X, E) and its bias (X,)
-    ffn_gate_inp_bias: Tensor | None = None
-    ffn_gate_exps: Tensor | None = None       # (X, F, E), biases (X, F)
-    ffn_gate_exps_bias: Tensor | None = None
-    ffn_up_exps: Tensor | None = None
-    ffn_up_exps_bias: Tensor | None = None
-    ffn_down_exps: Tensor | None = None       # (X, E, F), bias (X, E)
-    ffn_down_exps_bias: Tensor | None = None
+    attn_output: Tensor = weight()
+    attn_output_bias: Tensor = weight()
+    attn_sinks: Tensor = weight()             # (H,)
+    post_attention_norm: Tensor = weight()
+    ffn_gate_inp: Tensor = weight()           # (X, E) and its bias (X,)
+    ffn_gate_inp_bias: Tensor = weight()
+    ffn_gate_exps: Tensor = weight()          # (X, F, E), biases (X, F)
+    ffn_gate_exps_bias: Tensor = weight()
+    ffn_up_exps: Tensor = weight()
+    ffn_up_exps_bias: Tensor = weight()
+    ffn_down_exps: Tensor = weight()          # (X, E, F), bias (X, E)
+    ffn_down_exps_bias: Tensor = weight()
 
 
 @register("gpt-oss")
 class GptOss(Transformer):
     attends_in_streams = True
     config_class = GptOssConfig
+    config: GptOssConfig
     rope_mode = "neox"
 
     @classmethod
@@ -99,6 +100,7 @@ class GptOss(Transformer):
 
     def _bind_block(self, weights: Weights, i: int) -> GptOssBlock:
         c = self.config
+        assert c.routing is not None                              # from_metadata sets it
         e, q, kv, x, f = (c.embd, c.heads * c.head_dim, c.kv_heads * c.head_dim,
                           c.routing.experts, c.expert_ffn)
         prefix, block = f"blk.{i}.", GptOssBlock()
@@ -126,6 +128,8 @@ class GptOss(Transformer):
         """h (T, E) -> queries (T, H, D), keys and values (T, KVH, D)."""
         c, n, d = self.config, h.shape[0], self.config.head_dim
         if block.attn_qkv is None:
+            assert block.attn_q is not None and block.attn_k is not None and \
+                block.attn_v is not None
             return tuple(weight.mul_mat(h).add(bias).reshape(n, heads, d) for weight, bias, heads
                          in ((block.attn_q, block.attn_q_bias, c.heads),
                              (block.attn_k, block.attn_k_bias, c.kv_heads),
@@ -159,7 +163,9 @@ class GptOss(Transformer):
         """h (T, E) -> (T, E): the chosen experts' clamped SwiGLUs, weighted."""
         n, embd = h.shape
         logits = block.ffn_gate_inp.mul_mat(h).add(block.ffn_gate_inp_bias)  # (T, X)
-        chosen, weights = route(self.config.routing, logits)                # (T, K), (T, K, 1)
+        routing = self.config.routing
+        assert routing is not None                                # from_metadata sets it
+        chosen, weights = route(routing, logits)                            # (T, K), (T, K, 1)
         routed = h.reshape(n, 1, embd)
         gate = block.ffn_gate_exps.mul_mat_id(routed, chosen).add_id(
             block.ffn_gate_exps_bias, chosen)                                # (T, K, F)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from .contract import register
 from .attention import attention
-from .base import ATTENTION, LLM, Block, Metadata, Transformer, TransformerConfig, Weights
+from .base import ATTENTION, LLM, Block, Metadata, Transformer, TransformerConfig, Weights, weight
 from .rope import RopeConfig
 
 if TYPE_CHECKING:
@@ -21,18 +21,18 @@ if TYPE_CHECKING:
 
 @dataclass
 class LlamaBlock(Block):
-    attn_norm: Tensor | None = None
-    attn_q: Tensor | None = None
-    attn_k: Tensor | None = None
-    attn_v: Tensor | None = None
+    attn_norm: Tensor = weight()
+    attn_q: Tensor = weight()
+    attn_k: Tensor = weight()
+    attn_v: Tensor = weight()
     attn_q_bias: Tensor | None = None       # qwen2
     attn_k_bias: Tensor | None = None
     attn_v_bias: Tensor | None = None
     attn_q_norm: Tensor | None = None       # qwen3, per head
     attn_k_norm: Tensor | None = None
-    attn_output: Tensor | None = None
-    ffn_norm: Tensor | None = None
-    ffn_gate: Tensor | None = None
+    attn_output: Tensor = weight()
+    ffn_norm: Tensor = weight()
+    ffn_gate: Tensor | None = None          # a dense FFN's (not a layer of experts)
     ffn_up: Tensor | None = None
     ffn_down: Tensor | None = None
 
@@ -62,7 +62,8 @@ class Llama(Transformer):
     attends_in_streams = True
 
     config_class = LlamaConfig
-    block_class = LlamaBlock
+    config: LlamaConfig
+    block_class: type[LlamaBlock] = LlamaBlock
     rope_mode = "normal"     # llama.cpp's converter permutes Q and K for interleaved rope
 
     @classmethod
@@ -146,8 +147,10 @@ class Llama(Transformer):
 
     def _ffn(self, block: LlamaBlock, h):
         """h (T, E), the normed residual -> (T, E): SwiGLU."""
-        gated = block.ffn_gate.mul_mat(h).swiglu(block.ffn_up.mul_mat(h))        # (T, F)
-        return block.ffn_down.mul_mat(gated)
+        gate, up, down = block.ffn_gate, block.ffn_up, block.ffn_down      # bound: dense
+        assert gate is not None and up is not None and down is not None
+        gated = gate.mul_mat(h).swiglu(up.mul_mat(h))                        # (T, F)
+        return down.mul_mat(gated)
 
     def shift(self, k, deltas, layer: int):
         """Re-rotate cached keys k (cells, KVH, D) by position deltas (cells,)."""

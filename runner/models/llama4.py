@@ -74,6 +74,7 @@ class Llama4Config(LlamaConfig):
 @register("llama4")
 class Llama4(Llama):
     config_class = Llama4Config
+    config: Llama4Config
     block_class = Llama4Block
 
     def __init__(self, config: Llama4Config, weights):
@@ -82,7 +83,7 @@ class Llama4(Llama):
                              f"{config.experts_used}.")
         super().__init__(config, weights)
 
-    def _bind_block(self, weights, i: int) -> Llama4Block:
+    def _bind_block(self, weights, i: int) -> LlamaBlock:
         c = self.config
         if not c.is_moe(i):
             return super()._bind_block(weights, i)

@@ -30,6 +30,7 @@ class Mistral3Config(LlamaConfig):
 @register("mistral3")
 class Mistral3(Llama):
     config_class = Mistral3Config
+    config: Mistral3Config
 
     def _queries(self, q, inputs):
         c = self.config

@@ -38,6 +38,7 @@ class NomicBertBlock(BertBlock):
 @register("nomic-bert")
 class NomicBert(Bert):
     config_class = NomicBertConfig
+    config: NomicBertConfig
     block_class = NomicBertBlock
 
     def _bind_embeddings(self, weights) -> None:
@@ -93,10 +94,12 @@ class NomicBertMoeBlock(NomicBertBlock):
 @register("nomic-bert-moe")
 class NomicBertMoe(NomicBert):
     config_class = NomicBertMoeConfig
+    config: NomicBertMoeConfig
     block_class = NomicBertMoeBlock
 
     def _bind_block(self, weights, i: int) -> NomicBertMoeBlock:
         c = self.config
+        assert c.routing is not None                              # from_metadata sets it
         e, f, x = c.embd, c.ffn, c.routing.experts
         if i % c.moe_every != 1:
             shapes = {"attn_qkv": (3 * e, e), "attn_output": (e, e), "ffn_up": (f, e),

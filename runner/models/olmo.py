@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from .contract import register
 from .attention import attention
-from .base import ATTENTION, Block, Metadata, Transformer, Weights
+from .base import ATTENTION, Block, Metadata, Transformer, Weights, weight
 from .llama import LlamaConfig
 from .rope import RopeConfig
 
@@ -24,17 +24,17 @@ if TYPE_CHECKING:
 
 @dataclass
 class Olmo2Block(Block):
-    attn_q: Tensor | None = None
-    attn_k: Tensor | None = None
-    attn_v: Tensor | None = None
-    attn_q_norm: Tensor | None = None       # over all heads (H * D)
-    attn_k_norm: Tensor | None = None       # (KVH * D)
-    attn_output: Tensor | None = None
-    post_attention_norm: Tensor | None = None
-    ffn_gate: Tensor | None = None
-    ffn_up: Tensor | None = None
-    ffn_down: Tensor | None = None
-    post_ffw_norm: Tensor | None = None
+    attn_q: Tensor = weight()
+    attn_k: Tensor = weight()
+    attn_v: Tensor = weight()
+    attn_q_norm: Tensor = weight()      # over all heads (H * D)
+    attn_k_norm: Tensor = weight()      # (KVH * D)
+    attn_output: Tensor = weight()
+    post_attention_norm: Tensor = weight()
+    ffn_gate: Tensor = weight()
+    ffn_up: Tensor = weight()
+    ffn_down: Tensor = weight()
+    post_ffw_norm: Tensor = weight()
 
 
 @dataclass
@@ -55,13 +55,17 @@ class Olmo2Config(LlamaConfig):
         return self.window if sliding else None
 
     def rope_of(self, layer: int) -> RopeConfig:
-        return self.rope_local if self.window_of(layer) else self.rope
+        if not self.window_of(layer):
+            return self.rope
+        assert self.rope_local is not None                       # from_metadata sets it
+        return self.rope_local
 
 
 @register("olmo2")
 class Olmo2(Transformer):
     attends_in_streams = True
     config_class = Olmo2Config
+    config: Olmo2Config
     rope_mode = "neox"
 
     def windows(self) -> tuple:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .contract import register
-from .base import LLM, Metadata, Weights
+from .base import LLM, Metadata, Weights, weight
 from .experts import Routing, route, swiglu_experts
 from .llama import Llama, LlamaBlock, LlamaConfig
 
@@ -38,10 +38,11 @@ class Qwen3(Llama):
     rope_mode = "neox"
 
 
-class Qwen3VLText:
-    """Qwen3-VL's text models: M-RoPE's axes interleaved over a head's pairs (llama.cpp's
-    IMROPE), and deepstack: an image row brings, after its embedding, one more for each of
-    the first n_deepstack_layers layers, added to that layer's output at the row."""
+class Qwen3VLText(Llama):
+    """Qwen3-VL's text models (a base before Qwen3 or Qwen3Moe): M-RoPE's axes interleaved
+    over a head's pairs (llama.cpp's IMROPE), and deepstack: an image row brings, after its
+    embedding, one more for each of the first n_deepstack_layers layers, added to that
+    layer's output at the row."""
 
     deepstack_layers = 0
 
@@ -96,18 +97,19 @@ class Qwen3MoeConfig(LlamaConfig):
 
 @dataclass
 class Qwen3MoeBlock(LlamaBlock):
-    ffn_gate_inp: Tensor | None = None      # the router (experts, E)
-    ffn_gate_exps: Tensor | None = None     # (experts, F, E) in numpy order
-    ffn_up_exps: Tensor | None = None
-    ffn_down_exps: Tensor | None = None
+    ffn_gate_inp: Tensor = weight()         # the router (experts, E)
+    ffn_gate_exps: Tensor = weight()        # (experts, F, E) in numpy order
+    ffn_up_exps: Tensor = weight()
+    ffn_down_exps: Tensor = weight()
 
 
 @register("qwen3moe")
 class Qwen3Moe(Qwen3):
     config_class = Qwen3MoeConfig
+    config: Qwen3MoeConfig
     block_class = Qwen3MoeBlock
 
-    def _bind_block(self, weights: Weights, i: int) -> Qwen3MoeBlock:
+    def _bind_block(self, weights: Weights, i: int) -> LlamaBlock:
         c = self.config
         block = self._bind_attention(weights, i)
         weights.bind(block, f"blk.{i}.", {
@@ -117,8 +119,9 @@ class Qwen3Moe(Qwen3):
             "ffn_down_exps": (c.experts, c.embd, c.expert_ffn)})
         return block
 
-    def _ffn(self, block: Qwen3MoeBlock, h):
+    def _ffn(self, block: LlamaBlock, h):
         """h (T, E) -> (T, E): the chosen experts' outputs, weighted."""
+        assert isinstance(block, Qwen3MoeBlock)                              # block_class's
         c = self.config
         chosen, weights = route(Routing(c.experts, c.experts_used),
                                 block.ffn_gate_inp.mul_mat(h))               # (T, K), (T, K, 1)

@@ -30,7 +30,7 @@ import gguf
 
 from .contract import register
 from .attention import attention
-from .base import ATTENTION, LLM, Block, Metadata, ModelError, Transformer, Weights
+from .base import ATTENTION, LLM, Block, Metadata, ModelError, Transformer, Weights, weight
 from .experts import Routing, route, swiglu_experts
 from .llama import LlamaConfig
 from ..kvcache import LayerShape, StateShape
@@ -127,8 +127,10 @@ class Qwen35Config(LlamaConfig):
 
 @dataclass
 class Qwen35Block(Block):
-    attn_norm: Tensor | None = None
-    post_attention_norm: Tensor | None = None
+    """Every layer's norms, then the weights of its kind (attention or DeltaNet) and of its
+    FFN's (dense, or experts): None in the other kinds' layers."""
+    attn_norm: Tensor = weight()
+    post_attention_norm: Tensor = weight()
     # gated attention
     attn_q: Tensor | None = None            # (2 * H * D, E): [q, gate] per head
     attn_k: Tensor | None = None
@@ -166,6 +168,7 @@ class Qwen35Block(Block):
 @register("qwen35")
 class Qwen35(Transformer):
     config_class = Qwen35Config
+    config: Qwen35Config
 
     @classmethod
     def config_of(cls, meta: dict):
@@ -260,6 +263,8 @@ class Qwen35(Transformer):
         """h (T, E) -> (T, H * D): attention times sigmoid of its gate."""
         c, n = self.config, h.shape[0]
         d, heads = c.head_dim, c.heads
+        assert block.attn_q is not None and block.attn_k is not None and \
+            block.attn_v is not None                                 # an attention layer's
         both = block.attn_q.mul_mat(h).reshape(n, heads, 2 * d)              # (T, H, 2D)
         row, head, item = both.strides
         q = both.view((n, heads, d), strides=(row, head, item))              # (T, H, D)
@@ -277,6 +282,7 @@ class Qwen35(Transformer):
         """h (T, E) -> beta's and alpha's logits, (T, H_v) each, value heads in the order
         the keys' broadcast reads them."""
         if block.ssm_ba is None:
+            assert block.ssm_beta is not None and block.ssm_alpha is not None
             return block.ssm_beta.mul_mat(h), block.ssm_alpha.mul_mat(h)
         c, n = self.config, h.shape[0]
         r = c.value_heads // c.key_heads
@@ -290,6 +296,7 @@ class Qwen35(Transformer):
         """h (T, E) -> (T, H_v * S): the gated DeltaNet's output before ssm_out, each
         sequence from its state, the new states stored."""
         c, n = self.config, h.shape[0]
+        assert block.attn_qkv is not None and block.attn_gate is not None    # a DeltaNet's
         qkv = block.attn_qkv.mul_mat(h)                                      # (T, channels)
         beta, alpha = self._beta_alpha(block, h)                             # (T, H_v) each
         beta = beta.sigmoid()
@@ -354,9 +361,12 @@ class Qwen35(Transformer):
         """h (T, E) -> (T, E): SwiGLU, or the chosen experts plus the shared expert weighed
         by sigmoid of its gate."""
         if not self.config.experts:
-            return block.ffn_down.mul_mat(block.ffn_gate.mul_mat(h).swiglu(
-                block.ffn_up.mul_mat(h)))
+            gate, up, down = block.ffn_gate, block.ffn_up, block.ffn_down
+            assert gate is not None and up is not None and down is not None
+            return down.mul_mat(gate.mul_mat(h).swiglu(up.mul_mat(h)))
         c = self.config
+        assert block.ffn_gate_inp is not None and block.ffn_gate_shexp is not None and \
+            block.ffn_up_shexp is not None and block.ffn_down_shexp is not None
         chosen, weights = route(Routing(c.experts, c.experts_used),
                                 block.ffn_gate_inp.mul_mat(h))               # (T, K), (T, K, 1)
         routed = swiglu_experts(block.ffn_gate_exps, block.ffn_up_exps, block.ffn_down_exps,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import gguf
 import numpy as np
 
-from ..base import Metadata, ModelError, Weights
+from ..base import Metadata, ModelError, Weights, weight
 from ..clamped import ClampedBlock, bind_clamps, clamped_linear
 from ..contract import register_projector
 from ..vision.pixels import Layout, Pixels
@@ -49,28 +49,28 @@ MAX_SAMPLES = melspec.MAX_SAMPLES
 
 @dataclass
 class ConformerBlock(ClampedBlock):
-    ffn_norm: Tensor | None = None          # the first half-step FFN
-    ffn_up: Tensor | None = None
-    ffn_down: Tensor | None = None
-    ffn_post_norm: Tensor | None = None
-    attn_pre_norm: Tensor | None = None
-    attn_q: Tensor | None = None
-    attn_k: Tensor | None = None
-    attn_v: Tensor | None = None
-    attn_k_rel: Tensor | None = None        # relative positions' keys
-    per_dim_scale: Tensor | None = None
-    attn_out: Tensor | None = None
-    attn_post_norm: Tensor | None = None
-    conv_norm: Tensor | None = None         # the light convolution (its norms as llama.cpp
-    conv_pw1: Tensor | None = None          # names them: conv_norm before, norm_conv after)
-    conv_dw: Tensor | None = None
-    norm_conv: Tensor | None = None
-    conv_pw2: Tensor | None = None
-    ffn_norm_1: Tensor | None = None        # the second half-step FFN
-    ffn_up_1: Tensor | None = None
-    ffn_down_1: Tensor | None = None
-    ffn_post_norm_1: Tensor | None = None
-    ln2: Tensor | None = None
+    ffn_norm: Tensor = weight()             # the first half-step FFN
+    ffn_up: Tensor = weight()
+    ffn_down: Tensor = weight()
+    ffn_post_norm: Tensor = weight()
+    attn_pre_norm: Tensor = weight()
+    attn_q: Tensor = weight()
+    attn_k: Tensor = weight()
+    attn_v: Tensor = weight()
+    attn_k_rel: Tensor = weight()           # relative positions' keys
+    per_dim_scale: Tensor = weight()
+    attn_out: Tensor = weight()
+    attn_post_norm: Tensor = weight()
+    conv_norm: Tensor = weight()            # the light convolution (its norms as llama.cpp
+    conv_pw1: Tensor = weight()             # names them: conv_norm before, norm_conv after)
+    conv_dw: Tensor = weight()
+    norm_conv: Tensor = weight()
+    conv_pw2: Tensor = weight()
+    ffn_norm_1: Tensor = weight()           # the second half-step FFN
+    ffn_up_1: Tensor = weight()
+    ffn_down_1: Tensor = weight()
+    ffn_post_norm_1: Tensor = weight()
+    ln2: Tensor = weight()
 
 
 @dataclass

@@ -23,7 +23,7 @@ import numpy as np
 from ..contract import register_projector
 from .pixels import Layout, Pixels
 from . import images
-from ..base import Metadata, ModelError, Weights
+from ..base import Metadata, ModelError, Weights, weight
 from ..clamped import ClampedBlock, bind_clamps, clamped_linear
 from .vit import ViTConfig, attend_all, embed_patches, patchify, rope_halves
 
@@ -41,19 +41,19 @@ NORMS = ("ln1", "attn_post_norm", "ln2", "ffn_post_norm")
 
 @dataclass
 class Gemma4VisionBlock(ClampedBlock):
-    ln1: Tensor | None = None
-    attn_q: Tensor | None = None
-    attn_k: Tensor | None = None
-    attn_v: Tensor | None = None
-    attn_q_norm: Tensor | None = None
-    attn_k_norm: Tensor | None = None
-    attn_out: Tensor | None = None
-    attn_post_norm: Tensor | None = None
-    ln2: Tensor | None = None
-    ffn_gate: Tensor | None = None
-    ffn_up: Tensor | None = None
-    ffn_down: Tensor | None = None
-    ffn_post_norm: Tensor | None = None
+    ln1: Tensor = weight()
+    attn_q: Tensor = weight()
+    attn_k: Tensor = weight()
+    attn_v: Tensor = weight()
+    attn_q_norm: Tensor = weight()
+    attn_k_norm: Tensor = weight()
+    attn_out: Tensor = weight()
+    attn_post_norm: Tensor = weight()
+    ln2: Tensor = weight()
+    ffn_gate: Tensor = weight()
+    ffn_up: Tensor = weight()
+    ffn_down: Tensor = weight()
+    ffn_post_norm: Tensor = weight()
 
 
 def fitted_size(height: int, width: int, patch: int, max_patches: int,

@@ -141,7 +141,8 @@ def has_audio(meta: dict) -> bool:
 def as_mmproj(meta: dict, names) -> tuple[dict, dict[str, str]]:
     """(the clip.* metadata, {mmproj name: the file's name}) of a single-file model."""
     names = list(names)
-    clip, aliases = {"general.architecture": "clip"}, {}
+    clip: dict = {"general.architecture": "clip"}
+    aliases: dict[str, str] = {}
     if has_vision(meta):
         clip, aliases = _vision(meta, names)
     if has_audio(meta):
@@ -176,7 +177,7 @@ def _audio_name(name: str) -> str:
 
 def _vision(meta: dict, names) -> tuple[dict, dict[str, str]]:
     arch = meta.get("general.architecture")
-    layout = LAYOUTS.get(arch)
+    layout = LAYOUTS.get(arch) if isinstance(arch, str) else None
     if layout is None:
         raise ValueError(f"This {arch} file holds a vision tower in a layout this runner "
                          f"does not read (it reads {', '.join(LAYOUTS)}).")

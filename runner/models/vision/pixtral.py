@@ -27,7 +27,7 @@ import numpy as np
 from ..contract import register_projector
 from .pixels import Layout, Pixels
 from . import images
-from ..base import Block, Metadata, ModelError, Weights
+from ..base import Block, Metadata, ModelError, Weights, weight
 from .ollama import HALVES, IMG_BREAK_TOKEN
 from .vit import (ACTIVATIONS, ViTConfig, as_f32, attend_all, embed_patches, patchify,
                   rope_halves)
@@ -42,15 +42,15 @@ DEFAULT_MERGE = 1                       # Pixtral 12B has no patch merger
 
 @dataclass
 class PixtralBlock(Block):
-    ln1: Tensor | None = None
-    attn_q: Tensor | None = None
-    attn_k: Tensor | None = None
-    attn_v: Tensor | None = None
-    attn_out: Tensor | None = None
-    ln2: Tensor | None = None
-    ffn_gate: Tensor | None = None
-    ffn_up: Tensor | None = None
-    ffn_down: Tensor | None = None
+    ln1: Tensor = weight()
+    attn_q: Tensor = weight()
+    attn_k: Tensor = weight()
+    attn_v: Tensor = weight()
+    attn_out: Tensor = weight()
+    ln2: Tensor = weight()
+    ffn_gate: Tensor = weight()
+    ffn_up: Tensor = weight()
+    ffn_down: Tensor = weight()
 
 
 def fitted_size(height: int, width: int, longest: int, cell: int) -> tuple[int, int]:
@@ -157,6 +157,7 @@ class PixtralVision:
         """(P, D) in row-major patch order -> (L, D): each m x m cell's features laid out
         (channel, row in cell, column in cell), as torch's unfold, through the merger."""
         m, d = self.merge, self.config.embd
+        assert self.patch_merger is not None                 # bound where merge > 1
         cells = (height // m) * (width // m)
         x = x.reshape(height // m, m, width // m, m * d).permute(0, 2, 1, 3).cont()
         x = x.reshape(cells, m * m, d).permute(0, 2, 1).cont()                # (L, D, m*m)

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..contract import register_projector
 from .pixels import Pixels
-from ..base import Block, Metadata, ModelError, Weights
+from ..base import Block, Metadata, ModelError, Weights, weight
 from .qwen_vl import DEFAULT_MERGE, QwenVision, file_pixels, linear, merge_order, tower_config
 from .vit import ViTConfig, layer_norm
 
@@ -38,12 +38,12 @@ TAPS = 4                                # bilinear: two rows of the table by two
 @dataclass
 class DeepstackMerger(Block):
     """v.deepstack.N: a block's own merger (LayerNorm over the merged cell, fc1, GELU, fc2)."""
-    norm: Tensor | None = None
-    norm_b: Tensor | None = None
-    fc1: Tensor | None = None
-    fc1_b: Tensor | None = None
-    fc2: Tensor | None = None
-    fc2_b: Tensor | None = None
+    norm: Tensor = weight()
+    norm_b: Tensor = weight()
+    fc1: Tensor = weight()
+    fc1_b: Tensor = weight()
+    fc2: Tensor = weight()
+    fc2_b: Tensor = weight()
 
 
 def bilinear_taps(rows: np.ndarray, cols: np.ndarray, grid: tuple[int, int],
@@ -112,8 +112,10 @@ class Qwen3Vision(QwenVision):
         pixels.inputs.update(taps=taps.ravel(), tap_weights=weights.ravel())
         return pixels
 
-    def forward(self, patches, grid: tuple[int, int], positions, taps, tap_weights,
-                flash: bool = False):
+    # each projector's forward takes its own Pixels.inputs by name (contract.Projector):
+    # Qwen3-VL's taps in place of Qwen2.5-VL's windows
+    def forward(self, patches, grid: tuple[int, int], positions,  # type: ignore[override]
+                taps, tap_weights, flash: bool = False):
         """patches (P, 3*p*p) in merge order, positions int32 (4 * P,), taps int32 and
         tap_weights float32 (TAPS * P,) -> (P / merge^2, text embd x (1 + deepstack))."""
         n, d = patches.shape[0], self.config.embd

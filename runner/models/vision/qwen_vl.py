@@ -32,7 +32,7 @@ import numpy as np
 from ..contract import register_projector
 from .pixels import Layout, Pixels
 from . import images
-from ..base import Block, Metadata, ModelError, Weights
+from ..base import Block, Metadata, ModelError, Weights, weight
 from .vit import ACTIVATIONS, ViTConfig, attend_all, layer_norm
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ FULL_BLOCKS = "clip.vision.fullatt_block_indexes"
 
 @dataclass
 class QwenVisionBlock(Block):
-    ln1: Tensor | None = None
+    ln1: Tensor = weight()
     ln1_b: Tensor | None = None
     attn_qkv: Tensor | None = None          # Qwen3-VL's: Q, K and V in one (3D, D)
     attn_qkv_b: Tensor | None = None
@@ -65,15 +65,15 @@ class QwenVisionBlock(Block):
     attn_k_b: Tensor | None = None
     attn_v: Tensor | None = None
     attn_v_b: Tensor | None = None
-    attn_out: Tensor | None = None
+    attn_out: Tensor = weight()
     attn_out_b: Tensor | None = None
-    ln2: Tensor | None = None
+    ln2: Tensor = weight()
     ln2_b: Tensor | None = None
     ffn_gate: Tensor | None = None
     ffn_gate_b: Tensor | None = None
-    ffn_up: Tensor | None = None
+    ffn_up: Tensor = weight()
     ffn_up_b: Tensor | None = None
-    ffn_down: Tensor | None = None
+    ffn_down: Tensor = weight()
     ffn_down_b: Tensor | None = None
 
 

@@ -12,7 +12,7 @@ import gguf
 
 import pyggml
 
-from ..base import Block, Metadata, ModelError, Weights
+from ..base import Block, Metadata, ModelError, Weights, weight
 from .pixels import Pixels
 
 VISION = gguf.Keys.ClipVision
@@ -58,22 +58,22 @@ class ViTConfig:
 @dataclass
 class ViTBlock(Block):
     """v.blk.N: each weight with its bias (<name>.bias as <name>_b)."""
-    ln1: pyggml.Tensor | None = None
-    ln1_b: pyggml.Tensor | None = None
-    attn_q: pyggml.Tensor | None = None
-    attn_q_b: pyggml.Tensor | None = None
-    attn_k: pyggml.Tensor | None = None
-    attn_k_b: pyggml.Tensor | None = None
-    attn_v: pyggml.Tensor | None = None
-    attn_v_b: pyggml.Tensor | None = None
-    attn_out: pyggml.Tensor | None = None
-    attn_out_b: pyggml.Tensor | None = None
-    ln2: pyggml.Tensor | None = None
-    ln2_b: pyggml.Tensor | None = None
-    ffn_up: pyggml.Tensor | None = None
-    ffn_up_b: pyggml.Tensor | None = None
-    ffn_down: pyggml.Tensor | None = None
-    ffn_down_b: pyggml.Tensor | None = None
+    ln1: pyggml.Tensor = weight()
+    ln1_b: pyggml.Tensor = weight()
+    attn_q: pyggml.Tensor = weight()
+    attn_q_b: pyggml.Tensor = weight()
+    attn_k: pyggml.Tensor = weight()
+    attn_k_b: pyggml.Tensor = weight()
+    attn_v: pyggml.Tensor = weight()
+    attn_v_b: pyggml.Tensor = weight()
+    attn_out: pyggml.Tensor = weight()
+    attn_out_b: pyggml.Tensor = weight()
+    ln2: pyggml.Tensor = weight()
+    ln2_b: pyggml.Tensor = weight()
+    ffn_up: pyggml.Tensor = weight()
+    ffn_up_b: pyggml.Tensor = weight()
+    ffn_down: pyggml.Tensor = weight()
+    ffn_down_b: pyggml.Tensor = weight()
 
 
 def bind_blocks(weights: Weights, c: ViTConfig, layers: int) -> list[ViTBlock]:
@@ -83,10 +83,11 @@ def bind_blocks(weights: Weights, c: ViTConfig, layers: int) -> list[ViTBlock]:
         e, f, prefix = c.embd, c.ffn, f"v.blk.{i}."
         shapes = {"ln1": (e,), "attn_q": (e, e), "attn_k": (e, e), "attn_v": (e, e),
                   "attn_out": (e, e), "ln2": (e,), "ffn_up": (f, e), "ffn_down": (e, f)}
-        block = ViTBlock(**{name: weights.take(f"{prefix}{name}.weight", shape)
-                            for name, shape in shapes.items()},
-                         **{f"{name}_b": weights.take(f"{prefix}{name}.bias", shape[:1])
-                            for name, shape in shapes.items()})
+        block = ViTBlock()
+        for name, shape in shapes.items():
+            setattr(block, name, weights.take(f"{prefix}{name}.weight", shape))
+        for name, shape in shapes.items():
+            setattr(block, f"{name}_b", weights.take(f"{prefix}{name}.bias", shape[:1]))
         blocks.append(block)
     return blocks
 
