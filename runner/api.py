@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import queue
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 
 import pyggml
@@ -157,11 +158,13 @@ class Model:
         """The image and audio encoders, on the output layer's device, each with its own
         scheduler and its compute memory reserved."""
         self.loaded.load_projector(device, self.options.use_mmap)
-        encoders = self._encoders = {}                 # closed with the model if one fails
+        self._encoders: dict[str, Encoder] = {}       # closed with the model if one fails
+        encoders = self._encoders
+        flash = self.options.flash_attn
+        assert flash is not None                       # __post_init__ resolved auto
         for modality, projector in self.loaded.projectors.items():
             scheduler = pyggml.Scheduler(self.backends.ordered(self.placement.devices))
-            encoder = encoders[modality] = Encoder(projector, scheduler,
-                                                   flash=self.options.flash_attn)
+            encoder = encoders[modality] = Encoder(projector, scheduler, flash=flash)
             scheduler.reserve(encoder.worst_case())
         return Multimodal(encoders, self.tokenizer)
 
@@ -174,7 +177,8 @@ class Model:
     def architecture(self) -> str:
         return self.loaded.architecture
 
-    def tokenize(self, text: str, add_special: bool = False, parse_special: bool = True):
+    def tokenize(self, text: str, add_special: bool = False, parse_special: bool = True
+                 ) -> list[int]:
         return self.tokenizer.encode(text, add_special, parse_special)
 
     def detokenize(self, tokens) -> str:
@@ -207,7 +211,8 @@ class Model:
         pieces = self._pieces(tokens, sampling, generation, self.constraint(format, grammar))
         return pieces if stream else "".join(pieces)
 
-    def prompt_items(self, prompt: str, images: list[bytes] | None = None) -> list:
+    def prompt_items(self, prompt: str, images: list[bytes] | dict[int, bytes] | None = None
+                     ) -> list:
         """The prompt's token ids, with its images' and audio's rows where they go."""
         if not images:
             return self.tokenize(prompt, add_special=True)
@@ -236,9 +241,12 @@ class Model:
         """Continue several prompts together: they start in the same batch and advance side
         by side (parallel at a time; the others wait for a slot). Returns their texts."""
         sampling, generation = split_options(options)
-        events = queue.Queue()
-        requests = [Request(self.tokenize(prompt, add_special=True),
-                            lambda event, index=index: events.put((index, event)),
+        events: queue.Queue[tuple[int, dict]] = queue.Queue()
+
+        def emitter(index: int) -> Callable[[dict], None]:
+            return lambda event: events.put((index, event))
+
+        requests = [Request(self.tokenize(prompt, add_special=True), emitter(index),
                             sampling, generation) for index, prompt in enumerate(prompts)]
         texts, running = [""] * len(prompts), len(prompts)
         self._check_generative()
@@ -268,7 +276,7 @@ class Model:
         if self.engine.pooling is None:
             raise ValueError(f"This model ({self.architecture}) is generative: its file "
                              "declares no pooling, so it makes no embeddings.")
-        events = queue.Queue()
+        events: queue.Queue[dict] = queue.Queue()
         self.engine.submit(Request(self.tokenize(text, add_special=True), events.put))
         event = events.get()
         if "error" in event:
@@ -331,12 +339,14 @@ def workload_of(model, options: LoadOptions, pooling: str | None) -> Workload:
     """The cache and batch a model loaded with options holds: num_ctx per sequence (at most
     the trained context) for each parallel sequence."""
     context = min(options.num_ctx, getattr(model.config, "context", options.num_ctx))
+    flash = options.flash_attn
+    assert flash is not None                           # LoadOptions.__post_init__ resolved auto
     cache_type = options.kv_cache_type
-    if pooling is not None and cache_type == "f16" and not options.flash_attn:
+    if pooling is not None and cache_type == "f16" and not flash:
         # an encoder's cache holds only the batch it embeds: in f32 its keys and values are
         # exact, as in llama.cpp's encoders, which keep no cache (f16 moved them by ~3e-4)
         cache_type = "f32"
-    return Workload(context, options.parallel, cache_type, options.flash_attn,
+    return Workload(context, options.parallel, cache_type, flash,
                     options.batch_size, embeddings=pooling is not None,
                     swa_full=options.swa_full, checkpoints=options.checkpoints)
 

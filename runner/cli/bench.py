@@ -56,7 +56,8 @@ def run(args) -> int:
     one(client, args.model, prompt(words, 1), options)                    # warm up
     rows, salt = [], 2
     for parallel in args.parallel:
-        results, threads = [], []
+        results: list[dict] = []
+        threads: list[threading.Thread] = []
         for _ in range(parallel):
             text = prompt(words, salt)
             salt += 1

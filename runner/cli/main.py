@@ -49,13 +49,13 @@ def cmd_pull(args) -> int:
         print(store.pull(args.model.lower()))
         return 0
     from ..registry.progress import Bars
-    from ..registry.pull import pull
+    from ..registry.pull import pull as pull_model
     from ..registry.transfer import PullError
     from ..serve.library.store import Library
 
     bars = Bars()
     try:
-        entry = pull(args.model, Library(), args.insecure, bars)
+        entry = pull_model(args.model, Library(), args.insecure, bars)
     except PullError as error:
         raise ValueError(str(error)) from None
     finally:
@@ -170,7 +170,7 @@ def _base64_images(messages: list[dict]) -> list[dict]:
 def chat_loop(chat, images=()) -> int:
     """A conversation on stdin: chat(history) streams each reply; images go with the first
     message."""
-    history = []
+    history: list[dict] = []
     interactive = sys.stdin.isatty()
     while True:
         try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, TypedDict
 
 import gguf
 import numpy as np
@@ -91,6 +91,7 @@ def olmo2_shape(name: str, h: Hyper, config: dict) -> tuple[int, ...] | None:
     if name.endswith("attn_q_norm.weight"):
         return (h.heads * h.head_dim,)
     if name.endswith("attn_k_norm.weight"):
+        assert isinstance(h.kv_heads, int)          # per-layer KV heads are Gemma 4's only
         return (h.kv_heads * h.head_dim,)
     return expected_shape(name, h)
 
@@ -265,9 +266,19 @@ class Architecture:
         return {**extra_tensors(h), **(self.extra(config, h) if self.extra else {})}
 
 
+class ArchitectureParts(TypedDict, total=False):
+    """Architecture's fields that several architectures share (QWEN35_PARTS)."""
+    norm_shift: float
+    hyper: Callable
+    hparams: Callable
+    split: Callable
+    shape: Callable
+    prepare: Callable
+
+
 # config.json model_type -> architecture
 # Qwen 3.5 (dense, MoE) and Qwen3-Next: norms +1 but ssm_norm, the DeltaNet's tensors, MTP
-QWEN35_PARTS = dict(norm_shift=1.0, hyper=qwen35_hyper, hparams=qwen35_hparams,
+QWEN35_PARTS: ArchitectureParts = dict(norm_shift=1.0, hyper=qwen35_hyper, hparams=qwen35_hparams,
                     split=qwen35_split, shape=qwen35_shape, prepare=qwen35_prepare)
 ARCHITECTURES = {
     "llama": Architecture(gguf.MODEL_ARCH.LLAMA, permute_qk=True),
@@ -393,5 +404,6 @@ def transform(arch: Architecture, name: str, data: np.ndarray, h: Hyper) -> np.n
     if arch.permute_qk and name.endswith("attn_q.weight"):
         return permute(data, h.heads)
     if arch.permute_qk and name.endswith("attn_k.weight"):
+        assert isinstance(h.kv_heads, int)          # per-layer KV heads are Gemma 4's only
         return permute(data, h.kv_heads)
     return data

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal, overload
 
 import numpy as np
 
@@ -32,7 +32,7 @@ class TensorEntry:
 
 
 class Checkpoint:
-    def __init__(self, directory):
+    def __init__(self, directory) -> None:
         self.dir = Path(directory)
         if not self.dir.is_dir():
             raise CheckpointError(f"{self.dir} is not a directory.")
@@ -41,6 +41,12 @@ class Checkpoint:
         self.tokenizer_config = self._json("tokenizer_config.json") or {}
         self.tensors = self._index()
         self.tokenizer_post_processor: dict | None = None
+
+    @overload
+    def _json(self, name: str, required: Literal[True]) -> dict: ...
+
+    @overload
+    def _json(self, name: str, required: bool = False) -> dict | None: ...
 
     def _json(self, name: str, required: bool = False) -> dict | None:
         path = self.dir / name

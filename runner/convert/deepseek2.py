@@ -67,7 +67,7 @@ def deepseek2_hparams(writer: gguf.GGUFWriter, config: dict, h: Hyper, directory
     writer.add_expert_shared_count(int(config.get("n_shared_experts") or 0))
     writer.add_expert_weights_scale(float(config.get("routed_scaling_factor", 1.0)))
     writer.add_expert_weights_norm(bool(config.get("norm_topk_prob", False)))
-    scoring = config.get("scoring_func", DEFAULT_GATING.get(config.get("model_type")))
+    scoring = config.get("scoring_func", DEFAULT_GATING.get(config.get("model_type", "")))
     if scoring not in GATING:
         raise CheckpointError(f"DeepSeek's router scoring {scoring!r} is not supported; "
                               "softmax and sigmoid are.")

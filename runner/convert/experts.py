@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .checkpoint import CheckpointError
+from .checkpoint import CheckpointError, TensorEntry
 
 FUSED_MLP_EXPERTS = re.compile(r"layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)$")
 
@@ -39,7 +39,7 @@ PER_EXPERT = re.compile(r"^(.*layers\.\d+\.mlp\.experts)\.(\d+)\.(gate|up|down)_
 def fuse_experts(checkpoint) -> None:
     """Released MoE checkpoints hold one tensor per expert (mlp.experts.<e>.gate_proj ...):
     make them the fused tensors transformers builds from them (in place)."""
-    groups: dict[str, dict[int, dict[str, object]]] = {}
+    groups: dict[str, dict[int, dict[str, TensorEntry]]] = {}
     for name, entry in checkpoint.tensors.items():
         found = PER_EXPERT.match(name)
         if found:

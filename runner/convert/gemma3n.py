@@ -18,7 +18,7 @@ from statistics import NormalDist
 import gguf
 import numpy as np
 
-from .checkpoint import CheckpointError
+from .checkpoint import CheckpointError, TensorEntry
 from .hyper import Hyper, expected_shape
 
 STACKED = re.compile(r"(altup_projections|altup_unembed_projections)\.(\d+)\.weight$")
@@ -62,7 +62,7 @@ def _std_multiplier(sparsity: float) -> float:
 def stack_altup(checkpoint) -> None:
     """Each layer-free AltUp projection list (altup_projections.0 ... .A-2) as one stacked
     tensor (A - 1, E, E), named as llama.cpp's converter names it (in place)."""
-    groups: dict[str, dict[int, object]] = {}
+    groups: dict[str, dict[int, TensorEntry]] = {}
     for name, entry in checkpoint.tensors.items():
         found = STACKED.search(name)
         if found:
@@ -75,10 +75,12 @@ def stack_altup(checkpoint) -> None:
             del checkpoint.tensors[entry.name]
         rows, columns = entries[0].shape
         name = f"{prefix}.weight"
+
+        def stacked(entries: list[TensorEntry] = entries) -> np.ndarray:
+            return np.stack([e.load() for e in entries])
+
         checkpoint.tensors[name] = replace(entries[0], name=name,
-                                           shape=(len(entries), rows, columns),
-                                           load=lambda entries=entries: np.stack(
-                                               [e.load() for e in entries]))
+                                           shape=(len(entries), rows, columns), load=stacked)
 
 
 def gemma3n_shape(name: str, h: Hyper, config: dict) -> tuple[int, ...] | None:

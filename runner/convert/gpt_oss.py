@@ -54,10 +54,12 @@ def pair_mxfp4(checkpoint) -> None:
             parts = {base.replace("gate_up_proj", "gate_proj"): slice(0, None, 2),
                      base.replace("gate_up_proj", "up_proj"): slice(1, None, 2)}
         for part, chosen in parts.items():
+            def load(blocks: TensorEntry = blocks, scales: TensorEntry = scales,
+                     chosen: slice = chosen) -> np.ndarray:
+                return mxfp4_blocks(blocks.load()[:, chosen], scales.load()[:, chosen])
+
             checkpoint.tensors[part + "_mxfp4"] = TensorEntry(
-                part + "_mxfp4", (experts, rows, groups * BLOCK),
-                lambda blocks=blocks, scales=scales, chosen=chosen: mxfp4_blocks(
-                    blocks.load()[:, chosen], scales.load()[:, chosen]))
+                part + "_mxfp4", (experts, rows, groups * BLOCK), load)
 
 
 def gpt_oss_split(entry, config: dict) -> dict | None:
@@ -77,7 +79,7 @@ def gpt_oss_split(entry, config: dict) -> dict | None:
             (experts, embd, ffn), lambda: np.ascontiguousarray(entry.load().transpose(0, 2, 1)))}
     if suffix == "_bias":                                  # (X, 2F), gate and up alternating
         experts, both = entry.shape
-        half = (experts, both // 2)
+        half: tuple[int, ...] = (experts, both // 2)
         return {prefix + "ffn_gate_exps.bias": (half, lambda: entry.load()[:, 0::2].copy()),
                 prefix + "ffn_up_exps.bias": (half, lambda: entry.load()[:, 1::2].copy())}
     experts, embd, both = entry.shape                      # (X, E, 2F)

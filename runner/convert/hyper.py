@@ -125,6 +125,8 @@ def extra_tensors(h: Hyper) -> dict[str, np.ndarray]:
 
 def expected_shape(name: str, h: Hyper) -> tuple[int, ...] | None:
     """The shape (numpy order) the config implies for a GGUF tensor, or None if unknown."""
+    # per-layer widths (lists) are resolved first by the architecture's own shape function
+    assert isinstance(h.kv_heads, int) and isinstance(h.ffn, int)
     q, kv = h.heads * h.head_dim, h.kv_heads * h.head_dim
     base = name.split(".", 2)[-1] if name.startswith("blk.") else name
     return {

@@ -95,8 +95,9 @@ def write_vit(writer: gguf.GGUFWriter, vision: dict, text_embd: int, mean, std) 
     if act not in ACTIVATION_KEYS:
         raise CheckpointError(f"A vision tower with {act} activations is not supported.")
     writer.add_bool(gguf.Keys.Clip.HAS_VISION_ENCODER, True)
-    if ACTIVATION_KEYS[act]:
-        writer.add_bool(ACTIVATION_KEYS[act], True)
+    key = ACTIVATION_KEYS[act]
+    if key:
+        writer.add_bool(key, True)
     writer.add_uint32(VISION.IMAGE_SIZE, vision["image_size"])
     writer.add_uint32(VISION.PATCH_SIZE, vision["patch_size"])
     writer.add_uint32(VISION.EMBEDDING_LENGTH, vision["hidden_size"])
@@ -280,7 +281,7 @@ def keep_f32(outtype: str) -> tuple[str, ...]:
 
 # (checkpoint type, its vision tower's type) -> the tower, where a type holds several:
 # Pixtral 12B is LLaVA's projector (biased, no norm, no merger) after a Pixtral tower
-TOWER_VARIANTS = {("llava", "pixtral"): "mistral3"}
+TOWER_VARIANTS: dict[tuple[str | None, str | None], str] = {("llava", "pixtral"): "mistral3"}
 
 
 def tower_of(config: dict) -> VisionTower:
@@ -304,7 +305,7 @@ def write_mmproj(checkpoint: Checkpoint, out, outtype: str, progress: bool = Tru
     writer.add_type(gguf.GGUFType.MMPROJ)
     writer.add_name(checkpoint.dir.name)
     writer.add_file_type(FILE_TYPES[outtype])
-    plan = {}
+    plan: dict[str, tuple] = {}
     if vision is not None:
         writer.add_string(VISION.PROJECTOR_TYPE if audio else gguf.Keys.Clip.PROJECTOR_TYPE,
                           vision.projector)

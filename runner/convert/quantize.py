@@ -82,9 +82,9 @@ def tensor_type(name: str, shape: tuple[int, ...], mixture: Mixture, layers: int
     kind = mixture.base
     if name == "output.weight" or (not has_output and name in EMBEDDINGS):
         kind = "Q8_0" if kind == "Q8_0" or shape[-1] % 256 else "Q6_K"
-    elif mixture.more_bits and LAYER.match(name) and \
+    elif mixture.more_bits and (layer := LAYER.match(name)) and \
             re.search(r"\.(attn_v|attn_qkv|attn_kv_b|ffn_down(_exps|_shexp)?)\.weight$", name):
-        if use_more_bits(int(LAYER.match(name).group(1)), layers):
+        if use_more_bits(int(layer.group(1)), layers):
             kind = "Q6_K"
     if experts == EIGHT_EXPERTS and re.search(r"\.attn_(k|v|qkv|kv_b)\.weight$", name):
         kind = "Q8_0"
@@ -117,7 +117,7 @@ def quantize_file(source, target, type_name: str, progress: bool = True) -> Path
                          f"{', '.join(MIXTURES)}.")
     mixture = MIXTURES[type_name]
     header = Header(source)
-    arch = header.metadata.get("general.architecture")
+    arch = header.metadata.get("general.architecture", "")    # "": none, as the writer takes it
     layers = int(header.metadata.get(f"{arch}.block_count", 0))
     experts = int(header.metadata.get(f"{arch}.expert_count", 0))
     names = {t.name for t in header.tensors}

@@ -76,8 +76,9 @@ def write_hparams(writer: gguf.GGUFWriter, checkpoint: Checkpoint, processor: di
     activation = vision.get("hidden_act", "quick_gelu")
     if activation not in ACTIVATIONS:
         raise CheckpointError(f"A Qwen-VL tower with {activation} activations is not supported.")
-    if ACTIVATIONS[activation]:
-        writer.add_bool(ACTIVATIONS[activation], True)
+    key = ACTIVATIONS[activation]
+    if key:
+        writer.add_bool(key, True)
     writer.add_bool(gguf.Keys.Clip.HAS_VISION_ENCODER, True)
     text = config.get("text_config") or config
     positions = vision.get("num_position_embeddings")             # Qwen3-VL: a square table
@@ -151,8 +152,8 @@ def _pieces(name: str, entry, deepstack: list[int] | None):
             return
     merger = DEEPSTACK.match(name)
     if merger and deepstack is not None:
-        j, part, kind = merger.groups()
-        yield f"v.deepstack.{deepstack[int(j)]}.{DEEPSTACK_NAMES[part]}.{kind}", shape, entry.load
+        n, part, kind = merger.groups()
+        yield f"v.deepstack.{deepstack[int(n)]}.{DEEPSTACK_NAMES[part]}.{kind}", shape, entry.load
         return
     stem, _, kind = name.rpartition(".")
     if stem in NAMES:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import gguf
 
@@ -39,7 +40,7 @@ def pooling_of(directory, default: gguf.PoolingType | None = None) -> gguf.Pooli
     return default
 
 
-def _dense_modules(directory) -> list[tuple[str, dict, object]]:
+def _dense_modules(directory: Path) -> list[tuple[str, dict, Path]]:
     """(GGUF name, Dense config, module folder) for each Dense module, in order."""
     found = []
     for module in _modules(directory):

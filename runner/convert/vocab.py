@@ -122,8 +122,9 @@ def _write_wordpiece(writer, checkpoint: Checkpoint, vocab_size: int) -> None:
                      writer.add_eos_token_id), ("unk_token", writer.add_unk_token_id),
                      ("pad_token", writer.add_pad_token_id), ("sep_token",
                      writer.add_sep_token_id), ("mask_token", writer.add_mask_token_id)):
-        if named.get(key) in ids:
-            add(ids[named[key]])
+        text = named.get(key)
+        if text is not None and text in ids:
+            add(ids[text])
     writer.add_add_bos_token(True)
     writer.add_add_eos_token(True)
 

@@ -98,7 +98,8 @@ def measure(model, tensors: dict, placement: Placement, workload: Workload,
     kv = workload.cache(shapes, [backends[d] for d in placement.layers[:len(shapes)]],
                         allocate=False)
     with ExitStack() as stack:
-        weights, cache = defaultdict(list), defaultdict(list)
+        weights: defaultdict[pyggml.BufferType, list[pyggml.Tensor]] = defaultdict(list)
+        cache: defaultdict[pyggml.BufferType, list[pyggml.Tensor]] = defaultdict(list)
         for name, tensor in tensors.items():
             weights[placement.memory[name]].append(tensor)
         for layer, device in enumerate(placement.layers[:len(shapes)]):

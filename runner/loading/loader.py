@@ -7,6 +7,7 @@ decide from the model's own use of each weight where it goes; load() places and 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import pyggml
 
@@ -16,6 +17,7 @@ from ..models import (
     model_class,
 )
 from ..models.base import Weights
+from ..models.contract import Projector, TextModel
 from ..models.vision import ollama, projector_class
 from ..tokenizer import Tokenizer, from_metadata
 from . import store
@@ -27,17 +29,29 @@ from .placement import Placement, Placer
 TIED = {"output.weight": "token_embd.weight"}
 
 
+class _Projection(Protocol):
+    projection: int                    # the width of its rows (where it sets no row_width)
+
+
+class _ConfiguredProjector(Projector, Protocol):
+    """A projector as _attach reads it: every one has a config saying its rows' width."""
+    config: _Projection
+
+    @classmethod
+    def from_metadata(cls, meta: dict, weights: Weights) -> _ConfiguredProjector: ...
+
+
 @dataclass
 class Loaded:
     path: str
     metadata: dict
     architecture: str
-    model: object
+    model: TextModel
     tokenizer: Tokenizer
     file: pyggml.GGUFFile
     tensors: dict[str, pyggml.Tensor]
     # the encoders of its projector file, by the media they take ("image", "audio")
-    projectors: dict[str, object] = field(default_factory=dict)
+    projectors: dict[str, Projector] = field(default_factory=dict)
     projector_file: pyggml.GGUFFile | None = None
     projector_tensors: dict[str, pyggml.Tensor] | None = None
     unread: str | None = None          # why the file's own tower is not read, if it is not
@@ -53,6 +67,7 @@ class Loaded:
     def load_projector(self, device: pyggml.Device, use_mmap: bool = True) -> None:
         """The projectors' weights, all in device's memory."""
         memory = device.buffer_type()
+        assert self.projector_file is not None        # called where projectors were attached
         self.projector_file.place(self.projector_tensors, lambda name: memory, None, use_mmap)
 
     def close(self) -> None:
@@ -71,7 +86,8 @@ def open_model(name_or_path, pull: bool = False, projector=None) -> Loaded:
     architecture = meta.get("general.architecture")
     if architecture is None:
         raise ValueError(f"{path} does not name its architecture (general.architecture).")
-    cls = model_class(architecture, pooling_of(meta) is not None)   # unknown: names the known
+    # an unknown architecture: a ValueError naming the known ones
+    cls: type[TextModel] = model_class(architecture, pooling_of(meta) is not None)
     tokenizer = from_metadata(meta)
     weights = Weights(gguf_file.tensors(aliases=TIED))
     model = cls.from_metadata(meta, weights)
@@ -106,7 +122,11 @@ def _attach(loaded: Loaded, projector_file: pyggml.GGUFFile, meta: dict, tensors
     weights = Weights(tensors, reader=projector_file.read)
     for modality in present:
         kind = meta.get(MODALITIES[modality][1]) or meta.get("clip.projector_type")
-        projector = projector_class(kind).from_metadata(meta, weights)
+        if kind is None:
+            raise ValueError(f"The projector {where} does not name its {modality} projector "
+                             f"type ({MODALITIES[modality][1]}).")
+        cls: type[_ConfiguredProjector] = projector_class(kind)
+        projector = cls.from_metadata(meta, weights)
         width = getattr(projector, "row_width", projector.config.projection)
         embd = loaded.model.media_width()
         if width != embd:

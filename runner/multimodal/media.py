@@ -108,7 +108,7 @@ def _same_run(before, after) -> bool:
 
 def runs(items) -> list[tuple[int, int, Media]]:
     """(start, end, media) of each media run in items."""
-    found = []
+    found: list[tuple[int, int, Media]] = []
     for i, item in enumerate(items):
         if not isinstance(item, MediaRow):
             continue

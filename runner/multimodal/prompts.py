@@ -16,7 +16,7 @@ from . import sound
 from ..models.vision import images
 from ..tokenizer import Tokenizer
 from .encoder import Encoder
-from .media import Media, digest_of
+from .media import Media, MediaRow, digest_of
 
 TAG = re.compile(r"\[img-(\d+)\]")
 NOUNS = {"image": "images", "audio": "audio"}
@@ -70,8 +70,11 @@ class Multimodal:
             keys = [digest_of(digest + i.to_bytes(4, "little")) for i in range(len(pieces))]
         else:
             keys = [digest]
-        return [Media(key, pixels, encoder.encode,
-                      lambda d, e=encoder: e.cached(d) is not None,
+
+        def is_ready(d: bytes, e: Encoder = encoder) -> bool:
+            return e.cached(d) is not None
+
+        return [Media(key, pixels, encoder.encode, is_ready,
                       both_ways=encoder.projector.layout.bidirectional, modality=modality)
                 for key, pixels in zip(keys, pieces)]
 
@@ -93,10 +96,12 @@ class Multimodal:
                              f"[img-{missing[0]}] tag where it goes.")
         media = {n: self.media(item) for n, item in data.items()}
         parts = TAG.split(text)                  # text, n, text, n, ..., text
-        items = self.tokenizer.encode(parts[0], add_special=True)
-        for n, after in zip(parts[1::2], parts[2::2]):
-            for piece in media[int(n)]:
-                items += self.before[piece.modality] + piece.items() + \
-                    self.after[piece.modality]
+        items: list[int | MediaRow] = []
+        items += self.tokenizer.encode(parts[0], add_special=True)
+        for tag, after in zip(parts[1::2], parts[2::2]):
+            for piece in media[int(tag)]:
+                items += self.before[piece.modality]
+                items += piece.items()
+                items += self.after[piece.modality]
             items += self.tokenizer.encode(after, add_special=False)
         return items

@@ -46,6 +46,10 @@ IGNORED_OPTIONS = frozenset({
     "mirostat_tau", "mirostat_eta", "penalize_newline", "tfs_z"})
 
 
+def _unsubmitted(event: dict) -> None:
+    """A request's emit until submit() gives it the one that queues its events."""
+
+
 class Refused(Exception):
     """A request this runner answers with an error status and a message."""
 
@@ -159,10 +163,10 @@ def create_app(state: RunnerState, secret: str | None = None) -> FastAPI:
         flash = "auto" if flash is None else ("on" if flash else "off") \
             if isinstance(flash, bool) else flash
         try:
-            changes = dict(parallel=body.parallel, batch_size=body.batch_size,
-                           ctx_size=body.kv_size, threads=body.num_threads, flash_attn=flash,
-                           kv_cache_type=body.kv_cache_type or "f16",
-                           multiuser_cache=body.multiuser_cache)
+            changes: dict[str, object] = dict(
+                parallel=body.parallel, batch_size=body.batch_size, ctx_size=body.kv_size,
+                threads=body.num_threads, flash_attn=flash,
+                kv_cache_type=body.kv_cache_type or "f16", multiuser_cache=body.multiuser_cache)
             if body.checkpoints is not None:
                 changes["checkpoints"] = body.checkpoints
             if body.gpu_layers is not None:
@@ -207,11 +211,12 @@ def create_app(state: RunnerState, secret: str | None = None) -> FastAPI:
                           "declares no pooling, so it makes no embeddings.")
         tokens = body.tokens
         if tokens is None:
-            tokens = await asyncio.to_thread(model.tokenize, body.content, True)
+            tokenized: list[int] = await asyncio.to_thread(model.tokenize, body.content, True)
+            tokens = tokenized
         elif not tokens or not all(0 <= t < model.tokenizer.size for t in tokens):
             raise Refused(400, f"Token ids must be a non-empty list of ids in [0, "
                           f"{model.tokenizer.size}).")
-        events = submit(engine, EngineRequest(tokens, None, arrived=arrived))
+        events = submit(engine, EngineRequest(tokens, _unsubmitted, arrived=arrived))
         event = await events.get()
         if "error" in event:
             raise Refused(500, event["error"])
@@ -219,8 +224,13 @@ def create_app(state: RunnerState, secret: str | None = None) -> FastAPI:
 
     def submit(engine, request: EngineRequest) -> asyncio.Queue:
         """Queue request; its events arrive on the returned queue."""
-        loop, events = asyncio.get_running_loop(), asyncio.Queue()
-        request.emit = lambda event: loop.call_soon_threadsafe(events.put_nowait, event)
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[dict] = asyncio.Queue()
+
+        def emit(event: dict) -> None:
+            loop.call_soon_threadsafe(events.put_nowait, event)
+
+        request.emit = emit
         try:
             engine.submit(request)
         except (ValueError, RuntimeError) as error:
@@ -256,7 +266,7 @@ def create_app(state: RunnerState, secret: str | None = None) -> FastAPI:
                 raise Refused(400, f"The prompt has {len(tokens)} tokens but the context "
                               f"holds {engine.context}, and truncation is off.")
             tokens = truncate_prompt(tokens, engine.context, options.num_keep)
-        request = EngineRequest(tokens, None, sampling, options,
+        request = EngineRequest(tokens, _unsubmitted, sampling, options,
                                 body.logprobs or body.top_logprobs > 0, body.top_logprobs,
                                 arrived, constraint=constraint)
         events = submit(engine, request)

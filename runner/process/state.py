@@ -94,7 +94,8 @@ class RunnerState:
         self.path = store.resolve(model, pull_missing=pull)
         self.projector = projector
         self.header = pyggml.GGUFFile(self.path)          # metadata only until commit
-        self.status, self.progress, self.error = Status.LAUNCHED, 0.0, None
+        self.status, self.progress = Status.LAUNCHED, 0.0
+        self.error: str | None = None
         self.layout: Layout | None = None
         self.shift_default = True           # for requests that do not say (--no-shift)
         self.model: Model | None = None
@@ -202,12 +203,12 @@ class RunnerState:
         self.progress = 0.0
 
     def health(self) -> tuple[Status, float]:
-        model = self.model
+        model, engine = self.model, self.engine
         if self.status == Status.READY and model is not None:
             failure = model.failure()
             if failure:
                 self.status, self.error = Status.ERROR, f"The model cannot compute: {failure}."
-            elif self.engine.busy:
+            elif engine is not None and engine.busy:      # None: closed meanwhile
                 return Status.NO_SLOT, self.progress
         return self.status, self.progress
 

@@ -24,6 +24,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
 from typing import Callable
 
 import httpx
@@ -31,6 +32,7 @@ import httpx
 from ..loading import store
 from .names import ModelName
 
+fcntl: ModuleType | None
 try:
     import fcntl
 except ImportError:                 # Windows: pulls take turns within one process only

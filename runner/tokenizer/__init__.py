@@ -11,6 +11,9 @@ recognises control tokens written in the text.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Protocol
+
 from .bpe import BPETokenizer
 from .sentence_bpe import SentenceBPETokenizer
 from .spm import SPMTokenizer
@@ -19,8 +22,17 @@ from .unigram import UnigramTokenizer
 from .vocab import TokenType, Vocab
 from .wpm import WPMTokenizer
 
-BACKENDS = {"gpt2": BPETokenizer, "llama": SPMTokenizer, "bert": WPMTokenizer,
-            "gemma4": SentenceBPETokenizer, "t5": UnigramTokenizer}
+
+class Backend(Protocol):
+    """What every tokenizer in BACKENDS gives: each token's bytes, and text to ids."""
+    token_bytes: list[bytes]
+
+    def encode(self, text: str, parse_special: bool = True) -> list[int]: ...
+
+
+BACKENDS: dict[str, Callable[[Vocab], Backend]] = {
+    "gpt2": BPETokenizer, "llama": SPMTokenizer, "bert": WPMTokenizer,
+    "gemma4": SentenceBPETokenizer, "t5": UnigramTokenizer}
 
 __all__ = ["Tokenizer", "TextStream", "TokenType", "Vocab", "from_metadata"]
 

@@ -31,7 +31,7 @@ def _render(template: str, messages: list[dict], tools: list | None, think: bool
                        budget)
     out, turn = [], {"System": "", "Prompt": "", "Response": ""}
     for message in _collated(messages):
-        role, content = message.get("role"), message.get("content") or ""
+        role, content = message.get("role", ""), message.get("content") or ""
         if role == "system" and (turn["Prompt"] or turn["Response"]) or \
                 role == "user" and turn["Response"]:
             out.append(execute(nodes, {**common, **turn}, None, budget))
@@ -44,7 +44,7 @@ def _render(template: str, messages: list[dict], tools: list | None, think: bool
 
 
 def _collated(messages: list[dict]) -> list[dict]:
-    collated = []
+    collated: list[dict] = []
     for message in messages:
         role = message.get("role")
         if collated and collated[-1]["role"] == role and role != "tool":

@@ -35,7 +35,8 @@ def parse(source: str) -> list[Node]:
 
 
 def _parse(source: str) -> list[Node]:
-    segments, position = [], 0
+    segments: list[tuple[str, str]] = []
+    position = 0
     for match in ACTION.finditer(source):
         text = source[position:match.start()]
         if match.group(1):
@@ -125,13 +126,15 @@ def _assignment(text: str):
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
-    tokens, position = [], 0
+    tokens: list[tuple[str, str]] = []
+    position = 0
     text = text.rstrip()
     while position < len(text):
         match = TOKEN.match(text, position)
         if not match or match.end() == position:
             raise GoTemplateError(f"cannot read {text[position:position + 20]!r} in an action")
         kind = match.lastgroup
+        assert kind is not None        # every alternative in TOKEN is a named group
         tokens.append((kind, match.group(kind)))
         position = match.end()
     return tokens
@@ -144,7 +147,7 @@ def _pipeline(tokens: list) -> list:
         kind, value = tokens[i]
         if (kind, value) == ("op", "("):
             end = _closing(tokens, i)
-            operand = ("pipe", _pipeline(tokens[i + 1:end]))
+            operand: tuple[object, ...] = ("pipe", _pipeline(tokens[i + 1:end]))
             i = end + 1
             if i < len(tokens) and tokens[i][0] == "field" and tokens[i][1] != ".":
                 operand = ("chain", operand, tokens[i][1])

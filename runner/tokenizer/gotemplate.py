@@ -73,7 +73,8 @@ def execute(nodes: list[Node], data, stop_after: str | None = None,
     """The text of nodes over data; stop_after: a field name after whose first printing
     nothing more is written (Ollama cuts a legacy template after .Response). budget: the
     bounds this render shares with others of the same prompt (a new one where None)."""
-    out, budget = [], budget or Budget()
+    out: list[str] = []
+    budget = budget or Budget()
     try:
         _run(nodes, data, [{"$": data}], _Output(out, budget), stop_after)
     except _Stop:

@@ -63,7 +63,7 @@ class SPMTokenizer:
         nxt = list(range(1, len(symbols) + 1))
         nxt[-1] = -1
         alive = [True] * len(symbols)
-        heap = []
+        heap: list[tuple[float, int, str]] = []
 
         def push(left: int) -> None:
             right = nxt[left]

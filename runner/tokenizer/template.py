@@ -42,7 +42,7 @@ RENDERERS = {"gpt-oss": ("harmony", harmony.render), "gptoss": ("harmony", harmo
 
 def template_for(metadata: dict) -> str | None:
     return metadata.get("tokenizer.chat_template") or \
-        FALLBACKS.get(metadata.get("general.architecture"))
+        FALLBACKS.get(metadata.get("general.architecture", ""))
 
 
 def check_template(template: str) -> None:
@@ -63,7 +63,7 @@ def renderer_for(metadata: dict):
     template of its own; None otherwise."""
     if template_for(metadata) is not None:
         return None
-    return RENDERERS.get(metadata.get("general.architecture"))
+    return RENDERERS.get(metadata.get("general.architecture", ""))
 
 
 def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
@@ -92,7 +92,8 @@ def with_image_tags(messages: list[dict]) -> tuple[list[dict], list]:
     """Messages whose images (and audio, after them) are [img-N] tags before their content
     (as Ollama's server writes them, N counting the items of all messages), and the items in
     that order."""
-    tagged, images = [], []
+    tagged: list[dict] = []
+    images: list = []
     for message in messages:
         if not isinstance(message, dict) or not (message.get("images") or message.get("audio")):
             tagged.append(message)

@@ -95,7 +95,7 @@ class UnigramTokenizer:
         self.user_defined = sorted((vocab.tokens[i].encode() for i in
                                     vocab.ids_of_type(TokenType.USER_DEFINED)
                                     if vocab.tokens[i]), key=len, reverse=True)
-        self.ids = {}
+        self.ids: dict[str, int] = {}
         for i, text in enumerate(vocab.tokens):
             self.ids.setdefault(text, i)
         self.token_bytes = piece_bytes(vocab)
@@ -147,6 +147,8 @@ class UnigramTokenizer:
     def _viterbi(self, text: str) -> list[int]:
         if not text:
             return []
+        unk = self.vocab.unk
+        assert unk is not None                        # __init__ refuses a vocabulary without one
         n = len(text)
         best = [(-float("inf"), -1, 0)] * (n + 1)     # (score, token, start) ending here
         best[0] = (0.0, -1, 0)
@@ -162,11 +164,12 @@ class UnigramTokenizer:
                 if challenger > best[end][0]:
                     best[end] = (challenger, found[0], start)
             if not single and score + self.unknown_score > best[start + 1][0]:
-                best[start + 1] = (score + self.unknown_score, self.vocab.unk, start)
-        ids, end = [], n
+                best[start + 1] = (score + self.unknown_score, unk, start)
+        ids: list[int] = []
+        end = n
         while end > 0:
             _, token, start = best[end]
-            if not (ids and token == self.vocab.unk and ids[-1] == self.vocab.unk):
+            if not (ids and token == unk and ids[-1] == unk):
                 ids.append(token)
             end = start
         return ids[::-1]

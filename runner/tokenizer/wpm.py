@@ -26,7 +26,7 @@ class WPMTokenizer:
     def __init__(self, vocab: Vocab):
         self.vocab = vocab
         pieces = [original_piece(t, k) for t, k in zip(vocab.tokens, vocab.types)]
-        ids = {}
+        ids: dict[str, int] = {}
         for i, piece in enumerate(pieces):
             ids.setdefault(piece, i)
         unk = pieces[vocab.unk] if vocab.unk is not None else "[UNK]"
