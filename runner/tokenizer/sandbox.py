@@ -2,6 +2,11 @@
 request's `template`): a render that runs past its time, or builds a string or list larger
 than a prompt could be, stops with TemplateLimit instead of freezing or exhausting the
 process. jinja2's own sandbox already refuses unsafe attributes and caps range() at 100000.
+Templates may change the lists and dicts they build (list.append, dict.update: Kimi's do),
+as transformers' sandbox allows; the caller renders copies of its values (template.py), so
+nothing a template changes reaches them, and a list or dict that a call grows is measured.
+`{% generation %}...{% endgeneration %}` (transformers' mark of the assistant's text, in
+LFM2.5's and Laguna's templates) renders its body.
 
 Time is watched by a trace function on the template's own frames (templates compile to
 Python), which also checks the size of its variables every millisecond, so a loop that
@@ -16,9 +21,11 @@ import sys
 import time
 from collections.abc import Callable
 
-from jinja2 import TemplateError
+from jinja2 import TemplateError, nodes
+from jinja2.ext import Extension
 from jinja2.filters import do_center, do_format, do_indent, do_wordwrap
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.parser import Parser
+from jinja2.sandbox import SandboxedEnvironment
 from jinja2.utils import Namespace
 
 LONGEST = 32 << 20            # characters (or items) any value of a render may have
@@ -57,11 +64,23 @@ def _bounded(filter_function: Callable) -> Callable:
     return bounded
 
 
-class BoundedSandbox(ImmutableSandboxedEnvironment):
+class GenerationMark(Extension):
+    """{% generation %}body{% endgeneration %}: the body, as if unmarked."""
+    tags = {"generation"}
+
+    def parse(self, parser: Parser) -> list[nodes.Node]:
+        next(parser.stream)
+        return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+
+
+EXTENSIONS = ["jinja2.ext.loopcontrols", GenerationMark]
+
+
+class BoundedSandbox(SandboxedEnvironment):
     intercepted_binops = frozenset({"*", "**", "%"})
 
     def __init__(self, **options):
-        super().__init__(**options)
+        super().__init__(extensions=EXTENSIONS, **options)
         for name, function in (("center", do_center), ("indent", do_indent),
                                ("wordwrap", do_wordwrap), ("format", do_format)):
             self.filters[name] = _bounded(function)
@@ -91,6 +110,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         _check_count(*args, *kwargs.values())
         result = super().call(__context, __obj, *args, **kwargs)
         _check_size(result)
+        _check_size(getattr(__obj, "__self__", None))     # a list or dict a method grew
         return result
 
 

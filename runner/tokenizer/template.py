@@ -4,14 +4,16 @@ a family whose format is not a template (gpt-oss's harmony, as Ollama renders it
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
+from collections.abc import Iterator
 
 from jinja2 import TemplateError
 
 from . import harmony
 from .messages import check_messages
-from .sandbox import BoundedSandbox, render_bounded
+from .sandbox import BoundedSandbox, TemplateLimit, render_bounded
 
 # Gemma has no system role: its own template puts the system text before the first turn's
 GEMMA_TURNS = (
@@ -31,9 +33,17 @@ def _raise(message: str):
     raise TemplateError(message)
 
 
+def _jsonable(value):
+    """What json cannot write as is: a generator (a template's `map` or `select`) as the
+    list it yields."""
+    if isinstance(value, Iterator):
+        return list(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def _tojson(value, indent=None, ensure_ascii=False, sort_keys=False, separators=None):
     return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, sort_keys=sort_keys,
-                      separators=separators)
+                      separators=separators, default=_jsonable)
 
 
 # architecture -> (the reply format's name, render(messages, tools, reasoning_effort))
@@ -49,7 +59,7 @@ def check_template(template: str) -> None:
     """A ValueError naming the problem unless template compiles as a Jinja chat template
     (an Ollama Go template, "{{ .Prompt }}", does not)."""
     try:
-        BoundedSandbox(extensions=["jinja2.ext.loopcontrols"]).from_string(template)
+        BoundedSandbox().from_string(template)
     except TemplateError as error:
         go = "{{ ." in template or "{{- ." in template or "{{ end" in template
         raise ValueError(("This looks like an Ollama Go template, which this server cannot "
@@ -71,21 +81,48 @@ def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
     """The prompt of messages in template, as Hugging Face renders chat templates: a jinja2
     sandbox (bounded in time and size: sandbox.py) with trim_blocks, lstrip_blocks and loop
     controls, tojson without ASCII escapes, raise_exception and strftime_now; tools and
-    extra keyword arguments (enable_thinking, ...) passed through. Tool call arguments stay
-    objects."""
+    extra keyword arguments (enable_thinking, ...) passed through, all as copies (a template
+    may change what it is given). Tool call arguments stay objects, unless the template
+    fails on them and renders with them as JSON text (functionary's concatenate them)."""
     check_messages(messages)
-    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True,
-                         extensions=["jinja2.ext.loopcontrols"])
+    env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = _raise
     env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
     env.filters["tojson"] = _tojson
+    context = dict(extra, add_generation_prompt=add_generation_prompt, bos_token=bos,
+                   eos_token=eos, tools=tools or None)
     try:
-        return render_bounded(
-            env.from_string(template), messages=messages,
-            add_generation_prompt=add_generation_prompt, bos_token=bos, eos_token=eos,
-            tools=tools or None, **extra)
-    except TemplateError as error:
+        compiled = env.from_string(template)
+        try:
+            return render_bounded(compiled, **copy.deepcopy(dict(context, messages=messages)))
+        except Exception as error:          # a template's own code may raise anything
+            as_text = _arguments_as_text(messages)
+            if as_text is None or isinstance(error, TemplateLimit):
+                raise
+            return render_bounded(compiled, **copy.deepcopy(dict(context, messages=as_text)))
+    except Exception as error:
         raise ValueError(f"The chat template failed: {error}") from error
+
+
+def _arguments_as_text(messages: list[dict]) -> list[dict] | None:
+    """messages with their tool calls' arguments as JSON text; None where none are objects."""
+    changed, found = [], False
+    for message in messages:
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        if not calls:
+            changed.append(message)
+            continue
+        texts = []
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("arguments"), dict):
+                found = True
+                call = dict(call, function=dict(function,
+                                                arguments=json.dumps(function["arguments"],
+                                                                     ensure_ascii=False)))
+            texts.append(call)
+        changed.append(dict(message, tool_calls=texts))
+    return changed if found else None
 
 
 def with_image_tags(messages: list[dict]) -> tuple[list[dict], list]:

@@ -25,8 +25,23 @@ def pinned_archive() -> tuple[Path, str]:
 
 
 @functools.cache
+def _official_templates() -> dict[str, str]:
+    """Every template file of llama.cpp's set by name, read in one pass over the archive."""
+    archive, llama_cpp = pinned_archive()
+    folder = f"{llama_cpp}/models/templates/"
+    found = {}
+    with tarfile.open(archive) as tar:
+        for member in tar:
+            if member.name.startswith(folder) and member.name.endswith(".jinja"):
+                found[member.name[len(folder):]] = tar.extractfile(member).read().decode()
+    return found
+
+
 def official_template(name: str) -> str:
     """The template file `name` (e.g. openai-gpt-oss-120b.jinja)."""
-    archive, llama_cpp = pinned_archive()
-    with tarfile.open(archive) as tar:
-        return tar.extractfile(f"{llama_cpp}/models/templates/{name}").read().decode()
+    return _official_templates()[name]
+
+
+def official_template_names() -> tuple[str, ...]:
+    """Every chat template file in llama.cpp's set, sorted."""
+    return tuple(sorted(_official_templates()))

@@ -29,8 +29,33 @@ def json_call(body: str) -> tuple[str, dict] | list | None:
     return _object_call(value)
 
 
+def json_lines_call(body: str) -> tuple[str, dict] | list | None:
+    """json_call's forms, or one call's JSON object a line (MiniMax-M1's)."""
+    parsed = json_call(body)
+    if parsed is not None or "\n" not in body.strip():
+        return parsed
+    calls = [json_call(line) for line in body.splitlines() if line.strip()]
+    return calls if calls and None not in calls else None
+
+
+def named_call(name: str, arguments: str, ident: str | None = None) -> tuple | None:
+    """(name, the JSON object arguments[, ident]): the call of families that write the
+    name and the arguments' JSON apart; None where the JSON is not an object."""
+    try:
+        value = json.loads(arguments.strip() or "{}")
+    except json.JSONDecodeError:
+        return None
+    if not name.strip() or not isinstance(value, dict):
+        return None
+    return (name.strip(), value) if ident is None else (name.strip(), value, ident)
+
+
+NAME_KEYS = ("name", "tool_name")               # Command R's calls name a "tool_name"
+
+
 def _object_call(value) -> tuple[str, dict] | None:
-    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+    name = next((value[k] for k in NAME_KEYS if isinstance(value, dict) and k in value), None)
+    if not isinstance(name, str):
         return None
     arguments = value.get("arguments", value.get("parameters", {}))
     if isinstance(arguments, str):
@@ -38,7 +63,7 @@ def _object_call(value) -> tuple[str, dict] | None:
             arguments = json.loads(arguments)
         except json.JSONDecodeError:
             return None
-    return (value["name"], arguments) if isinstance(arguments, dict) else None
+    return (name, arguments) if isinstance(arguments, dict) else None
 
 
 def closed_json(text: str) -> str:

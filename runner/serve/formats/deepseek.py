@@ -1,11 +1,12 @@
 """DeepSeek V3.1's format: <think>, and calls as NAME<｜tool▁sep｜>{json} between its
-call tokens, the calls wrapped in its calls-begin and calls-end tokens."""
+call tokens, the calls wrapped in its calls-begin and calls-end tokens; the R1 distills
+write function<｜tool▁sep｜>NAME and the JSON in a code fence."""
 
 from __future__ import annotations
 
 import json
 
-from .calls import closed_after, json_call
+from .calls import closed_after, json_call, named_call
 from .format import Format, register
 
 DEEPSEEK_SEPARATOR = "<｜tool▁sep｜>"
@@ -16,6 +17,9 @@ def deepseek_call(body: str) -> tuple[str, dict] | list | None:
     name, separator, arguments = body.partition(DEEPSEEK_SEPARATOR)
     if not separator:
         return None
+    fenced = arguments.partition("```json")
+    if name.strip() == "function" and fenced[1]:          # R1's NAME ```json {json} ```
+        return named_call(fenced[0], fenced[2].split("```", 1)[0])
     return json_call(json.dumps({"name": name.strip(), "arguments": "__"}).replace(
         '"__"', arguments.strip() or "{}"))
 

@@ -1,7 +1,8 @@
 """Qwen's formats: Qwen 3's (and Hermes') <think> and <tool_call>{json}</tool_call>, and
 Qwen3-Coder's and Qwen 3.5's XML parameters inside <tool_call>
 (<function=NAME><parameter=P>value</parameter></function>, values as text that the tool's
-schema types)."""
+schema types), which Seed-OSS writes inside <seed:tool_call> after <seed:think>; MiniCPM 5's
+<function name="NAME"><param name="P">value</param></function>."""
 
 from __future__ import annotations
 
@@ -23,6 +24,28 @@ def xml_call(body: str) -> tuple[str, dict] | None:
     return found.group(1).strip(), {name.strip(): value for name, value in
                                     XML_PARAMETER.findall(rest)}
 
+
+MINICPM_FUNCTION = re.compile(r'\s*name="([^"]+)"\s*>')
+MINICPM_PARAMETER = re.compile(r'<param name="([^"]+)"\s*>(.*?)(?:</param>|\Z)', re.S)
+
+
+def minicpm_call(body: str) -> tuple[str, dict] | None:
+    """MiniCPM 5's body after <function: name="NAME"><param name="P">value</param>..."""
+    found = MINICPM_FUNCTION.match(body)
+    if found is None:
+        return None
+    return found.group(1), dict(MINICPM_PARAMETER.findall(body[found.end():]))
+
+
+SEED_OSS = register(Format(
+    "seed-oss", lambda t: "<seed:tool_call>" in t,
+    think=("<seed:think>", "</seed:think>"), tool=("<seed:tool_call>", "</seed:tool_call>"),
+    parse_call=xml_call, typed_arguments=True, xml_parameters=True), rank=25)
+
+MINICPM5 = register(Format(
+    "minicpm5", lambda t: "<function name=" in t, think=("<think>", "</think>"),
+    tool=("<function", "</function>"), parse_call=minicpm_call, typed_arguments=True,
+    xml_parameters=True, arguments_after=("<param",)), rank=25)
 
 # XML parameters inside <tool_call>: before Qwen's JSON, whose tags it shares
 QWEN3_CODER = register(Format(

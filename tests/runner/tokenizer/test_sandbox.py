@@ -48,3 +48,26 @@ def test_an_ordinary_template_renders_as_jinjas_sandbox_renders_it():
     expected = plain.from_string(template).render(messages=messages,
                                                   add_generation_prompt=True)
     assert render(template, messages) == expected
+
+
+def test_a_template_changes_its_own_lists_and_dicts_and_not_the_callers():
+    template = ("{% set seen = [] %}{% set names = {} %}{% for m in messages %}"
+                "{% set _ = seen.append(m.role) %}{% set _ = names.update({m.role: 1}) %}"
+                "{% set _ = m.update({'content': 'changed'}) %}{% endfor %}"
+                "{{ seen | join(',') }}|{{ names | list | join(',') }}|{{ messages[0].content }}")
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    assert render(template, messages) == "user,assistant|user,assistant|changed"
+    assert messages == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+
+
+def test_a_list_a_template_grows_past_the_limit_stops_it(short_limits):
+    template = ("{% set items = [] %}{% for i in range(100000) %}{% for j in range(100) %}"
+                "{% set _ = items.append(j) %}{% endfor %}{% endfor %}{{ items | length }}")
+    with pytest.raises(ValueError, match="The chat template failed: the template"):
+        render(template, MESSAGES)
+
+
+def test_the_generation_mark_renders_its_body():
+    template = ("{% for m in messages %}<{{ m.role }}>{% generation %}{{ m.content }}"
+                "{% endgeneration %}{% endfor %}")
+    assert render(template, MESSAGES) == "<user>hi"

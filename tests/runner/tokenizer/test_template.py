@@ -28,3 +28,24 @@ def test_template_errors_become_value_errors():
         render(GEMMA_TURNS, [{"role": "user"}])
     with pytest.raises(ValueError, match="role"):
         render(GEMMA_TURNS, ["not a dict"])
+    with pytest.raises(ValueError, match="chat template failed: integer division"):
+        render("{{ 1 // 0 }}", [{"role": "user", "content": "x"}])     # a Python error
+
+
+CALLED = [{"role": "assistant", "content": "", "tool_calls": [
+    {"type": "function", "function": {"name": "now", "arguments": {"zone": "UTC"}}}]}]
+
+
+def test_call_arguments_are_objects_unless_the_template_needs_them_as_text():
+    as_object = "{{ messages[0].tool_calls[0].function.arguments.zone }}"
+    as_text = "{{ '>>>' + messages[0].tool_calls[0].function.name + '\\n' + " \
+              "messages[0].tool_calls[0].function.arguments }}"         # functionary's
+    assert render(as_object, CALLED) == "UTC"
+    assert render(as_text, CALLED) == '>>>now\n{"zone": "UTC"}'
+    with pytest.raises(ValueError, match="chat template failed"):
+        render("{{ messages[0].content + 1 }}", CALLED)     # fails either way: its error
+
+
+def test_tojson_writes_what_a_filter_yields_as_a_list():
+    template = "{{ messages | map(attribute='role') | tojson }}"
+    assert render(template, [{"role": "user", "content": "x"}]) == '["user"]'

@@ -58,8 +58,12 @@ def test_gemma4_channel_and_call_syntax(pieces):
 
 def test_formats_are_recognised_from_templates():
     assert format_for(None) is PLAIN and format_for("{{ messages }}") is PLAIN
-    assert [f.name for f in FORMATS] == ["harmony", "gemma4", "qwen3coder", "mistral",
-                                        "deepseek3", "qwen", "llama3"]
+    rank = {f.name: at for at, f in enumerate(FORMATS)}
+    for particular, general in [("qwen3coder", "qwen"), ("seed-oss", "qwen3coder"),
+                                ("functionary", "qwen3coder"), ("functionary", "llama3"),
+                                ("glm", "qwen"), ("minimax-m2", "qwen"), ("gigachat", "gigachat3"),
+                                ("deepseek-dsml", "qwen"), ("harmony", "qwen")]:
+        assert rank[particular] < rank[general]
     harmony = format_for("<|start|>assistant<|channel|>final<|message|>{{ content }}<|end|>")
     assert harmony.name == "harmony" and harmony.extractor == "harmony"
     assert run(Extractor(PLAIN, tools=True), ["<think>x</think>"])[0] == "<think>x</think>"

@@ -35,6 +35,67 @@ ROWS = {
              "</tool_call>"),
     "llama3": ("<|start_header_id|>assistant<|end_header_id|>{\"name\": ..., \"parameters\": "
                "...}", '{"name": "get_weather", "parameters": {"location": "Paris"}}'),
+    "glm": ("<tool_call>{{ name }}<arg_key>{{ k }}</arg_key><arg_value>{{ v }}</arg_value>",
+            "<tool_call>get_weather\n<arg_key>location</arg_key>\n<arg_value>Paris</arg_value>\n"
+            "</tool_call>"),
+    "hy3": ("{%- set HYTK = ':opensource' %}<arg_key{{ HYTK }}>",
+            "<tool_calls:opensource>\n<tool_call:opensource>get_weather<tool_sep:opensource>\n"
+            "<arg_key:opensource>location</arg_key:opensource>\n<arg_value:opensource>Paris"
+            "</arg_value:opensource>\n</tool_call:opensource>\n</tool_calls:opensource>"),
+    "minimax-m2": ("<minimax:tool_call>\n<invoke name=\"{{ name }}\">",
+                   '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="location">'
+                   "Paris</parameter>\n</invoke>\n</minimax:tool_call>"),
+    "deepseek-dsml": ("{%- set dsml_token = '｜DSML｜' -%}",
+                      '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+                      '<｜DSML｜parameter name="location" string="true">Paris</｜DSML｜parameter>\n'
+                      '</｜DSML｜invoke>\n'
+                      "</｜DSML｜tool_calls>"),
+    "muse": ("<atem:function_calls>{{ calls }}</atem:function_calls>",
+             '<atem:function_calls>\n<atem:invoke name="get_weather">\n<atem:parameter '
+             'name="location">Paris</atem:parameter>\n</atem:invoke>\n</atem:function_calls>'),
+    "seed-oss": ("<seed:tool_call>\n<function={{ name }}>",
+                 "<seed:tool_call>\n<function=get_weather>\n<parameter=location>Paris</parameter>"
+                 "\n</function>\n</seed:tool_call>"),
+    "minicpm5": ('<function name="{{ name }}">',
+                 '<function name="get_weather"><param name="location">Paris</param></function>'),
+    "kimi-k2": ("<|tool_call_begin|>{{ id }}<|tool_call_argument_begin|>",
+                "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+                '<|tool_call_argument_begin|>{"location": "Paris"}<|tool_call_end|>'
+                "<|tool_calls_section_end|>"),
+    "solar-open": ("<|tool_call:begin|>{{ id }}<|tool_call:name|>",
+                   "<|tool_calls|><|tool_call:begin|>abc<|tool_call:name|>get_weather"
+                   '<|tool_call:args|>{"location": "Paris"}<|tool_call:end|><|calls|>'),
+    "tool-calls-json": ("<tool_calls>{{ calls | tojson }}</tool_calls>",
+                        '<tool_calls>[{"name": "get_weather", "arguments": {"location": "Paris"}}]'
+                        "</tool_calls>"),
+    "nemotron-nano2": ("<TOOLCALL>{{ calls | tojson }}</TOOLCALL>",
+                       '<TOOLCALL>[{"name": "get_weather", "arguments": {"location": "Paris"}}]'
+                       "</TOOLCALL>"),
+    "gigachat": ("<|function_call|>{{ call | tojson }}",
+                 '<|function_call|>{"name": "get_weather", "arguments": {"location": "Paris"}}'),
+    "gigachat3": ("{{ render({'role': 'function call'}) }}<|role_sep|>",
+                  'function call<|role_sep|>\n{"name": "get_weather", "arguments": '
+                  '{"location": "Paris"}}'),
+    "cohere": ("<|START_ACTION|>{{ calls }}<|END_ACTION|>",
+               '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "get_weather", '
+               '"parameters": {"location": "Paris"}}\n]<|END_ACTION|>'),
+    "apertus": ("<|tools_prefix|>{{ calls }}<|tools_suffix|>",
+                '<|tools_prefix|>[{"get_weather": {"location": "Paris"}}]<|tools_suffix|>'),
+    "kimi-k3": ("{{- '<|open|>' + tag -}}",
+                '<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|>'
+                '<|open|>argument key="location" type="string"<|sep|>Paris<|close|>argument'
+                "<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"),
+    "minimax-m3": ("{%- set ns_token = ']<]minimax[>[' -%}",
+                   ']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="get_weather">'
+                   "]<]minimax[>[<location>Paris]<]minimax[>[</location>]<]minimax[>[</invoke>"
+                   "\n]<]minimax[>[</tool_call>"),
+    "command-r-plus": ("<|CHATBOT_TOKEN|>Action:",
+                       'Action:\n```json\n[{"tool_name": "get_weather", "parameters": '
+                       '{"location": "Paris"}}]\n```'),
+    "lfm2": ("<|tool_call_start|>{{ calls }}<|tool_call_end|>",
+             "<|tool_call_start|>[get_weather(location='Paris')]<|tool_call_end|>"),
+    "functionary": ("<|start_header_id|>assistant<|end_header_id|><function={{ name }}>",
+                    '<function=get_weather>{"location": "Paris"}</function>'),
 }
 
 

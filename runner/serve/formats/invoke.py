@@ -1,0 +1,65 @@
+"""The families that write each call as <invoke name="NAME"> with a
+<parameter name="P">value</parameter> per argument, their tags under a prefix: MiniMax-M2
+(none, inside <minimax:tool_call>), DeepSeek V3.2 and V4 ("｜DSML｜", inside
+<｜DSML｜function_calls> or <｜DSML｜tool_calls>), muse ("atem:"). Values are text that the
+tool's schema types (DeepSeek marks each string="true" or not: the schema says the same).
+MiniMax-M3 writes its parameters as <NAME>value</NAME>, each tag after its separator token
+"]<]minimax[>[", inside <tool_call>."""
+
+from __future__ import annotations
+
+import re
+
+from .format import Format, register
+
+
+def invoke_call(prefix: str = ""):
+    """The parser of the body after <{prefix}invoke: ` name="NAME">` and its parameters."""
+    head = re.compile(r'\s*name="([^"]+)"[^>]*>')
+    parameter = re.compile(rf'<{re.escape(prefix)}parameter name="([^"]+)"[^>]*>(.*?)'
+                           rf'(?:</{re.escape(prefix)}parameter>|\Z)', re.S)
+
+    def parse(body: str) -> tuple[str, dict] | None:
+        found = head.match(body)
+        if found is None:
+            return None
+        return found.group(1), {name: value for name, value in
+                                parameter.findall(body[found.end():])}
+    return parse
+
+
+def invoke_format(name: str, recognize, prefix: str, wrappers: tuple[str, ...],
+                  think: tuple[str, str] | None = ("<think>", "</think>")) -> Format:
+    return Format(name, recognize, think=think,
+                  tool=(f"<{prefix}invoke", f"</{prefix}invoke>"),
+                  drop=tuple(w for tag in wrappers for w in (f"<{tag}>", f"</{tag}>")),
+                  parse_call=invoke_call(prefix), typed_arguments=True, xml_parameters=True,
+                  arguments_after=(f"<{prefix}parameter",))
+
+
+M3_SEPARATOR = "]<]minimax[>["
+M3_PARAMETER = re.compile(r"<([^/>\s]+)>(.*?)</\1>", re.S)
+
+
+def minimax_m3_call(body: str) -> tuple[str, dict] | None:
+    """The body after <invoke: name="NAME">, then <P>value</P> per parameter."""
+    found = re.match(r'\s*name="([^"]+)"[^>]*>', body)
+    if found is None:
+        return None
+    rest = body[found.end():].replace(M3_SEPARATOR, "")
+    return found.group(1), dict(M3_PARAMETER.findall(rest))
+
+
+DSML = "｜DSML｜"
+MINIMAX_M2 = register(invoke_format(
+    "minimax-m2", lambda t: "<minimax:tool_call>" in t, "", ("minimax:tool_call",)), rank=20)
+DEEPSEEK_DSML = register(invoke_format(
+    "deepseek-dsml", lambda t: DSML in t, DSML,
+    (f"{DSML}function_calls", f"{DSML}tool_calls")), rank=20)
+MUSE = register(invoke_format(
+    "muse", lambda t: "<atem:function_calls>" in t, "atem:", ("atem:function_calls",),
+    think=None), rank=20)
+MINIMAX_M3 = register(Format(
+    "minimax-m3", lambda t: f"'{M3_SEPARATOR}'" in t, think=("<mm:think>", "</mm:think>"),
+    tool=("<invoke", "</invoke>"), drop=(M3_SEPARATOR, "<tool_call>", "</tool_call>"),
+    parse_call=minimax_m3_call, typed_arguments=True, xml_parameters=True), rank=20)

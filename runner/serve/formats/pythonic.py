@@ -1,0 +1,37 @@
+"""The families that write calls as Python: LFM2 and LFM2.5, between <|tool_call_start|>
+and <|tool_call_end|>: [get_weather(location='Paris', days=2), now()]. Read with Python's
+own parser, literals only (nothing is evaluated)."""
+
+from __future__ import annotations
+
+import ast
+
+from .format import Format, register
+
+
+def python_calls(body: str) -> list[tuple[str, dict]] | None:
+    """[NAME(KEY=literal, ...), ...] (or one call without the brackets) -> the calls."""
+    try:
+        tree = ast.parse(body.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    items = tree.elts if isinstance(tree, (ast.List, ast.Tuple)) else [tree]
+    calls = []
+    for item in items:
+        if not isinstance(item, ast.Call) or item.args or \
+                not isinstance(item.func, (ast.Name, ast.Attribute)):
+            return None
+        try:
+            arguments = {k.arg: ast.literal_eval(k.value) for k in item.keywords}
+        except ValueError:
+            return None
+        if None in arguments:                       # **kwargs
+            return None
+        calls.append((ast.unparse(item.func), arguments))
+    return calls or None
+
+
+LFM2 = register(Format(
+    "lfm2", lambda t: "<|tool_call_start|>" in t, think=("<think>", "</think>"),
+    tool=("<|tool_call_start|>", "<|tool_call_end|>"), parse_call=python_calls,
+    arguments_after=("(",)), rank=25)
