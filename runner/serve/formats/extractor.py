@@ -138,7 +138,8 @@ class Extractor:
                 self.buffer, self.state = rest, self.CONTENT   # cut before its name was
                 return                                        # whole: no call, no markup
             parsed, cut = repaired, True
-        elif not closed and self.format.xml_parameters and "</function>" not in body:
+        elif not closed and self.format.typed_arguments and \
+                not (self.format.body_end and self.format.body_end in body):
             cut = True                           # its parameters parse as far as they go
         if parsed is None:
             content.append(opening + body + (close if closed else ""))

@@ -33,7 +33,11 @@ class Format:
     repair: Callable[[str], str] = closed_json    # a call's body cut off, closed
     # a format holds the answer after these (open, close); None: the think tags
     answer_after: tuple[str, str] | None = None
-    xml_parameters: bool = False              # calls write each parameter as a tag
+    # Qwen3-Coder's <function=NAME><parameter=P>value</parameter> inside the tool tags (a
+    # forced call is written so: grammar.py)
+    xml_parameters: bool = False
+    # text arguments: what a whole call's body holds; an unclosed call without it is cut
+    body_end: str | None = None
     # where a call's arguments begin (a cut call's are the text after the first found)
     arguments_after: tuple[str, ...] = ('"arguments"', '"parameters"')
 

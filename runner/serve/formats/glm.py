@@ -31,8 +31,7 @@ def arg_key_call(suffix: str = ""):
 GLM = register(Format(
     "glm", lambda t: "<arg_key>" in t,
     think=("<think>", "</think>"), tool=("<tool_call>", "</tool_call>"),
-    parse_call=arg_key_call(), typed_arguments=True, xml_parameters=True,
-    arguments_after=("<arg_key>",)), rank=20)
+    parse_call=arg_key_call(), typed_arguments=True, body_end="</arg_value>"), rank=20)
 
 HY3_TAG = ":opensource"
 HY3 = register(Format(
@@ -40,5 +39,5 @@ HY3 = register(Format(
     think=(f"<think{HY3_TAG}>", f"</think{HY3_TAG}>"),
     tool=(f"<tool_call{HY3_TAG}>", f"</tool_call{HY3_TAG}>"),
     drop=(f"<tool_calls{HY3_TAG}>", f"</tool_calls{HY3_TAG}>"),
-    parse_call=arg_key_call(HY3_TAG), typed_arguments=True, xml_parameters=True,
-    arguments_after=(f"<arg_key{HY3_TAG}>",)), rank=20)
+    parse_call=arg_key_call(HY3_TAG), typed_arguments=True,
+    body_end=f"</arg_value{HY3_TAG}>"), rank=20)

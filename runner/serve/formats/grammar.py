@@ -46,7 +46,9 @@ TEXT_VALUE = "/[^<\\n][^<]*/"          # a string parameter's text (up to the ne
 def _xml_lark(name: str, schema: dict, fmt: Format, token_of) -> str:
     """A Qwen3-Coder call of name as Lark: its required parameters in the schema's order,
     each value text (strings, an enum's words) or JSON of its schema."""
-    parts = [_lark_text(f"<tool_call>\n<function={name}>\n", fmt, token_of)]
+    assert fmt.tool is not None and fmt.tool[1] is not None     # XML calls have both tags
+    opening, closing = fmt.tool
+    parts = [_lark_text(f"{opening}\n<function={name}>\n", fmt, token_of)]
     required = set(schema.get("required") or [])
     for parameter, spec in (schema.get("properties") or {}).items():
         if parameter not in required:
@@ -60,7 +62,7 @@ def _xml_lark(name: str, schema: dict, fmt: Format, token_of) -> str:
             value = "%json " + json.dumps(spec or {})
         parts += [json.dumps(f"<parameter={parameter}>\n"), value,
                   json.dumps("\n</parameter>\n")]
-    parts.append(_lark_text("</function>\n</tool_call>", fmt, token_of))
+    parts.append(_lark_text(f"</function>\n{closing}", fmt, token_of))
     return " ".join(parts)
 
 

@@ -33,8 +33,7 @@ def invoke_format(name: str, recognize, prefix: str, wrappers: tuple[str, ...],
     return Format(name, recognize, think=think,
                   tool=(f"<{prefix}invoke", f"</{prefix}invoke>"),
                   drop=tuple(w for tag in wrappers for w in (f"<{tag}>", f"</{tag}>")),
-                  parse_call=invoke_call(prefix), typed_arguments=True, xml_parameters=True,
-                  arguments_after=(f"<{prefix}parameter",))
+                  parse_call=invoke_call(prefix), typed_arguments=True)
 
 
 M3_SEPARATOR = "]<]minimax[>["
@@ -62,4 +61,4 @@ MUSE = register(invoke_format(
 MINIMAX_M3 = register(Format(
     "minimax-m3", lambda t: f"'{M3_SEPARATOR}'" in t, think=("<mm:think>", "</mm:think>"),
     tool=("<invoke", "</invoke>"), drop=(M3_SEPARATOR, "<tool_call>", "</tool_call>"),
-    parse_call=minimax_m3_call, typed_arguments=True, xml_parameters=True), rank=20)
+    parse_call=minimax_m3_call, typed_arguments=True), rank=20)

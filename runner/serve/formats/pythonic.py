@@ -33,5 +33,4 @@ def python_calls(body: str) -> list[tuple[str, dict]] | None:
 
 LFM2 = register(Format(
     "lfm2", lambda t: "<|tool_call_start|>" in t, think=("<think>", "</think>"),
-    tool=("<|tool_call_start|>", "<|tool_call_end|>"), parse_call=python_calls,
-    arguments_after=("(",)), rank=25)
+    tool=("<|tool_call_start|>", "<|tool_call_end|>"), parse_call=python_calls), rank=25)

@@ -40,18 +40,19 @@ def minicpm_call(body: str) -> tuple[str, dict] | None:
 SEED_OSS = register(Format(
     "seed-oss", lambda t: "<seed:tool_call>" in t,
     think=("<seed:think>", "</seed:think>"), tool=("<seed:tool_call>", "</seed:tool_call>"),
-    parse_call=xml_call, typed_arguments=True, xml_parameters=True), rank=25)
+    parse_call=xml_call, typed_arguments=True, xml_parameters=True, body_end="</function>"),
+    rank=25)
 
 MINICPM5 = register(Format(
     "minicpm5", lambda t: "<function name=" in t, think=("<think>", "</think>"),
-    tool=("<function", "</function>"), parse_call=minicpm_call, typed_arguments=True,
-    xml_parameters=True, arguments_after=("<param",)), rank=25)
+    tool=("<function", "</function>"), parse_call=minicpm_call, typed_arguments=True), rank=25)
 
 # XML parameters inside <tool_call>: before Qwen's JSON, whose tags it shares
 QWEN3_CODER = register(Format(
     "qwen3coder", lambda t: "<function=" in t and "<parameter=" in t,
     think=("<think>", "</think>"), tool=("<tool_call>", "</tool_call>"),
-    parse_call=xml_call, typed_arguments=True, xml_parameters=True), rank=30)
+    parse_call=xml_call, typed_arguments=True, xml_parameters=True, body_end="</function>"),
+    rank=30)
 
 QWEN = register(Format(
     "qwen", lambda t: "<tool_call>" in t or "<think>" in t,

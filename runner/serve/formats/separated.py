@@ -54,13 +54,15 @@ KIMI_K3 = register(Format(
     "kimi-k3", lambda t: "'<|open|>' + tag" in t,
     think=("<|open|>think<|sep|>", "<|close|>think<|sep|>"),
     tool=("<|open|>call", "<|close|>call<|sep|>"), parse_call=kimi_k3_call,
-    drop=k3_tags("tools", "response", "message"), typed_arguments=True, xml_parameters=True,
-    arguments_after=("<|open|>argument",)), rank=25)
+    drop=k3_tags("tools", "response", "message"), typed_arguments=True), rank=25)
 KIMI_K2 = register(Format(
     "kimi-k2", lambda t: "<|tool_call_begin|>" in t, think=("<think>", "</think>"),
     tool=("<|tool_call_begin|>", "<|tool_call_end|>"), parse_call=kimi_call,
     drop=("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"),
-    repair=closed_after(KIMI_ARGUMENTS), arguments_after=(KIMI_ARGUMENTS,)), rank=25)
+    repair=closed_after(KIMI_ARGUMENTS), arguments_after=(KIMI_ARGUMENTS,),
+    call_text=lambda name, args: f"<|tool_calls_section_begin|><|tool_call_begin|>functions."
+                                 f"{name}:0{KIMI_ARGUMENTS}{args}<|tool_call_end|>"
+                                 "<|tool_calls_section_end|>"), rank=25)
 SOLAR_OPEN = register(Format(
     "solar-open", lambda t: "<|tool_call:begin|>" in t,
     tool=("<|tool_call:begin|>", "<|tool_call:end|>"), parse_call=solar_call,

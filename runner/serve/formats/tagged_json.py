@@ -42,27 +42,42 @@ def function_tag_call(body: str) -> tuple | None:
 
 TOOL_CALLS = register(Format(
     "tool-calls-json", lambda t: "<tool_calls>" in t, think=("<think>", "</think>"),
-    tool=("<tool_calls>", "</tool_calls>"), parse_call=json_lines_call), rank=25)
+    tool=("<tool_calls>", "</tool_calls>"), parse_call=json_lines_call,
+    call_text=lambda name, args: f'<tool_calls>[{{"name": "{name}", "arguments": {args}}}]'
+                                 "</tool_calls>"), rank=25)
 NEMOTRON_NANO2 = register(Format(
     "nemotron-nano2", lambda t: "<TOOLCALL>" in t, think=("<think>", "</think>"),
-    tool=("<TOOLCALL>", "</TOOLCALL>"), parse_call=json_call), rank=25)
+    tool=("<TOOLCALL>", "</TOOLCALL>"), parse_call=json_call,
+    call_text=lambda name, args: f'<TOOLCALL>[{{"name": "{name}", "arguments": {args}}}]'
+                                 "</TOOLCALL>"), rank=25)
 GIGACHAT = register(Format(
     "gigachat", lambda t: "<|function_call|>" in t,
-    tool=("<|function_call|>", None), parse_call=json_call), rank=25)
+    tool=("<|function_call|>", None), parse_call=json_call,
+    call_text=lambda name, args: f'<|function_call|>{{"name": "{name}", "arguments": {args}}}'),
+    rank=25)
 GIGACHAT3 = register(Format(                     # GigaChat 3: a "function call" message
     "gigachat3", lambda t: "'function call'" in t and "<|role_sep|>" in t,
-    tool=("function call<|role_sep|>", None), parse_call=json_call), rank=26)
+    tool=("function call<|role_sep|>", None), parse_call=json_call,
+    call_text=lambda name, args: f'function call<|role_sep|>\n{{"name": "{name}", '
+                                 f'"arguments": {args}}}'), rank=26)
 COHERE = register(Format(
     "cohere", lambda t: "<|START_ACTION|>" in t,
     think=("<|START_THINKING|>", "<|END_THINKING|>"),
     tool=("<|START_ACTION|>", "<|END_ACTION|>"), parse_call=json_call,
-    drop=("<|START_RESPONSE|>", "<|END_RESPONSE|>")), rank=25)
+    drop=("<|START_RESPONSE|>", "<|END_RESPONSE|>"),
+    call_text=lambda name, args: f'<|START_ACTION|>[{{"tool_call_id": "0", "tool_name": '
+                                 f'"{name}", "parameters": {args}}}]<|END_ACTION|>'), rank=25)
 COMMAND_R_PLUS = register(Format(
     "command-r-plus", lambda t: "Action:" in t and "<|CHATBOT_TOKEN|>" in t,
-    tool=("Action:", None), parse_call=fenced_calls), rank=26)
+    tool=("Action:", None), parse_call=fenced_calls,
+    call_text=lambda name, args: f'Action:\n```json\n[{{"tool_name": "{name}", '
+                                 f'"parameters": {args}}}]\n```'), rank=26)
 APERTUS = register(Format(
     "apertus", lambda t: "<|tools_prefix|>" in t,
-    tool=("<|tools_prefix|>", "<|tools_suffix|>"), parse_call=keyed_calls), rank=25)
+    tool=("<|tools_prefix|>", "<|tools_suffix|>"), parse_call=keyed_calls,
+    call_text=lambda name, args: f'<|tools_prefix|>[{{"{name}": {args}}}]<|tools_suffix|>'),
+    rank=25)
 FUNCTIONARY = register(Format(
     "functionary", lambda t: "<function=" in t and "<|start_header_id|>" in t,
-    tool=("<function=", "</function>"), parse_call=function_tag_call), rank=25)
+    tool=("<function=", "</function>"), parse_call=function_tag_call,
+    call_text=lambda name, args: f"<function={name}>{args}</function>"), rank=25)

@@ -173,8 +173,15 @@ def test_a_call_cut_by_the_length_limit_says_so_in_every_family():
            "Mistral-Small-3.2-24B-Instruct-2506.jinja":
                '[TOOL_CALLS]get_weather[ARGS]{"location": "Par',
            "deepseek-ai-DeepSeek-V3.1.jinja":
-               '<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"location": "Par'}
-    written = {"Qwen3-Coder.jinja": '{"location": "Par"'}    # XML: its parameters so far
+               '<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"location": "Par',
+           "GLM-4.6.jinja": "<tool_call>get_weather\n<arg_key>location</arg_key>\n"
+                            "<arg_value>Par",
+           "MiniMax-M2.jinja": '<minimax:tool_call>\n<invoke name="get_weather">\n'
+                               '<parameter name="location">Par',
+           "moonshotai-Kimi-K2.jinja": "<|tool_call_begin|>functions.get_weather:0"
+                                       '<|tool_call_argument_begin|>{"location": "Par'}
+    written = {name: '{"location": "Par"'                    # text values: so far
+               for name in ("Qwen3-Coder.jinja", "GLM-4.6.jinja", "MiniMax-M2.jinja")}
     for name, reply in cut.items():
         _, _, calls = run(Extractor(format_for(official_template(name)), tools=TOOLS), [reply])
         assert [(c["function"]["name"], c["function"]["arguments"], c["cut"])

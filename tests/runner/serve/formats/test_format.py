@@ -5,9 +5,12 @@ Adding a family's format without a row here fails test_every_format_has_a_row.""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from runner.serve.formats import FORMATS, PLAIN, Format, format_for, make_extractor
+from runner.serve.formats import (FORMATS, PLAIN, Format, forced_call_grammar, format_for,
+                                  make_extractor)
 from runner.serve.formats.format import register
 
 WEATHER = {"type": "function", "function": {
@@ -139,3 +142,11 @@ def test_a_template_no_family_writes_is_plain_and_names_are_unique():
     assert format_for("{{ messages }}") is PLAIN and format_for(None) is PLAIN
     with pytest.raises(ValueError, match="already registered"):
         register(Format("qwen", lambda t: False), rank=99)
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f.xml_parameters], ids=lambda f: f.name)
+def test_a_forced_xml_call_is_written_in_the_formats_own_tags(fmt):
+    grammar = forced_call_grammar(fmt, [WEATHER], lambda tag: None)
+    assert grammar is not None and "<function=get_weather>" in grammar
+    assert grammar.index(json.dumps(fmt.tool[0])) < grammar.index("<function=") < \
+        grammar.index(json.dumps(fmt.tool[1]))
