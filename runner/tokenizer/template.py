@@ -9,7 +9,7 @@ import datetime
 import json
 from collections.abc import Iterator
 
-from jinja2 import TemplateError
+from jinja2 import TemplateError, meta
 
 from . import harmony
 from .messages import check_messages
@@ -45,6 +45,15 @@ def _tojson(value, indent=None, ensure_ascii=False, sort_keys=False, separators=
     return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, sort_keys=sort_keys,
                       separators=separators, default=_jsonable)
 
+
+# variables a template may read without setting, that no chat API passes: FireFunction v2
+# reads the tools as `functions` (JSON text) and the date as `datetime`, as llama.cpp gives
+# them (name -> its value, from the request's tools)
+READ_UNSET = {
+    "functions": lambda tools: json.dumps(tools or [], indent=2),
+    "datetime": lambda tools: datetime.datetime.now(datetime.timezone.utc).strftime(
+        "%b %d %Y %H:%M:%S GMT"),
+}
 
 # architecture -> (the reply format's name, render(messages, tools, reasoning_effort))
 RENDERERS = {"gpt-oss": ("harmony", harmony.render), "gptoss": ("harmony", harmony.render)}
@@ -82,8 +91,9 @@ def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
     sandbox (bounded in time and size: sandbox.py) with trim_blocks, lstrip_blocks and loop
     controls, tojson without ASCII escapes, raise_exception and strftime_now; tools and
     extra keyword arguments (enable_thinking, ...) passed through, all as copies (a template
-    may change what it is given). Tool call arguments stay objects, unless the template
-    fails on them and renders with them as JSON text (functionary's concatenate them)."""
+    may change what it is given), and READ_UNSET's variables to a template that reads them.
+    Tool call arguments stay objects, unless the template fails on them and renders with
+    them as JSON text (functionary's concatenate them)."""
     check_messages(messages)
     env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = _raise
@@ -93,6 +103,9 @@ def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
                    eos_token=eos, tools=tools or None)
     try:
         compiled = env.from_string(template)
+        for name in meta.find_undeclared_variables(env.parse(template)):
+            if name in READ_UNSET and name not in context:
+                context[name] = READ_UNSET[name](tools)
         try:
             return render_bounded(compiled, **copy.deepcopy(dict(context, messages=messages)))
         except Exception as error:          # a template's own code may raise anything

@@ -2,8 +2,8 @@
 (<tool_calls>[...]</tool_calls>, M1 an object a line), Nemotron Nano 2 (<TOOLCALL>),
 GigaChat 3.1 (<|function_call|>) and 3 (a "function call" message), Command R7B and
 Cohere 2 (<|START_ACTION|>, calls naming a "tool_name"), Apertus ([{"NAME": {arguments}}]
-between its tools tokens), functionary v3.1 (<function=NAME>{json}</function>); Command R+
-writes "Action:" and a JSON list of them in a code fence."""
+between its tools tokens), FireFunction v2 (" functools[...]"); Command R+ writes "Action:"
+and a JSON list of them in a code fence."""
 
 from __future__ import annotations
 
@@ -32,12 +32,6 @@ def fenced_calls(body: str) -> tuple | list | None:
     """json_call's forms inside a ```json code fence (or without one)."""
     text = body.strip().removeprefix("```json").removeprefix("```").removesuffix("```")
     return json_call(text)
-
-
-def function_tag_call(body: str) -> tuple | None:
-    """functionary v3.1's NAME>{json} (after <function=)."""
-    name, closed, arguments = body.partition(">")
-    return named_call(name, arguments) if closed else None
 
 
 TOOL_CALLS = register(Format(
@@ -77,7 +71,8 @@ APERTUS = register(Format(
     tool=("<|tools_prefix|>", "<|tools_suffix|>"), parse_call=keyed_calls,
     call_text=lambda name, args: f'<|tools_prefix|>[{{"{name}": {args}}}]<|tools_suffix|>'),
     rank=25)
-FUNCTIONARY = register(Format(
-    "functionary", lambda t: "<function=" in t and "<|start_header_id|>" in t,
-    tool=("<function=", "</function>"), parse_call=function_tag_call,
-    call_text=lambda name, args: f"<function={name}>{args}</function>"), rank=25)
+FIREFUNCTION = register(Format(
+    "firefunction", lambda t: "functools[" in t, tool=("functools", None),
+    parse_call=json_call,
+    call_text=lambda name, args: f' functools[{{"name": "{name}", "arguments": {args}}}]'),
+    rank=25)

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from runner.serve.formats import Extractor, format_for
+from runner.serve.formats import Extractor, format_for, make_extractor
 from runner.tokenizer.template import render
 
 from tests.support.official_templates import official_template
@@ -144,6 +144,10 @@ REPLIES = {   # (template, reply) -> (content, thinking, [(name, arguments)], id
         '{"location": "Paris", "days": 2}<｜tool▁call▁end｜><｜tool▁call▁begin｜>now'
         "<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
         ("Checking.", "", [PARIS, ("now", {})], None)),
+    "functionary v3.2, text then two calls": (
+        "meetkai-functionary-medium-v3.2.jinja",
+        'all\nChecking.>>>get_weather\n{"location": "Paris", "days": 2}>>>now\n{}',
+        ("Checking.", "", [PARIS, ("now", {})], None)),
     "deepseek without the calls' wrapper": (
         "deepseek-ai-DeepSeek-V3.1.jinja",
         '<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"location": "Paris", "days": 2}'
@@ -156,7 +160,7 @@ def test_replies_parse_the_same_however_they_are_cut(case):
     name, reply, (content, thinking, expected, ids) = REPLIES[case]
     fmt = format_for(official_template(name))
     for pieces in split_everywhere(reply):
-        got_content, got_thinking, calls = run(Extractor(fmt, tools=TOOLS), pieces)
+        got_content, got_thinking, calls = run(make_extractor(fmt, tools=TOOLS), pieces)
         assert (got_content, got_thinking) == (content, thinking), pieces
         assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == \
             expected, pieces
@@ -178,12 +182,13 @@ def test_a_call_cut_by_the_length_limit_says_so_in_every_family():
                             "<arg_value>Par",
            "MiniMax-M2.jinja": '<minimax:tool_call>\n<invoke name="get_weather">\n'
                                '<parameter name="location">Par',
+           "meetkai-functionary-medium-v3.2.jinja": 'get_weather\n{"location": "Par',
            "moonshotai-Kimi-K2.jinja": "<|tool_call_begin|>functions.get_weather:0"
                                        '<|tool_call_argument_begin|>{"location": "Par'}
     written = {name: '{"location": "Par"'                    # text values: so far
                for name in ("Qwen3-Coder.jinja", "GLM-4.6.jinja", "MiniMax-M2.jinja")}
     for name, reply in cut.items():
-        _, _, calls = run(Extractor(format_for(official_template(name)), tools=TOOLS), [reply])
+        _, _, calls = run(make_extractor(format_for(official_template(name)), tools=TOOLS), [reply])
         assert [(c["function"]["name"], c["function"]["arguments"], c["cut"])
                 for c in calls] == [("get_weather", written.get(name, '{"location": "Par'),
                                      True)], name

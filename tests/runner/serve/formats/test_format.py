@@ -97,6 +97,10 @@ ROWS = {
                        '{"location": "Paris"}}]\n```'),
     "lfm2": ("<|tool_call_start|>{{ calls }}<|tool_call_end|>",
              "<|tool_call_start|>[get_weather(location='Paris')]<|tool_call_end|>"),
+    "firefunction": ("{{ ns.content + ' functools[' + calls | join(', ') + ']' }}",
+                     ' functools[{"name": "get_weather", "arguments": {"location": "Paris"}}]'),
+    "functionary-v3.2": ("Respond in this format:\n>>>${recipient}\n${content}",
+                         'get_weather\n{"location": "Paris"}'),
     "functionary": ("<|start_header_id|>assistant<|end_header_id|><function={{ name }}>",
                     '<function=get_weather>{"location": "Paris"}</function>'),
 }

@@ -46,13 +46,7 @@ NO_CALL = {   # templates that write no tool calls at all
     "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja": "it renders an assistant turn's content "
                                                       "only",
 }
-TO_DO = {
-    "fireworks-ai-llama-3-firefunction-v2.jinja":
-        "the template reads a `functions` variable that no chat API passes",
-    "meetkai-functionary-medium-v3.2.jinja":
-        "its reply starts inside a call (the prompt ends with >>>, the reply with the "
-        "recipient): an extractor that starts in a call is not written yet",
-}
+TO_DO: dict[str, str] = {}
 
 
 def turns(template: str) -> tuple[str, str]:
