@@ -1,5 +1,7 @@
 """Chat templates: the file's jinja2 template and Gemma's built-in fallback."""
 
+import json
+
 import pytest
 
 from runner.tokenizer.template import GEMMA_TURNS, render, template_for
@@ -49,3 +51,12 @@ def test_call_arguments_are_objects_unless_the_template_needs_them_as_text():
 def test_tojson_writes_what_a_filter_yields_as_a_list():
     template = "{{ messages | map(attribute='role') | tojson }}"
     assert render(template, [{"role": "user", "content": "x"}]) == '["user"]'
+
+
+def test_a_template_that_reads_functions_unset_gets_the_tools_as_json():
+    tools = [{"type": "function", "function": {"name": "now"}}]
+    reads = "{{ functions }}|{{ datetime.split(' ')[-1] }}"
+    assert render(reads, [{"role": "user", "content": "x"}], tools=tools) == \
+        json.dumps(tools, indent=2) + "|GMT"
+    sets = "{% set functions = 'mine' %}{{ functions }}"
+    assert render(sets, [{"role": "user", "content": "x"}], tools=tools) == "mine"
