@@ -4,7 +4,9 @@ Hugging Face, into the store as a model the server lists, shows, runs, copies an
 From a registry (server/images.go's PullModel): the manifest, then each layer's blob by
 digest (transfer.py: parallel, resumable, verified); the small layers are read into the
 store's manifest: the Go template (kept beside the GGUF's own chat template, which wins),
-the system prompt, params (the model's default options), messages and license. Progress is
+the system prompt, params (the model's default options), messages and license; and from the
+config blob, the names of the renderer and parser Ollama builds the model's prompts and
+reads its replies with (families whose GGUF carries no template). Progress is
 reported as Ollama's /api/pull streams it: {"status": "pulling manifest"}, then per layer
 {"status": "pulling <12 hex>", "digest", "total", "completed"}, "verifying sha256 digest",
 "writing manifest", "success".
@@ -62,7 +64,7 @@ def pull(text: str, library, insecure: bool = False, progress: Progress = lambda
     finally:
         registry.close()
     progress({"status": "verifying sha256 digest"})          # each blob was, as it landed
-    fields = {}
+    fields = _config(library, manifest)
     for layer, kind in zip(manifest["layers"], kinds):
         if kind in ("model", "projector"):
             fields[LAYERS[kind]] = layer["digest"]
@@ -81,6 +83,24 @@ def pull(text: str, library, insecure: bool = False, progress: Progress = lambda
 def _kind(layer: dict) -> str | None:
     media = str(layer.get("mediaType", ""))
     return media[len(MEDIA):] if media.startswith(MEDIA) else None
+
+
+def _config(library, manifest: dict) -> dict:
+    """The config blob's "renderer" and "parser" (types/model/config.go's ConfigV2), where
+    it names them; a config that is not a JSON object names none (Ollama's older manifests
+    and other registries' carry other things there)."""
+    config = manifest.get("config") or {}
+    digest, size = config.get("digest"), int(config.get("size") or 0)
+    if not digest or size > SMALL or not (library.blobs / f"sha256-{digest[7:]}").is_file():
+        return {}
+    try:
+        found = json.loads(_read(library, digest, "config"))
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {key: found[key] for key in ("renderer", "parser")
+            if isinstance(found.get(key), str) and found[key]}
 
 
 def _read(library, digest: str, kind: str):

@@ -12,6 +12,7 @@ from ...tokenizer.template import render, renderer_for
 from .fim import fim_prompt, fim_tokens
 from ..library.entry import Entry
 from .format import FORMATS, Format, format_for
+from .parsers import format_of_parser
 
 # harmony's reasoning is low, medium or high: it cannot be turned off (the least there is:
 # low), and Ollama takes "max" as high
@@ -45,9 +46,28 @@ def without_bos(entry: Entry, text: str) -> str:
     return text[len(bos):] if bos and text.startswith(bos) else text
 
 
+def reply_format(entry: Entry) -> Format:
+    """How the model's replies write thinking and calls: what Ollama's parser name says
+    (a model pulled with a renderer has no template to tell it by), else its template's."""
+    return format_of_parser(entry.parser) or \
+        format_for(entry.chat_template or entry.go_template or "")
+
+
+def _think_value(think: str | None):
+    """This server's think (None, "off" or a level) as Ollama's ThinkValue: None, False,
+    or the level (true in any level)."""
+    return False if think == "off" else think
+
+
 def chat_prompt(entry: Entry, messages: list[dict], tools: list | None,
                 think: str | None) -> Prompt:
     """think: None (not said), "off" or a level."""
+    named = entry.named_renderer()
+    if named is not None:                        # Ollama's renderer in code, by its name
+        text = named(messages, tools or None, _think_value(think))
+        fmt = reply_format(entry)
+        opened = fmt.think is not None and text.rstrip().endswith(fmt.think[0])
+        return Prompt(without_bos(entry, text), fmt, opened)
     template, built_in = entry.chat_template, renderer_for(entry.metadata)
     if template is None and built_in is None and entry.go_template:
         text = render_go(entry.go_template, messages, tools,
@@ -81,6 +101,7 @@ def generate_prompt(entry: Entry, prompt: str, system: str | None, template: str
             return fim_prompt(tokens, prompt, suffix)
     if raw:
         return prompt
+    named = entry.named_renderer() if template is None else None     # before any fallback
     template = template or entry.chat_template
     system = system if system is not None else entry.system
     built_in = renderer_for(entry.metadata) if template is None else None
@@ -88,6 +109,8 @@ def generate_prompt(entry: Entry, prompt: str, system: str | None, template: str
         [{"role": "user", "content": prompt}]
     if built_in is not None:
         return built_in[1](messages)
+    if named is not None:
+        return without_bos(entry, named(messages))
     if template is None and entry.go_template:
         return without_bos(entry, render_go(entry.go_template, messages))
     if template is None:

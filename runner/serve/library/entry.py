@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import logging
 import math
 import threading
 from collections import Counter
@@ -15,8 +16,12 @@ from gguf import GGMLQuantizationType
 
 from pyggml.gguf_reader import Header
 
+from ...tokenizer.renderers import Render, renderer_named
 from ...tokenizer.template import renderer_for, template_for
 from ..formats.fim import fim_tokens
+from ..formats.parsers import parser_named
+
+log = logging.getLogger(__name__)
 
 # the architectures whose single files' vision towers the runner reads (models/vision/
 # ollama.py's LAYOUTS; named here, as the server loads no model code: a test holds them equal)
@@ -60,6 +65,8 @@ class Entry:
     license: str | None = None
     go_template: str | None = None    # a pulled model's Ollama template (the file's wins)
     manifest_digest: str | None = None   # sha256 hex of its manifest: what /api/tags shows
+    renderer: str | None = None       # Ollama's renderer name (a pulled model's config)
+    parser: str | None = None         # Ollama's parser name: its replies' format
     _metadata: dict | None = field(default=None, repr=False)
     _projector_metadata: dict | None = field(default=None, repr=False)
 
@@ -88,6 +95,22 @@ class Entry:
         return self.template or self.metadata.get("tokenizer.chat_template") or \
             (None if self.go_template else template_for(self.metadata))
 
+    def named_renderer(self) -> Render | None:
+        """The renderer in code Ollama's config names, for a model with no Jinja template of
+        its own (the manifest's or the file's win, as they do over its Go template). A name
+        this server does not render is logged once and left to the model's other templates
+        (its Go template, its family's, else the "no chat template" error): the model may
+        still answer through them, where refusing it would leave a pulled model unusable."""
+        if not self.renderer or self.template or self.metadata.get("tokenizer.chat_template"):
+            return None
+        found = renderer_named(self.renderer)
+        if found is None and (self.name, self.renderer) not in _UNRENDERED:
+            _UNRENDERED.add((self.name, self.renderer))
+            log.warning('%s names Ollama\'s renderer "%s", which this server does not '
+                        "render; its prompts come from its template instead.", self.name,
+                        self.renderer)
+        return found
+
     @property
     def context_length(self) -> int:
         return int(self.metadata.get(f"{self.architecture}.context_length") or 2048)
@@ -97,9 +120,11 @@ class Entry:
         template = self.chat_template or self.go_template or ""
         found = ["embedding" if meta.get(f"{arch}.pooling_type") else "completion"]
         built_in = renderer_for(meta) is not None        # harmony: tools and reasoning
-        if "tools" in template or built_in:
+        parser = parser_named(self.parser)               # what Ollama's parser reads
+        if "tools" in template or built_in or (parser and parser.tools):
             found.append("tools")
-        if any(marker in template for marker in THINK_MARKERS) or built_in:
+        if any(marker in template for marker in THINK_MARKERS) or built_in or \
+                (parser and parser.thinking):
             found.append("thinking")
         if "suffix" in template or fim_tokens(meta):
             found.append("insert")
@@ -138,6 +163,9 @@ class Entry:
         return {"parent_model": "", "format": "gguf", "family": self.architecture,
                 "families": [self.architecture], "parameter_size": human(parameters),
                 "quantization_level": quantization}
+
+
+_UNRENDERED: set[tuple[str, str]] = set()      # (model, renderer) already logged
 
 
 def human(count: int) -> str:

@@ -115,6 +115,7 @@ class Library:
         return Entry(name, path, digest, manifest.get("template"), manifest.get("system"),
                      manifest.get("parameters") or {}, projector, manifest.get("messages"),
                      manifest.get("license"), manifest.get("go_template"),
+                     renderer=manifest.get("renderer"), parser=manifest.get("parser"),
                      manifest_digest=hashlib.sha256(json.dumps(
                          manifest, sort_keys=True).encode()).hexdigest())
 
@@ -210,7 +211,7 @@ class Library:
     def add_pulled(self, name: str, fields: dict) -> Entry:
         """A pulled model: fields "model" (and "projector") blob digests already in the
         store, and what its manifest brought (go_template, system, parameters, messages,
-        license)."""
+        license, and the config's renderer and parser)."""
         key = normalize(name)
         for part in ("model", "projector"):
             if part in fields:
@@ -225,6 +226,8 @@ class Library:
                     "system": entry.system, "parameters": entry.parameters,
                     "messages": entry.messages, "license": entry.license,
                     "go_template": entry.go_template}
+        manifest.update({k: v for k, v in (("renderer", entry.renderer),
+                                           ("parser", entry.parser)) if v})
         if entry.projector is not None:
             manifest["projector"] = str(entry.projector)
         self._write_manifest(normalize(destination), manifest)

@@ -127,6 +127,8 @@ async def show(request: ModelBody, service: Served):
               "capabilities": entry.capabilities(), "modified_at": entry.modified_at}
     if entry.system:
         result["system"] = entry.system
+    result.update({k: v for k, v in (("renderer", entry.renderer), ("parser", entry.parser))
+                   if v})
     if entry.messages:
         result["messages"] = entry.messages
     if entry.projector is not None:

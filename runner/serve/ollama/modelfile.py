@@ -1,7 +1,7 @@
 """A model as the Modelfile `ollama show --modelfile` prints (Ollama's server/routes.go and
 parser/parser.go): a header naming the model, FROM (the file, then the projector), TEMPLATE,
-SYSTEM, each PARAMETER value on its line, LICENSE and each MESSAGE, so that a front-end's
-"edit model" keeps them."""
+SYSTEM, RENDERER and PARSER (a pulled model's config names), each PARAMETER value on its
+line, LICENSE and each MESSAGE, so that a front-end's "edit model" keeps them."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def modelfile(entry: Entry) -> str:
     lines.append(f"TEMPLATE {quoted(entry.chat_template or entry.go_template or '')}")
     if entry.system:
         lines.append(f"SYSTEM {quoted(entry.system)}")
+    lines += [f"{command} {name}" for command, name in (("RENDERER", entry.renderer),
+                                                         ("PARSER", entry.parser)) if name]
     for name, values in entry.parameters.items():
         for value in values if isinstance(values, list) else [values]:
             text = value if isinstance(value, str) else json.dumps(value)

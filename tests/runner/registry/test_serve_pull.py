@@ -15,6 +15,7 @@ import pytest
 from runner.registry.huggingface import choose
 from runner.registry.transfer import PullError
 
+from tests.runner.registry.test_pull_renderer import TOOLS, with_config
 from tests.support.registry_server import GO_TEMPLATE, PARAMS, SYSTEM, RegistryServer, Served
 from tests.support.server import ServerProcess
 
@@ -38,6 +39,9 @@ def servers(model_paths, tmp_path_factory):
     (files / "hostile").write_text(HOSTILE)             # Gemma 3's GGUF has no template
     served.add_model("library/hostile:1b", [("model", model_paths["gemma3"]),
                                             ("template", files / "hostile")])
+    served.add_model("library/coder:1b", [("model", model_paths["gemma3"])])
+    with_config(served, "library/coder:1b", files / "config.json", {
+        "model_format": "gguf", "renderer": "qwen3.5", "parser": "qwen3.5"})
     small = served.add_blob(model_paths["smollm2"])
     served.repos["someone/Tiny-GGUF"] = {"Tiny-Q4_K_M.gguf": small, "Tiny-Q8_0.gguf": small}
     served.repos["someone/Seeing-GGUF"] = {"Seeing-Q4_K_M.gguf": small,
@@ -102,6 +106,25 @@ def test_pull_errors_are_statuses_with_a_sentence(servers, body, status, message
     assert reply.status_code == status and message in reply.json()["error"]
     streamed = server.client.post("/api/pull", json=body)
     assert streamed.status_code == 200 and message in streamed.text.splitlines()[-1]
+
+
+def test_a_renderer_named_by_the_config_gives_tools_and_thinking(servers):
+    """Gemma 3's tiny GGUF has no template: its tools and thinking come from the config's
+    parser, its prompts from the renderer (test_pull_renderer.py checks their text)."""
+    registry, server = servers
+    name = f"http://{registry.host}/library/coder:1b"
+    pulled = server.client.post("/api/pull", json={"model": name, "insecure": True,
+                                                   "stream": False})
+    assert pulled.status_code == 200, pulled.text
+    stored = f"{registry.host}/library/coder:1b"
+    shown = server.client.post("/api/show", json={"model": stored}).json()
+    assert {"tools", "thinking"} <= set(shown["capabilities"])
+    assert (shown["renderer"], shown["parser"]) == ("qwen3.5", "qwen3.5")
+    chat = server.client.post("/api/chat", json={
+        "model": stored, "stream": False, "tools": TOOLS, "think": True,
+        "messages": [{"role": "user", "content": "Weather?"}], "options": {"num_predict": 2}})
+    assert chat.status_code == 200, chat.text
+    assert chat.json()["done"]
 
 
 def test_a_hostile_template_is_a_400_and_the_server_serves_on(servers):
