@@ -17,6 +17,17 @@ from .calls import closed_json, json_call
 
 
 @dataclass(frozen=True)
+class TextCall:
+    """How a family writes a call whose arguments are text, as format strings: its start
+    (of {name}), each parameter's opening (of {parameter}, and {string}: "true" for a string
+    value, else "false") and closing, and its end. A forced call is written so (grammar.py)."""
+    start: str
+    parameter_open: str
+    parameter_close: str
+    end: str
+
+
+@dataclass(frozen=True)
 class Format:
     name: str
     recognize: Callable[[str], bool]          # from the chat template
@@ -33,9 +44,7 @@ class Format:
     repair: Callable[[str], str] = closed_json    # a call's body cut off, closed
     # a format holds the answer after these (open, close); None: the think tags
     answer_after: tuple[str, str] | None = None
-    # Qwen3-Coder's <function=NAME><parameter=P>value</parameter> inside the tool tags (a
-    # forced call is written so: grammar.py)
-    xml_parameters: bool = False
+    text_call: TextCall | None = None         # arguments as text: how a call is written
     # text arguments: what a whole call's body holds; an unclosed call without it is cut
     body_end: str | None = None
     # where a call's arguments begin (a cut call's are the text after the first found)

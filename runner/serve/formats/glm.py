@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from .format import Format, register
+from .format import Format, TextCall, register
 
 
 def arg_key_call(suffix: str = ""):
@@ -31,7 +31,9 @@ def arg_key_call(suffix: str = ""):
 GLM = register(Format(
     "glm", lambda t: "<arg_key>" in t,
     think=("<think>", "</think>"), tool=("<tool_call>", "</tool_call>"),
-    parse_call=arg_key_call(), typed_arguments=True, body_end="</arg_value>"), rank=20)
+    parse_call=arg_key_call(), typed_arguments=True, body_end="</arg_value>",
+    text_call=TextCall("<tool_call>{name}\n", "<arg_key>{parameter}</arg_key>\n<arg_value>",
+                       "</arg_value>\n", "</tool_call>")), rank=20)
 
 HY3_TAG = ":opensource"
 HY3 = register(Format(
@@ -40,4 +42,8 @@ HY3 = register(Format(
     tool=(f"<tool_call{HY3_TAG}>", f"</tool_call{HY3_TAG}>"),
     drop=(f"<tool_calls{HY3_TAG}>", f"</tool_calls{HY3_TAG}>"),
     parse_call=arg_key_call(HY3_TAG), typed_arguments=True,
-    body_end=f"</arg_value{HY3_TAG}>"), rank=20)
+    body_end=f"</arg_value{HY3_TAG}>",
+    text_call=TextCall(
+        f"<tool_calls{HY3_TAG}>\n<tool_call{HY3_TAG}>{{name}}<tool_sep{HY3_TAG}>\n",
+        f"<arg_key{HY3_TAG}>{{parameter}}</arg_key{HY3_TAG}>\n<arg_value{HY3_TAG}>",
+        f"</arg_value{HY3_TAG}>\n", f"</tool_call{HY3_TAG}>\n</tool_calls{HY3_TAG}>")), rank=20)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from .format import Format
+from .format import Format, TextCall
 
 
 def compact(schema: dict) -> dict:
@@ -22,17 +22,18 @@ def forced_call_grammar(fmt: Format, tools: list[dict], token_of: Callable[[str]
     """A grammar (llguidance's Lark) that makes the reply one call of one of tools, its
     arguments valid for the tool's parameter schema, written as fmt writes calls (None when
     fmt has no way to write one). token_of(tag) is the id of a tag that is a single token."""
-    if (fmt.call_text is None and not fmt.xml_parameters) or not tools:
+    if (fmt.call_text is None and fmt.text_call is None) or not tools:
         return None
     alternatives = []
     for tool in tools:
         function = tool.get("function", tool)
         schema = function.get("parameters") or {"type": "object"}
-        if fmt.xml_parameters:
-            alternatives.append(_xml_lark(function["name"], schema, fmt, token_of))
+        if fmt.text_call is not None:
+            alternatives.append(_text_lark(function["name"], schema, fmt, fmt.text_call,
+                                           token_of))
             continue
         write = fmt.call_text
-        assert write is not None                 # checked above: XML formats have none
+        assert write is not None                 # checked above: text formats have none
         before, _, after = write(function["name"], "\x00").partition("\x00")
         alternatives.append(" ".join(filter(None, (
             _lark_text(before, fmt, token_of), "%json " + json.dumps(compact(schema)),
@@ -43,26 +44,27 @@ def forced_call_grammar(fmt: Format, tools: list[dict], token_of: Callable[[str]
 TEXT_VALUE = "/[^<\\n][^<]*/"          # a string parameter's text (up to the next tag)
 
 
-def _xml_lark(name: str, schema: dict, fmt: Format, token_of) -> str:
-    """A Qwen3-Coder call of name as Lark: its required parameters in the schema's order,
-    each value text (strings, an enum's words) or JSON of its schema."""
-    assert fmt.tool is not None and fmt.tool[1] is not None     # XML calls have both tags
-    opening, closing = fmt.tool
-    parts = [_lark_text(f"{opening}\n<function={name}>\n", fmt, token_of)]
+def _text_lark(name: str, schema: dict, fmt: Format, syntax: TextCall, token_of) -> str:
+    """A call of name as Lark, in a text-argument format's syntax: its required parameters
+    in the schema's order, each value text (strings, an enum's words) or JSON of its
+    schema."""
+    parts = [_lark_text(syntax.start.format(name=name), fmt, token_of)]
     required = set(schema.get("required") or [])
     for parameter, spec in (schema.get("properties") or {}).items():
         if parameter not in required:
             continue
         spec = spec if isinstance(spec, dict) else {}
-        if spec.get("type") == "string" and spec.get("enum"):
+        string = spec.get("type") == "string"
+        if string and spec.get("enum"):
             value = "(" + " | ".join(json.dumps(str(v)) for v in spec["enum"]) + ")"
-        elif spec.get("type") == "string":
+        elif string:
             value = TEXT_VALUE
         else:
             value = "%json " + json.dumps(spec or {})
-        parts += [json.dumps(f"<parameter={parameter}>\n"), value,
-                  json.dumps("\n</parameter>\n")]
-    parts.append(_lark_text(f"</function>\n{closing}", fmt, token_of))
+        opening = syntax.parameter_open.format(parameter=parameter,
+                                               string="true" if string else "false")
+        parts += [json.dumps(opening), value, json.dumps(syntax.parameter_close)]
+    parts.append(_lark_text(syntax.end, fmt, token_of))
     return " ".join(parts)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .format import Format, register
+from .format import Format, TextCall, register
 
 
 def invoke_call(prefix: str = ""):
@@ -29,11 +29,19 @@ def invoke_call(prefix: str = ""):
 
 
 def invoke_format(name: str, recognize, prefix: str, wrappers: tuple[str, ...],
-                  think: tuple[str, str] | None = ("<think>", "</think>")) -> Format:
+                  think: tuple[str, str] | None = ("<think>", "</think>"),
+                  string: bool = False) -> Format:
+    """A format of this syntax: calls wrapped in any of wrappers (the first written in a
+    forced call); string: parameters say whether their value is a string (DeepSeek's)."""
+    attribute = ' string="{string}"' if string else ""
     return Format(name, recognize, think=think,
                   tool=(f"<{prefix}invoke", f"</{prefix}invoke>"),
                   drop=tuple(w for tag in wrappers for w in (f"<{tag}>", f"</{tag}>")),
-                  parse_call=invoke_call(prefix), typed_arguments=True)
+                  parse_call=invoke_call(prefix), typed_arguments=True,
+                  text_call=TextCall(
+                      f'<{wrappers[0]}>\n<{prefix}invoke name="{{name}}">\n',
+                      f'<{prefix}parameter name="{{parameter}}"{attribute}>',
+                      f"</{prefix}parameter>\n", f"</{prefix}invoke>\n</{wrappers[0]}>"))
 
 
 M3_SEPARATOR = "]<]minimax[>["
@@ -52,9 +60,12 @@ def minimax_m3_call(body: str) -> tuple[str, dict] | None:
 DSML = "｜DSML｜"
 MINIMAX_M2 = register(invoke_format(
     "minimax-m2", lambda t: "<minimax:tool_call>" in t, "", ("minimax:tool_call",)), rank=20)
-DEEPSEEK_DSML = register(invoke_format(
-    "deepseek-dsml", lambda t: DSML in t, DSML,
-    (f"{DSML}function_calls", f"{DSML}tool_calls")), rank=20)
+DEEPSEEK_V32 = register(invoke_format(         # V3.2 wraps calls in function_calls
+    "deepseek-v3.2", lambda t: DSML in t and "function_calls" in t, DSML,
+    (f"{DSML}function_calls", f"{DSML}tool_calls"), string=True), rank=20)
+DEEPSEEK_V4 = register(invoke_format(          # V4 in tool_calls
+    "deepseek-v4", lambda t: DSML in t, DSML,
+    (f"{DSML}tool_calls", f"{DSML}function_calls"), string=True), rank=21)
 MUSE = register(invoke_format(
     "muse", lambda t: "<atem:function_calls>" in t, "atem:", ("atem:function_calls",),
     think=None), rank=20)

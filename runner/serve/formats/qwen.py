@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from .format import Format, register
+from .format import Format, TextCall, register
 
 XML_FUNCTION = re.compile(r"\s*<function=([^>\n]+)>")
 XML_PARAMETER = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)(?:\n?</parameter>|\Z)", re.S)
@@ -23,6 +23,12 @@ def xml_call(body: str) -> tuple[str, dict] | None:
     rest = body[found.end():].split("</function>", 1)[0]
     return found.group(1).strip(), {name.strip(): value for name, value in
                                     XML_PARAMETER.findall(rest)}
+
+
+def xml_text_call(opening: str, closing: str) -> TextCall:
+    """Qwen3-Coder's call syntax inside a family's call tags."""
+    return TextCall(f"{opening}\n<function={{name}}>\n", "<parameter={parameter}>\n",
+                    "\n</parameter>\n", f"</function>\n{closing}")
 
 
 MINICPM_FUNCTION = re.compile(r'\s*name="([^"]+)"\s*>')
@@ -40,19 +46,21 @@ def minicpm_call(body: str) -> tuple[str, dict] | None:
 SEED_OSS = register(Format(
     "seed-oss", lambda t: "<seed:tool_call>" in t,
     think=("<seed:think>", "</seed:think>"), tool=("<seed:tool_call>", "</seed:tool_call>"),
-    parse_call=xml_call, typed_arguments=True, xml_parameters=True, body_end="</function>"),
-    rank=25)
+    parse_call=xml_call, typed_arguments=True, body_end="</function>",
+    text_call=xml_text_call("<seed:tool_call>", "</seed:tool_call>")), rank=25)
 
 MINICPM5 = register(Format(
     "minicpm5", lambda t: "<function name=" in t, think=("<think>", "</think>"),
-    tool=("<function", "</function>"), parse_call=minicpm_call, typed_arguments=True), rank=25)
+    tool=("<function", "</function>"), parse_call=minicpm_call, typed_arguments=True,
+    text_call=TextCall('<function name="{name}">', '<param name="{parameter}">', "</param>",
+                       "</function>")), rank=25)
 
 # XML parameters inside <tool_call>: before Qwen's JSON, whose tags it shares
 QWEN3_CODER = register(Format(
     "qwen3coder", lambda t: "<function=" in t and "<parameter=" in t,
     think=("<think>", "</think>"), tool=("<tool_call>", "</tool_call>"),
-    parse_call=xml_call, typed_arguments=True, xml_parameters=True, body_end="</function>"),
-    rank=30)
+    parse_call=xml_call, typed_arguments=True, body_end="</function>",
+    text_call=xml_text_call("<tool_call>", "</tool_call>")), rank=30)
 
 QWEN = register(Format(
     "qwen", lambda t: "<tool_call>" in t or "<think>" in t,

@@ -62,7 +62,8 @@ def test_formats_are_recognised_from_templates():
     for particular, general in [("qwen3coder", "qwen"), ("seed-oss", "qwen3coder"),
                                 ("functionary", "qwen3coder"), ("functionary", "llama3"),
                                 ("glm", "qwen"), ("minimax-m2", "qwen"), ("gigachat", "gigachat3"),
-                                ("deepseek-dsml", "qwen"), ("harmony", "qwen")]:
+                                ("deepseek-v3.2", "deepseek-v4"), ("deepseek-v4", "qwen"),
+                                ("harmony", "qwen")]:
         assert rank[particular] < rank[general]
     harmony = format_for("<|start|>assistant<|channel|>final<|message|>{{ content }}<|end|>")
     assert harmony.name == "harmony" and harmony.extractor == "harmony"

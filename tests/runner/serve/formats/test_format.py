@@ -48,11 +48,14 @@ ROWS = {
     "minimax-m2": ("<minimax:tool_call>\n<invoke name=\"{{ name }}\">",
                    '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="location">'
                    "Paris</parameter>\n</invoke>\n</minimax:tool_call>"),
-    "deepseek-dsml": ("{%- set dsml_token = '｜DSML｜' -%}",
-                      '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+    "deepseek-v3.2": ("{%- set dsml_token = '｜DSML｜' -%}<{{ dsml_token }}function_calls>",
+                      '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
                       '<｜DSML｜parameter name="location" string="true">Paris</｜DSML｜parameter>\n'
-                      '</｜DSML｜invoke>\n'
-                      "</｜DSML｜tool_calls>"),
+                      '</｜DSML｜invoke>\n</｜DSML｜function_calls>'),
+    "deepseek-v4": ("{%- set dsml_token = '｜DSML｜' -%}",
+                    '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+                    '<｜DSML｜parameter name="location" string="true">Paris</｜DSML｜parameter>\n'
+                    "</｜DSML｜invoke>\n</｜DSML｜tool_calls>"),
     "muse": ("<atem:function_calls>{{ calls }}</atem:function_calls>",
              '<atem:function_calls>\n<atem:invoke name="get_weather">\n<atem:parameter '
              'name="location">Paris</atem:parameter>\n</atem:invoke>\n</atem:function_calls>'),
@@ -148,9 +151,17 @@ def test_a_template_no_family_writes_is_plain_and_names_are_unique():
         register(Format("qwen", lambda t: False), rank=99)
 
 
-@pytest.mark.parametrize("fmt", [f for f in FORMATS if f.xml_parameters], ids=lambda f: f.name)
-def test_a_forced_xml_call_is_written_in_the_formats_own_tags(fmt):
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f.text_call], ids=lambda f: f.name)
+def test_a_forced_text_call_is_written_in_the_formats_own_syntax(fmt):
+    """The grammar's call, filled in, is a call the format reads back."""
     grammar = forced_call_grammar(fmt, [WEATHER], lambda tag: None)
-    assert grammar is not None and "<function=get_weather>" in grammar
-    assert grammar.index(json.dumps(fmt.tool[0])) < grammar.index("<function=") < \
-        grammar.index(json.dumps(fmt.tool[1]))
+    assert grammar is not None
+    syntax = fmt.text_call
+    written = (syntax.start.format(name="get_weather") +
+               syntax.parameter_open.format(parameter="location", string="true") + "Paris" +
+               syntax.parameter_close + syntax.end)
+    assert json.dumps(syntax.parameter_open.format(parameter="location", string="true")) \
+        in grammar and "get_weather" in grammar
+    _, _, calls = make_extractor(fmt, tools=[WEATHER]).push(written, done=True)
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == \
+        [("get_weather", ARGS)]
