@@ -103,13 +103,26 @@ class Entry:
         still answer through them, where refusing it would leave a pulled model unusable."""
         if not self.renderer or self.template or self.metadata.get("tokenizer.chat_template"):
             return None
-        found = renderer_named(self.renderer)
+        found = renderer_named(self._renderer_name())
         if found is None and (self.name, self.renderer) not in _UNRENDERED:
             _UNRENDERED.add((self.name, self.renderer))
             log.warning('%s names Ollama\'s renderer "%s", which this server does not '
                         "render; its prompts come from its template instead.", self.name,
                         self.renderer)
         return found
+
+    def _renderer_name(self) -> str | None:
+        """Ollama's "gemma4" is its small or large variant (server/renderer_resolution.go):
+        by the model's name (e2b, e4b; 12b, 26b, 31b), else by its size (12B and up)."""
+        if self.renderer != "gemma4":
+            return self.renderer
+        lower = self.name.lower()
+        if "e2b" in lower or "e4b" in lower:
+            return "gemma4-small"
+        if any(size in lower for size in ("12b", "26b", "31b")):
+            return "gemma4-large"
+        parameters = sum(math.prod(t.ne) for t in header_of(self.path).tensors)
+        return "gemma4-large" if parameters >= 12_000_000_000 else "gemma4-small"
 
     @property
     def context_length(self) -> int:

@@ -1,10 +1,10 @@
 """Prompts rendered in code under the names Ollama's manifests give them (the config blob's
 "renderer": model/renderers/renderer.go's rendererForName). Ollama's library ships some
-families (Qwen3-Coder, Qwen 3.5, GLM-4.7, DeepSeek V3.1, OLMo 3, LFM2, Cogito ...) with such a
-name and a GGUF without a chat template, so a model pulled from it has no template of its own
-to render: these renderers write the prompts Ollama's Go code writes, byte for byte (each
-module names its Go file), from messages as the server hands them to templates, tools as
-requests give them, and think (None, True/False, or a level; "off" is off).
+families (Qwen3-Coder, Qwen 3.5, Gemma 4, GLM-4.7, DeepSeek V3.1, OLMo 3, LFM2, Cogito ...)
+with such a name and a GGUF without a chat template, so a model pulled from it has no
+template of its own to render: these renderers write the prompts Ollama's Go code writes,
+byte for byte (each module names its Go file), from messages as the server hands them to
+templates, tools as requests give them, and think (None, True/False, or a level).
 
 A name not here is one Ollama knows and this server does not render yet: callers fall back
 to the model's template (where it has one) and say so in the log, rather than refuse a model
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .deepseek import render_cogito, render_deepseek31
+from .gemma4 import render_gemma4, render_gemma4_large
 from .glm import render_glm47
 from .lfm2 import render_lfm2, render_lfm2_thinking
 from .olmo import render_olmo3, render_olmo3_32b_think, render_olmo3_think, render_olmo31
@@ -35,13 +36,15 @@ RENDERERS: dict[str, Render] = {
     "olmo3-32b-think": render_olmo3_32b_think,
     "lfm2": render_lfm2,
     "lfm2-thinking": render_lfm2_thinking,
+    "gemma4": render_gemma4,                # entry.py picks small or large by size first
+    "gemma4-small": render_gemma4,
+    "gemma4-large": render_gemma4_large,
 }
 
 # the names Ollama's renderer.go registers that have no renderer here (yet)
 NOT_RENDERED = ("qwen3-vl-instruct", "qwen3-vl-thinking", "qwen3.8", "ornith",
-                "nemotron-3-nano", "nemotron-3.5-nano", "gemma4", "gemma4-small",
-                "gemma4-large", "functiongemma", "glm-ocr", "laguna", "poolside-v1", "cohere",
-                "glimmer")
+                "nemotron-3-nano", "nemotron-3.5-nano", "functiongemma", "glm-ocr", "laguna",
+                "poolside-v1", "cohere", "glimmer")
 
 
 def renderer_named(name: str | None) -> Render | None:

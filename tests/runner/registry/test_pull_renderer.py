@@ -6,6 +6,7 @@ parser's format."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -14,7 +15,7 @@ from runner.registry.pull import pull
 from runner.serve.formats.prompts import chat_prompt, generate_prompt
 from runner.serve.library.store import Library
 from runner.serve.ollama.modelfile import modelfile
-from runner.tokenizer.renderers import render_named
+from runner.tokenizer.renderers import RENDERERS, render_named
 
 from tests.support.registry_server import RegistryServer, Served
 
@@ -92,3 +93,11 @@ def test_a_renderer_not_rendered_here_falls_back_and_says_so(registry, tmp_path,
     prompt = chat_prompt(entry, [{"role": "user", "content": "Hi"}], None, "medium")
     assert prompt.text.startswith("<start_of_turn>user\nHi")     # Gemma's turns, the family's
     assert 'renderer "cohere", which this server does not render' in caplog.text
+
+
+def test_gemma4_is_the_small_or_the_large_renderer_by_name_then_size(registry, tmp_path):
+    entry = dataclasses.replace(pulled(registry, Library(tmp_path / "store"), "coder:1b"),
+                                renderer="gemma4")
+    for name, variant in (("gemma4:e4b", "gemma4-small"), ("gemma4:31b", "gemma4-large"),
+                          ("mine:latest", "gemma4-small")):        # the tiny file: small
+        assert dataclasses.replace(entry, name=name).named_renderer() is RENDERERS[variant]

@@ -31,8 +31,9 @@ def test_the_prompt_is_the_one_ollamas_test_expects(case):
 
 def test_every_renderer_here_has_ollamas_cases():
     named = {case.values[0]["renderer"] for case in _cases()}
-    # qwen35_test.go checks pieces (below); olmo3.1 differs from olmo3 by its system text only
-    assert named >= set(RENDERERS) - {"qwen3.5", "olmo3.1"}
+    # qwen35_test.go checks pieces, gemma4's sizes are tested apart (below); olmo3.1
+    # differs from olmo3 by its system text only
+    assert named >= set(RENDERERS) - {"qwen3.5", "olmo3.1", "gemma4", "gemma4-large"}
 
 
 def test_an_unknown_renderer_is_said_plainly():
@@ -133,3 +134,50 @@ def test_qwen35_declares_tools_as_gos_json_with_spaces():
     assert ('\n{"type": "function", "function": {"name": "get_weather", "description": '
             '"Get weather for a location", "parameters": {"type": "object", "required": '
             '["location"], "properties": {"location": {"type": "string"}}}}}\n</tools>') in got
+
+
+# -- Gemma 4's sizes: gemma4_reference_test.go (at the commit the JSON files name) --------
+
+BASH_SMALL = [{"type": "function", "function": {
+    "name": "bash", "description": "Run", "parameters": {
+        "type": "object", "required": ["command"],
+        "properties": {"command": {"type": "string", "description": "Cmd"}}}}}]
+BASH_SMALL_DECLARATION = (
+    '<|tool>declaration:bash{description:<|"|>Run<|"|>,parameters:{properties:{command:'
+    '{description:<|"|>Cmd<|"|>,type:<|"|>STRING<|"|>}},required:[<|"|>command<|"|>],type:'
+    '<|"|>OBJECT<|"|>}}<tool|>')
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("gemma4", "<bos><|turn>user\nHello<turn|>\n<|turn>model\n"),
+    ("gemma4-small", "<bos><|turn>user\nHello<turn|>\n<|turn>model\n"),
+    ("gemma4-large", "<bos><|turn>user\nHello<turn|>\n<|turn>model\n<|channel>thought\n"
+                     "<channel|>")])
+def test_gemma4_variants_generation_prompt(name, expected):
+    assert render_named(name, [{"role": "user", "content": "Hello"}]) == expected
+
+
+def test_gemma4_large_omits_the_empty_thought_block_when_thinking():
+    got = render_named("gemma4-large", [{"role": "user", "content": "Hello"}], None, True)
+    assert got == "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nHello<turn|>\n" \
+        "<|turn>model\n"
+
+
+@pytest.mark.parametrize("name, tail", [("gemma4-small", ""),
+                                        ("gemma4-large", "<|channel>thought\n<channel|>")])
+def test_gemma4_canonical_tool_continuations(name, tail):
+    messages = [
+        {"role": "user", "content": "Use the tool"},
+        {"role": "assistant", "content": "First."},
+        {"role": "assistant", "content": "Checking.", "tool_calls": [
+            {"function": {"name": "bash", "arguments": {"command": None}}}]},
+        {"role": "tool", "tool_name": "bash", "content": "done"},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": "Next"}]
+    q = '<|"|>'
+    assert render_named(name, messages, BASH_SMALL) == (
+        "<bos><|turn>system\n" + BASH_SMALL_DECLARATION + "<turn|>\n"
+        "<|turn>user\nUse the tool<turn|>\n<|turn>model\nFirst."
+        "<|tool_call>call:bash{command:null}<tool_call|>"
+        f"<|tool_response>response:bash{{value:{q}done{q}}}<tool_response|>"
+        "Checking.Done.<turn|>\n<|turn>user\nNext<turn|>\n<|turn>model\n" + tail)
