@@ -127,9 +127,11 @@ def _is_tool_response(message: dict) -> bool:
     return content.startswith("<tool_response>") and content.endswith("</tool_response>")
 
 
-def render_qwen35(messages: list[dict], tools: list | None = None, think=None) -> str:
+def render_qwen35(messages: list[dict], tools: list | None = None, think=None,
+                  always_think_block: bool = False) -> str:
     """Qwen35Renderer as Ollama registers "qwen3.5": thinking unless think is off, an
-    empty think block when it is."""
+    empty think block when it is; always_think_block ("ornith"): every assistant turn keeps
+    its think block, not only those after the last question."""
     thinking_on = True if think is None else think_bool(think)
     out = []
     first_system = bool(messages) and messages[0].get("role") == "system"
@@ -156,7 +158,7 @@ def render_qwen35(messages: list[dict], tools: list | None = None, think=None) -
         if role == "user" or (role == "system" and i != 0):
             out.append(f"{START}{role}\n{content}{END}\n")
         elif role == "assistant":
-            keep = thinking_on and i > last_query
+            keep = always_think_block or (thinking_on and i > last_query)
             reasoning, content = _split_reasoning(content, thinking(message), keep)
             out.append(f"{START}assistant\n" +
                        (f"<think>\n{reasoning}\n</think>\n\n{content}" if keep else content))
@@ -178,3 +180,8 @@ def render_qwen35(messages: list[dict], tools: list | None = None, think=None) -
             out.append(f"{START}assistant\n" +
                        ("<think>\n" if thinking_on else "<think>\n\n</think>\n\n"))
     return "".join(out)
+
+
+def render_ornith(messages: list[dict], tools: list | None = None, think=None) -> str:
+    """"ornith" (model/renderers/ornith.go): Qwen 3.5's, every think block kept."""
+    return render_qwen35(messages, tools, think, always_think_block=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.tokenizer.renderers import RENDERERS, render_named
+from runner.tokenizer.renderers import NOT_RENDERED, RENDERERS, render_named
 from runner.tokenizer.renderers.go import marshal, value_text
 
 CASES = Path(__file__).parent / "ollama_renderers"
@@ -31,9 +31,23 @@ def test_the_prompt_is_the_one_ollamas_test_expects(case):
 
 def test_every_renderer_here_has_ollamas_cases():
     named = {case.values[0]["renderer"] for case in _cases()}
-    # qwen35_test.go checks pieces, gemma4's sizes are tested apart (below); olmo3.1
-    # differs from olmo3 by its system text only
-    assert named >= set(RENDERERS) - {"qwen3.5", "olmo3.1", "gemma4", "gemma4-large"}
+    # qwen35_test.go checks pieces; ornith's and gemma4's sizes are tested apart (below);
+    # olmo3.1 differs from olmo3 by its system text only
+    assert named >= set(RENDERERS) - {"qwen3.5", "ornith", "olmo3.1", "gemma4", "gemma4-large"}
+
+
+# rendererForName's names in github.com/ollama/ollama model/renderers/renderer.go at
+# fb30760996871fa9460115c753afd2c60d4ab0f7
+OLLAMAS = {"qwen3-coder", "qwen3-vl-instruct", "qwen3-vl-thinking", "qwen3.5", "qwen3.8",
+           "ornith", "cogito", "deepseek3.1", "olmo3", "olmo3.1", "olmo3-think",
+           "olmo3-32b-think", "nemotron-3-nano", "nemotron-3.5-nano", "gemma4", "gemma4-small",
+           "gemma4-large", "functiongemma", "glm-4.7", "glm-ocr", "lfm2", "lfm2-thinking",
+           "laguna", "poolside-v1", "cohere", "glimmer"}
+
+
+def test_every_name_ollama_renders_is_rendered_or_listed_as_not():
+    assert set(RENDERERS) | set(NOT_RENDERED) == OLLAMAS
+    assert not set(RENDERERS) & set(NOT_RENDERED)
 
 
 def test_an_unknown_renderer_is_said_plainly():
@@ -134,6 +148,27 @@ def test_qwen35_declares_tools_as_gos_json_with_spaces():
     assert ('\n{"type": "function", "function": {"name": "get_weather", "description": '
             '"Get weather for a location", "parameters": {"type": "object", "required": '
             '["location"], "properties": {"location": {"type": "string"}}}}}\n</tools>') in got
+
+
+# ornith_test.go: Qwen 3.5's prompt, every assistant turn's think block kept
+HELLO = [{"role": "user", "content": "Say hello."},
+         {"role": "assistant", "content": "Hello."},
+         {"role": "user", "content": "Now say bye."}]
+
+
+def test_ornith_keeps_assistant_history_think_blocks():
+    assert render_named("ornith", HELLO) == (
+        "<|im_start|>user\nSay hello.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>"
+        "\n\nHello.<|im_end|>\n<|im_start|>user\nNow say bye.<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\n")
+
+
+def test_ornith_keeps_think_blocks_when_thinking_is_off():
+    messages = [HELLO[0], dict(HELLO[1], thinking="Keep it short."), HELLO[2]]
+    assert render_named("ornith", messages, None, False) == (
+        "<|im_start|>user\nSay hello.<|im_end|>\n<|im_start|>assistant\n<think>\n"
+        "Keep it short.\n</think>\n\nHello.<|im_end|>\n<|im_start|>user\nNow say bye."
+        "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
 
 
 # -- Gemma 4's sizes: gemma4_reference_test.go (at the commit the JSON files name) --------
