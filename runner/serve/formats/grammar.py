@@ -17,11 +17,13 @@ def compact(schema: dict) -> dict:
                                           "item_separator": ", ", "key_separator": ": "}})
 
 
-def forced_call_grammar(fmt: Format, tools: list[dict], token_of: Callable[[str], int | None]
-                        ) -> str | None:
+def forced_call_grammar(fmt: Format, tools: list[dict], token_of: Callable[[str], int | None],
+                        in_thinking: bool = False) -> str | None:
     """A grammar (llguidance's Lark) that makes the reply one call of one of tools, its
     arguments valid for the tool's parameter schema, written as fmt writes calls (None when
-    fmt has no way to write one). token_of(tag) is the id of a tag that is a single token."""
+    fmt has no way to write one). token_of(tag) is the id of a tag that is a single token.
+    in_thinking: the prompt opened a think block (MiniMax-M2's always do), which the reply
+    closes first."""
     if (fmt.call_text is None and fmt.text_call is None) or not tools:
         return None
     alternatives = []
@@ -38,7 +40,10 @@ def forced_call_grammar(fmt: Format, tools: list[dict], token_of: Callable[[str]
         alternatives.append(" ".join(filter(None, (
             _lark_text(before, fmt, token_of), "%json " + json.dumps(compact(schema)),
             _lark_text(after, fmt, token_of)))))
-    return "%llguidance {}\nstart: " + " | ".join(f"({a})" for a in alternatives) + "\n"
+    calls = " | ".join(f"({a})" for a in alternatives)
+    if in_thinking and fmt.think:
+        calls = f'{_lark_text(fmt.think[1], fmt, token_of)} "\\n" ({calls})'
+    return "%llguidance {}\nstart: " + calls + "\n"
 
 
 TEXT_VALUE = "/[^<\\n][^<]*/"          # a string parameter's text (up to the next tag)

@@ -1,7 +1,8 @@
 """Every chat template of llama.cpp's set (the pinned archive's models/templates/, 70 files
 of real models, read at test time): a conversation with tools renders, the call its
 assistant turn writes parses back to the same call with the format recognized from the
-template, and so does that turn cut into two pieces at every character.
+template, and so does that turn cut into two pieces at every character; a turn of two calls
+parses back to both (where the template writes more than one a turn).
 
 TO_DO lists the templates whose round trip does not work yet, each with what fails; the
 test expects them to fail (strict), so one that starts working must leave the list."""
@@ -29,6 +30,10 @@ CALLED = {"role": "assistant", "content": "", "tool_calls": [
     {"id": ID, "type": "function",
      "function": {"name": "get_weather", "arguments": {"location": "Paris", "days": 2}}}]}
 PARIS = ("get_weather", {"location": "Paris", "days": 2})
+ROME = ("get_weather", {"location": "Rome", "days": 1})
+CALLED_TWICE = dict(CALLED, tool_calls=[*CALLED["tool_calls"], {
+    "id": "bcdefghij", "type": "function",
+    "function": {"name": "get_weather", "arguments": {"location": "Rome", "days": 1}}}])
 BOS, EOS = "<s>", "</s>"
 # what ends a turn: the model's end-of-generation token, which the runner stops at
 ENDS = (EOS, "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<turn|>", "<|call|>",
@@ -46,16 +51,21 @@ NO_CALL = {   # templates that write no tool calls at all
     "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja": "it renders an assistant turn's content "
                                                       "only",
 }
+ONE_CALL = {   # templates that write one call a turn (the first, or refuse more)
+    name: "its template writes one call a turn" for name in (
+        "GigaChat3-10B-A1.8B.jinja", "GigaChat3.1-10B-A1.8B.jinja", "openai-gpt-oss-120b.jinja",
+        "meta-llama-Llama-3.1-8B-Instruct.jinja", "meta-llama-Llama-3.2-3B-Instruct.jinja",
+        "meta-llama-Llama-3.3-70B-Instruct.jinja")}
 TO_DO: dict[str, str] = {}
 
 
-def turns(template: str) -> tuple[str, str]:
-    """(the prompt up to the assistant's turn, the prompt with its call): the system
+def turns(template: str, called: dict = CALLED) -> tuple[str, str]:
+    """(the prompt up to the assistant's turn, the prompt with its calls): the system
     message dropped where the template refuses one."""
     for messages in (ASKED, ASKED[1:]):
         try:
             return (render(template, messages, BOS, EOS, tools=TOOLS),
-                    render(template, [*messages, CALLED], BOS, EOS, tools=TOOLS,
+                    render(template, [*messages, called], BOS, EOS, tools=TOOLS,
                            add_generation_prompt=False))
         except ValueError as error:
             if "system" not in str(error).lower() or messages is not ASKED:
@@ -63,10 +73,10 @@ def turns(template: str) -> tuple[str, str]:
     raise AssertionError("unreachable")
 
 
-def written_call(template: str) -> str | None:
-    """The assistant turn with the call as the template writes it, up to the end of its
+def written_call(template: str, called: dict = CALLED) -> str | None:
+    """The assistant turn with the calls as the template writes them, up to the end of its
     turn; None where it writes no call."""
-    before, after = turns(template)
+    before, after = turns(template, called)
     if not after.startswith(before):      # the generation prompt opens differently
         common = 0
         while after[common:common + 1] == before[common:common + 1]:
@@ -76,7 +86,8 @@ def written_call(template: str) -> str | None:
     start = turn.find("get_weather")
     if start < 0 or "Paris" not in turn:
         return None
-    ends = [at for at in (turn.find(end, start) for end in ENDS) if at >= 0]
+    last = turn.rfind("get_weather")
+    ends = [at for at in (turn.find(end, last) for end in ENDS) if at >= 0]
     return turn[:min(ends)] if ends else turn
 
 
@@ -85,21 +96,30 @@ def parsed(template: str, pieces) -> list[tuple]:
     return [(c["function"]["name"], c["function"]["arguments"]) for c in calls]
 
 
-def cases():
+def cases(to_do: dict[str, str], left_out: dict[str, str] = NO_CALL):
     for name in official_template_names():
-        if name in NO_CALL:
+        if name in NO_CALL or name in left_out:
             continue
-        marks = [pytest.mark.xfail(reason=TO_DO[name], strict=True)] if name in TO_DO else []
+        marks = [pytest.mark.xfail(reason=to_do[name], strict=True)] if name in to_do else []
         yield pytest.param(name, marks=marks, id=name.removesuffix(".jinja"))
 
 
-@pytest.mark.parametrize("name", cases())
+@pytest.mark.parametrize("name", cases(TO_DO))
 def test_the_call_a_template_writes_parses_back_however_it_is_cut(name):
     template = official_template(name)
     turn = written_call(template)
     assert turn is not None, "the template wrote no call"
     for pieces in split_everywhere(turn):
         assert parsed(template, pieces) == [PARIS], pieces
+
+
+@pytest.mark.parametrize("name", cases(TO_DO, ONE_CALL))
+def test_two_calls_in_one_turn_parse_back_however_they_are_cut(name):
+    template = official_template(name)
+    turn = written_call(template, CALLED_TWICE)
+    assert turn is not None and "Rome" in turn, "the template wrote the calls as no call"
+    for pieces in split_everywhere(turn):
+        assert parsed(template, pieces) == [PARIS, ROME], pieces
 
 
 @pytest.mark.parametrize("name", NO_CALL)
