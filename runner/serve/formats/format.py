@@ -45,10 +45,20 @@ class Format:
     # a format holds the answer after these (open, close); None: the think tags
     answer_after: tuple[str, str] | None = None
     text_call: TextCall | None = None         # arguments as text: how a call is written
+    # a family's own grammar of a forced call: (name, parameter schema, text -> Lark) -> Lark
+    call_grammar: Callable[[str, dict, Callable[[str], str]], str] | None = None
+    special_tags: tuple[str, ...] = ()        # more tags a forced call writes as tokens
     # text arguments: what a whole call's body holds; an unclosed call without it is cut
     body_end: str | None = None
     # where a call's arguments begin (a cut call's are the text after the first found)
     arguments_after: tuple[str, ...] = ('"arguments"', '"parameters"')
+
+    @property
+    def tags(self) -> list[str]:
+        """The tags this format's replies hold (a forced call writes each that is a single
+        token as that token)."""
+        pairs = [t for pair in (self.think, self.tool) if pair for t in pair if t]
+        return list(dict.fromkeys([*pairs, *self.special_tags]))
 
     @property
     def thinking_tags(self) -> tuple[str, str] | None:

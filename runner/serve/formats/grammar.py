@@ -24,12 +24,17 @@ def forced_call_grammar(fmt: Format, tools: list[dict], token_of: Callable[[str]
     fmt has no way to write one). token_of(tag) is the id of a tag that is a single token.
     in_thinking: the prompt opened a think block (MiniMax-M2's always do), which the reply
     closes first."""
-    if (fmt.call_text is None and fmt.text_call is None) or not tools:
+    if (fmt.call_text is None and fmt.text_call is None and fmt.call_grammar is None) or \
+            not tools:
         return None
     alternatives = []
     for tool in tools:
         function = tool.get("function", tool)
         schema = function.get("parameters") or {"type": "object"}
+        if fmt.call_grammar is not None:
+            alternatives.append(fmt.call_grammar(
+                function["name"], schema, lambda text: _lark_text(text, fmt, token_of)))
+            continue
         if fmt.text_call is not None:
             alternatives.append(_text_lark(function["name"], schema, fmt, fmt.text_call,
                                            token_of))
@@ -75,7 +80,7 @@ def _text_lark(name: str, schema: dict, fmt: Format, syntax: TextCall, token_of)
 
 def _lark_text(text: str, fmt: Format, token_of) -> str:
     """text as Lark: its tags as token references where they are single tokens."""
-    tags = [t for pair in (fmt.think, fmt.tool) if pair for t in pair if t]
+    tags = fmt.tags
     parts, rest = [], text
     while rest:
         hits = [(rest.find(tag), tag) for tag in tags if tag in rest]

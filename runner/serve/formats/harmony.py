@@ -131,4 +131,7 @@ EXTRACTORS["harmony"] = HarmonyExtractor
 
 HARMONY = register(Format(
     "harmony", lambda t: "<|channel|>" in t and "<|message|>" in t, extractor="harmony",
-    answer_after=("<|channel|>", "<|channel|>final<|message|>")), rank=10)
+    answer_after=("<|channel|>", "<|channel|>final<|message|>"),
+    special_tags=(CHANNEL, MESSAGE, CONSTRAIN, CALL),
+    call_text=lambda name, args: f"{CHANNEL}commentary to=functions.{name} {CONSTRAIN}json"
+                                 f"{MESSAGE}{args}{CALL}"), rank=10)

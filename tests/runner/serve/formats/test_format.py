@@ -165,3 +165,20 @@ def test_a_forced_text_call_is_written_in_the_formats_own_syntax(fmt):
     _, _, calls = make_extractor(fmt, tools=[WEATHER]).push(written, done=True)
     assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == \
         [("get_weather", ARGS)]
+
+
+def test_gemmas_forced_call_is_written_in_its_own_object_syntax():
+    schema = {"type": "object", "required": ["location", "days", "tags"],
+              "properties": {"location": {"type": "string"}, "days": {"type": "integer"},
+                             "tags": {"type": "array", "items": {"type": "string",
+                                                                  "enum": ["a"]}}}}
+    gemma4 = next(f for f in FORMATS if f.name == "gemma4")
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": schema}}]
+    grammar = forced_call_grammar(gemma4, tools, {'<|"|>': 7}.get)
+    assert '"location:" <[7]> /[^<]*/ <[7]>' in grammar
+    assert '",days:" %json {"type": "integer"}' in grammar
+    assert '",tags:" "[" ((<[7]> "a" <[7]>)' in grammar
+    written = '<|tool_call>call:get_weather{location:<|"|>Paris<|"|>,days:2,tags:[<|"|>a<|"|>]}' \
+              "<tool_call|>"
+    _, _, calls = make_extractor(gemma4, tools=tools).push(written, done=True)
+    assert calls[0]["function"]["arguments"] == {"location": "Paris", "days": 2, "tags": ["a"]}
