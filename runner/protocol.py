@@ -47,9 +47,18 @@ class CompletionRequest(Body):
     truncate: bool = Field(True, alias="Truncate")
     logprobs: bool = Field(False, alias="Logprobs")
     top_logprobs: int = Field(0, alias="TopLogprobs", ge=0, le=20)
-    # the grammar holds the answer after the thinking between these tags (our extension)
+    # our extensions. The reply's thinking is between these tags (open, close): a grammar
+    # holds the answer after them, a budget bounds them; ThinkOpened: the prompt opened it
     think_tags: list[str] | None = Field(None, alias="ThinkTags", min_length=2, max_length=2)
     think_opened: bool = Field(False, alias="ThinkOpened")
+    # at most this many tokens of thinking, then the close tag is forced (sample/budget.py)
+    thinking_budget: int | None = Field(None, alias="ThinkingBudget", ge=0)
+
+    @model_validator(mode="after")
+    def _budget_has_tags(self):
+        if self.thinking_budget is not None and not self.think_tags:
+            raise ValueError("ThinkingBudget needs the ThinkTags that bound the thinking")
+        return self
 
 
 class EmbeddingRequest(Body):

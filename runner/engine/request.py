@@ -20,7 +20,8 @@ import numpy as np
 
 from ..multimodal.media import largest_run, run_end, run_start
 from ..sample import Sampler, SamplingOptions, logprobs, takes_candidates
-from ..sample.grammar import Constraint
+from ..sample.budget import ThinkingBudget
+from ..sample.grammar import AfterThinking, Constraint
 from ..tokenizer import TextStream, Tokenizer
 from .executor import CANDIDATES
 from .options import GenerateOptions, StopScanner
@@ -36,7 +37,8 @@ class Request:
     logprobs: bool = False
     top_logprobs: int = 0
     arrived: int = field(default_factory=time.perf_counter_ns)   # before tokenization
-    constraint: Constraint | None = None   # a grammar the output obeys (sample/grammar.py)
+    constraint: Constraint | AfterThinking | None = None   # a grammar the output obeys
+    budget: ThinkingBudget | None = None   # thinking tokens allowed (sample/budget.py)
     cancelled: threading.Event = field(default_factory=threading.Event)
     abort_message: str | None = None
 
@@ -64,6 +66,12 @@ class Request:
             raise ValueError(f"An image of the prompt takes {image} positions, which go "
                              f"into one batch, but a batch holds {batch_size}; load the "
                              "model with a larger batch size.")
+
+
+# how many tokens past the last one recorded may be chosen before the host sees them: the
+# next flight's (chosen from the flight in progress) and the one after (a chained step's,
+# picked on the device and fed on there, engine/loop.py)
+AHEAD = 2
 
 
 class Active:
@@ -106,8 +114,12 @@ class Active:
     @property
     def greedy(self) -> bool:
         """Its next token is the largest logit, and nothing else of the logits is needed:
-        the device that holds them may pick it (Executor.finish's choices)."""
-        return self._sampler_alone and self.request.sampling.greedy
+        the device that holds them may pick it (Executor.finish's choices). Not while a
+        thinking budget may force one of the tokens chosen before the host looks again: a
+        device that feeds its choice on would take the sampled token, not the forced one."""
+        budget = self.request.budget
+        return self._sampler_alone and self.request.sampling.greedy and \
+            (budget is None or budget.quiet(AHEAD))
 
     @property
     def takes_candidates(self) -> bool:
@@ -135,14 +147,18 @@ class Active:
                candidates: tuple | None = None) -> str | None:
         """Pick the next token: sampled from logits, or from candidates (ids and logits of
         the largest, picked on the device), or chosen (the largest logit's id, when greedy);
-        it is then pending evaluation. Returns a done reason instead once num_predict tokens
-        were generated or the token ends generation."""
+        it is then pending evaluation; a spent thinking budget's close tag takes the place
+        of any of them. Returns a done reason instead once num_predict tokens were
+        generated or the token ends generation."""
         request = self.request
         if self.first_token is None:
             self.first_token = time.perf_counter_ns()
         if self._allowed <= 0:
             return "length"
-        if chosen is not None:
+        forced = request.budget.forced() if request.budget is not None else None
+        if forced is not None:
+            token = forced
+        elif chosen is not None:
             token = chosen
         elif candidates is not None:
             token = self.sampler.sample_candidates(*candidates)
@@ -165,6 +181,8 @@ class Active:
         token = self._chosen
         constraint = self.request.constraint
         complete = constraint is not None and not constraint.accept(token)
+        if self.request.budget is not None:
+            self.request.budget.accept(token)
         self.generated += 1
         self.history.append(token)
         if self.request.logprobs:

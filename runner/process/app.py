@@ -26,6 +26,7 @@ import pyggml
 from ..api import split_options
 from ..engine.request import Request as EngineRequest
 from ..engine.request import truncate_prompt
+from ..sample.budget import ThinkingBudget
 from ..protocol import (
     OPERATIONS,
     CompletionRequest,
@@ -251,6 +252,9 @@ def create_app(state: RunnerState, secret: str | None = None) -> FastAPI:
                                  f"the vocabulary of {model.tokenizer.size}.")
             constraint = await asyncio.to_thread(model.constraint, body.format, body.grammar,
                                                  body.think_tags, body.think_opened)
+            budget = None if body.thinking_budget is None or not body.think_tags else \
+                ThinkingBudget(body.thinking_budget, (body.think_tags[0], body.think_tags[1]),
+                               model.tokenizer, body.think_opened)
         except (TypeError, ValueError) as error:
             raise Refused(400, str(error)) from error
         options.shift = state.shift_default if body.shift is None else body.shift
@@ -268,7 +272,7 @@ def create_app(state: RunnerState, secret: str | None = None) -> FastAPI:
             tokens = truncate_prompt(tokens, engine.context, options.num_keep)
         request = EngineRequest(tokens, _unsubmitted, sampling, options,
                                 body.logprobs or body.top_logprobs > 0, body.top_logprobs,
-                                arrived, constraint=constraint)
+                                arrived, constraint=constraint, budget=budget)
         events = submit(engine, request)
         return StreamingResponse(_lines(request, events), media_type="application/x-ndjson")
 

@@ -14,7 +14,8 @@ REQUESTS = [
     CompletionRequest(prompt="[img-0] Hi", images=[Image(data="aGk=", id=0)],
                       options={"temperature": 0}, format={"type": "object"}, grammar="",
                       shift=False, truncate=False, logprobs=True, top_logprobs=3,
-                      think_tags=["<think>", "</think>"], think_opened=True),
+                      think_tags=["<think>", "</think>"], think_opened=True,
+                      thinking_budget=512),
     CompletionRequest(prompt="Hi"),
     LoadRequest(operation=1, parallel=2, batch_size=256, flash_attention="auto",
                 kv_size=4096, kv_cache_type="q8_0", num_threads=4, multiuser_cache=True,
@@ -42,3 +43,12 @@ def test_the_wire_names_are_ollamas_and_absent_fields_stay_absent():
 def test_a_field_the_protocol_does_not_hold_is_refused_by_name():
     with pytest.raises(pydantic.ValidationError, match="Surprise"):
         CompletionRequest.model_validate({"Prompt": "Hi", "Surprise": 1})
+
+
+def test_a_thinking_budget_is_a_count_within_think_tags():
+    tags = {"Prompt": "Hi", "ThinkTags": ["<think>", "</think>"]}
+    assert CompletionRequest.model_validate({**tags, "ThinkingBudget": 0}).thinking_budget == 0
+    with pytest.raises(pydantic.ValidationError, match="greater than or equal to 0"):
+        CompletionRequest.model_validate({**tags, "ThinkingBudget": -1})
+    with pytest.raises(pydantic.ValidationError, match="needs the ThinkTags"):
+        CompletionRequest.model_validate({"Prompt": "Hi", "ThinkingBudget": 8})

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from ..ollama.bodies import Body, ChatRequest, Message, NamedFunction, NamedTool, Options, Tool
+from ..service.options import effort_budget
 
 
 class TextBlock(Body):
@@ -174,6 +175,16 @@ class CountTokensRequest(Body):
                            stream=stream, tools=tools or None, tool_choice=self._choice(),
                            think=self._think(), format=output.format.schema_
                            if output.format else None, truncate=False)
+
+    def thinking_budget(self) -> int | None:
+        """The thinking tokens allowed: thinking's budget_tokens where it is enabled, else
+        the budget of output_config's effort (EFFORT_BUDGETS); None: no bound."""
+        thinking = self.thinking
+        if thinking is not None and thinking.type == "disabled":
+            return None
+        if thinking is not None and thinking.budget_tokens is not None:
+            return thinking.budget_tokens
+        return effort_budget(self.output_config.effort if self.output_config else None)
 
     def _think(self):
         """Thinking off, on, or at the effort output_config asks (Ollama's levels)."""

@@ -151,7 +151,7 @@ CountTokensBody = Annotated[CountTokensRequest, body(CountTokensRequest)]
 async def messages(request: MessagesBody, service: Served, http: Request):
     native = _native(request, options=request.options())
     ident = f"msg_{secrets.token_hex(12)}"
-    stream = await service.chat(native, early=request.stream)
+    stream = await service.chat(native, early=request.stream, budget=request.thinking_budget())
     if request.stream:
         return _sse(stream, ident, request.model)
     done = await folded(stream, http)

@@ -24,6 +24,7 @@ from ..web.reading import Served, body, documented
 from .choices import Choices, completion_logprobs
 from ..web.replies import KEEPALIVE, StreamReply, folded_each, keepalive_seconds, kept_alive
 from ..service.core import ServeError
+from ..service.options import effort_budget
 
 FINGERPRINT = "fp_ollama"
 UNVERSIONED = ("/chat/completions", "/completions", "/embeddings")   # aliases without /v1
@@ -55,8 +56,12 @@ def _format(response_format: ResponseFormat | None):
     return response_format.json_schema.schema_
 
 
+def _effort(body: ChatCompletionRequest) -> str | None:
+    return body.reasoning_effort or (body.reasoning.effort if body.reasoning else None)
+
+
 def _think(body: ChatCompletionRequest):
-    effort = body.reasoning_effort or (body.reasoning.effort if body.reasoning else None)
+    effort = _effort(body)
     return None if effort is None else EFFORT[effort]
 
 
@@ -236,8 +241,9 @@ async def chat_completions(request: ChatCompletionBody, service: Served, http: R
                          top_logprobs=request.top_logprobs or 0, truncate=False)
     ident = f"chatcmpl-{secrets.randbelow(1000)}"
     early = request.stream                  # headers at once, the prompt read after
-    stream = Choices(await service.chat(native, early),
-                     [lambda: service.chat(native, early)] * (request.n - 1))
+    budget = effort_budget(_effort(request))       # the effort as a thinking budget
+    stream = Choices(await service.chat(native, early, budget),
+                     [lambda: service.chat(native, early, budget)] * (request.n - 1))
     if request.stream:
         return _sse(stream, ChatChunks(), request.include_usage(), request.model,
                     "chat.completion.chunk", ident)

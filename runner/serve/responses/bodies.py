@@ -14,6 +14,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from ..ollama.bodies import (Body, CallFunction, ChatRequest, Message, NamedFunction, NamedTool,
                              Options, Tool, ToolCall)
 from ..openai.bodies import DATA_URLS_ONLY, EFFORT, Effort, image_data
+from ..service.options import effort_budget
 
 
 class InputText(Body):
@@ -184,6 +185,10 @@ class ResponsesRequest(Body):
             raise ValueError("previous_response_id is not supported: this server keeps no "
                              "responses; send the whole conversation in input")
         return self
+
+    def thinking_budget(self) -> int | None:
+        """reasoning.effort as a thinking budget (EFFORT_BUDGETS; None: no bound)."""
+        return effort_budget(self.reasoning.effort if self.reasoning else None)
 
     def native(self) -> ChatRequest:
         tools = [Tool.model_validate({"function": {

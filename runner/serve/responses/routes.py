@@ -201,7 +201,7 @@ async def responses(request: ResponsesBody, service: Served, http: Request):
     except ValueError as error:
         raise ServeError(400, str(error)) from None
     shell = Shell(request)
-    stream = await service.chat(native, early=request.stream)
+    stream = await service.chat(native, early=request.stream, budget=request.thinking_budget())
     if request.stream:
         return _sse(stream, shell)
     done = await folded(stream, http)

@@ -132,12 +132,15 @@ class Service:
         return await self._opened(call, request, arrived, early,
                                   context=request.context if tokens is None else tokens)
 
-    async def chat(self, request: ChatRequest, early: bool = False) -> Reply:
+    async def chat(self, request: ChatRequest, early: bool = False,
+                   budget: int | None = None) -> Reply:
         """The reply's stream; early: at once, the model loading and the prompt evaluated as
         it is read (their failures then come as its error chunk), so that a streamed
-        response's headers need not wait for them."""
+        response's headers need not wait for them. budget: at most this many tokens of
+        thinking (Anthropic's budget_tokens, OpenAI's effort; Ollama's chat has none)."""
         arrived = time.perf_counter_ns()
-        return await self._opened(await self._chat_call(request), request, arrived, early)
+        return await self._opened(await self._chat_call(request, budget), request, arrived,
+                                  early)
 
     async def _opened(self, call: Call, request: Generation, arrived: int, early: bool,
                       context: list[int] | None = None) -> Reply:
@@ -158,7 +161,7 @@ class Service:
         finally:
             self.scheduler.release(loaded)
 
-    async def _chat_call(self, request: ChatRequest) -> Call:
+    async def _chat_call(self, request: ChatRequest, budget: int | None = None) -> Call:
         entry = await self.entry(request.model)
         if "completion" not in entry.capabilities():
             raise ServeError(400, f'"{request.model}" does not support chat')
@@ -184,10 +187,8 @@ class Service:
         extractor = make_extractor(prompt.format, tools=tools or False,
                                    thinking=think != "off", start_thinking=prompt.start_thinking)
         body = CompletionRequest(prompt=prompt.text, images=_protocol_images(images))
-        tags = prompt.format.thinking_tags
-        if request.format and think not in (None, "off") and tags:   # think, then the format
-            body.think_tags = list(tags)
-            body.think_opened = prompt.start_thinking or prompt.format.answer_after is not None
+        if think not in (None, "off"):
+            _bound_thinking(body, prompt, request.format, budget)
         return Call(entry, body, extractor, chat=True,
                     extra={"tools": tools, "tool_choice": request.tool_choice,
                            "messages": messages, "think": think})
@@ -281,7 +282,11 @@ class Service:
             tags[tag] = ids[0] if len(ids) == 1 else None
         grammar = forced_call_grammar(fmt, tools, tags.get)
         if grammar is not None:
+            # the grammar writes the reply, a call from its first token: no thinking to bound
+            if call.body.thinking_budget is not None and not call.body.format:
+                call.body.think_tags, call.body.think_opened = None, False
             call.body.grammar, call.body.format = grammar, None
+            call.body.thinking_budget = None
 
     # -- embeddings ---------------------------------------------------------------------
 
@@ -328,6 +333,24 @@ class Service:
             raise ServeError(400, f"the input length ({len(tokens)} tokens) exceeds the "
                                   f"context length ({limit})", CONTEXT_EXCEEDED)
         return await loaded.runner.detokenize(tokens[:max(1, limit - 2)])
+
+
+def _bound_thinking(body: CompletionRequest, prompt: Prompt, format, budget: int | None
+                    ) -> None:
+    """What the runner is told of a thinking reply's tags: a format holds what follows them
+    (harmony's: what follows its final channel's opening); a budget forces the close tag
+    once that many tokens were thought. Families whose effort is their own (harmony,
+    rendered in code) write no think tags: no budget is forced on them."""
+    fmt = prompt.format
+    tags = fmt.thinking_tags
+    if tags is None:
+        return
+    opened = prompt.start_thinking or fmt.answer_after is not None
+    if format:                                             # think, then the format
+        body.think_tags, body.think_opened = list(tags), opened
+    if budget is not None and fmt.think is not None and fmt.answer_after is None:
+        body.think_tags, body.think_opened = list(fmt.think), opened
+        body.thinking_budget = budget
 
 
 def _protocol_images(images: list[str]) -> list[Image] | None:

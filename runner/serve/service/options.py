@@ -169,6 +169,17 @@ def think_level(think) -> str | None:
                      f"not {think!r}")
 
 
+# a reasoning effort as a thinking budget (tokens; sample/budget.py), as LiteLLM turns
+# OpenAI's efforts into Anthropic's budget_tokens: the efforts above high (xhigh, max,
+# ultra) and an effort not said leave the thinking unbounded; none turns it off
+EFFORT_BUDGETS = {"minimal": 128, "low": 1024, "medium": 2048, "high": 4096}
+
+
+def effort_budget(effort: str | None) -> int | None:
+    """The thinking budget a client's reasoning effort asks for (None: no bound)."""
+    return EFFORT_BUDGETS.get(effort) if effort else None
+
+
 DEFAULT_PORT = 11434          # Ollama's, so that its clients find the server
 
 
