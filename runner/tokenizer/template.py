@@ -91,7 +91,8 @@ def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
     sandbox (bounded in time and size: sandbox.py) with trim_blocks, lstrip_blocks and loop
     controls, tojson without ASCII escapes, raise_exception and strftime_now; tools and
     extra keyword arguments (enable_thinking, ...) passed through, all as copies (a template
-    may change what it is given), and READ_UNSET's variables to a template that reads them.
+    may change what it is given), and READ_UNSET's variables to a template that reads them;
+    a tool without a description has an empty one.
     Tool call arguments stay objects, unless the template fails on them and renders with
     them as JSON text (functionary's concatenate them)."""
     check_messages(messages)
@@ -100,7 +101,7 @@ def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
     env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
     env.filters["tojson"] = _tojson
     context = dict(extra, add_generation_prompt=add_generation_prompt, bos_token=bos,
-                   eos_token=eos, tools=tools or None)
+                   eos_token=eos, tools=[_described(t) for t in tools] if tools else None)
     try:
         compiled = env.from_string(template)
         for name in meta.find_undeclared_variables(env.parse(template)):
@@ -115,6 +116,15 @@ def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
             return render_bounded(compiled, **copy.deepcopy(dict(context, messages=as_text)))
     except Exception as error:
         raise ValueError(f"The chat template failed: {error}") from error
+
+
+def _described(tool):
+    """A tool whose function has no description with an empty one: OpenAI's is optional,
+    and templates such as gpt-oss's read it."""
+    function = tool.get("function") if isinstance(tool, dict) else None
+    if isinstance(function, dict) and "description" not in function:
+        return dict(tool, function=dict(function, description=""))
+    return tool
 
 
 def _arguments_as_text(messages: list[dict]) -> list[dict] | None:

@@ -191,7 +191,8 @@ class Service:
             _bound_thinking(body, prompt, request.format, budget)
         return Call(entry, body, extractor, chat=True,
                     extra={"tools": tools, "tool_choice": request.tool_choice,
-                           "messages": messages, "think": think})
+                           "messages": messages, "think": think,
+                           "start_thinking": prompt.start_thinking})
 
     def _think(self, entry: Entry, think) -> str | None:
         try:
@@ -269,7 +270,8 @@ class Service:
 
     async def _force_call(self, call: Call, runner) -> None:
         """OpenAI's tool_choice "required" (or a named function): a grammar makes the reply a
-        call, written as the model's format writes calls."""
+        call, written as the model's format writes calls (after closing the think block the
+        prompt opened, if it did)."""
         choice, tools = call.extra.get("tool_choice"), call.extra.get("tools")
         if not tools or choice in (None, "auto", "none") or call.extractor is None:
             return
@@ -277,10 +279,11 @@ class Service:
             tools = [t for t in tools if t["function"]["name"] == choice.function.name]
         tags = {}
         fmt = call.extractor.format
-        for tag in [t for pair in (fmt.think, fmt.tool) if pair for t in pair if t]:
+        for tag in fmt.tags:
             ids = await runner.tokenize(tag)
             tags[tag] = ids[0] if len(ids) == 1 else None
-        grammar = forced_call_grammar(fmt, tools, tags.get)
+        grammar = forced_call_grammar(fmt, tools, tags.get,
+                                      in_thinking=call.extra.get("start_thinking", False))
         if grammar is not None:
             # the grammar writes the reply, a call from its first token: no thinking to bound
             if call.body.thinking_budget is not None and not call.body.format:

@@ -60,3 +60,11 @@ def test_a_template_that_reads_functions_unset_gets_the_tools_as_json():
         json.dumps(tools, indent=2) + "|GMT"
     sets = "{% set functions = 'mine' %}{{ functions }}"
     assert render(sets, [{"role": "user", "content": "x"}], tools=tools) == "mine"
+
+
+def test_a_tool_without_a_description_has_an_empty_one():
+    template = "{% for t in tools %}[{{ t.function.description + '|' + t.function.name }}]" \
+               "{% endfor %}"
+    tools = [{"type": "function", "function": {"name": "now"}}]
+    assert render(template, [{"role": "user", "content": "x"}], tools=tools) == "[|now]"
+    assert tools == [{"type": "function", "function": {"name": "now"}}]
