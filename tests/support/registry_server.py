@@ -190,3 +190,14 @@ class RegistryServer:
     def close(self) -> None:
         self.http.shutdown()
         self.http.server_close()
+
+
+CONFIG_TYPE = "application/vnd.docker.container.image.v1+json"
+
+
+def with_config(served: Served, name: str, path, config: dict) -> None:
+    """name's manifest with the config blob Ollama's registry serves (types/model/config.go)."""
+    path.write_text(json.dumps(config))
+    blob = served.add_blob(path)
+    served.manifests[name]["config"] = {"mediaType": CONFIG_TYPE, "digest": blob.digest,
+                                        "size": blob.size}

@@ -18,8 +18,8 @@ from ..web.errors import ServeError
 from ..library.store import Library, ModelNotFound
 from .options import Settings, layered, load_choice, think_level
 from ...protocol import CompletionRequest, Image
-from ..formats import forced_call_grammar, format_for, make_extractor
-from ..formats.prompts import Prompt, chat_prompt, generate_prompt
+from ..formats import forced_call_grammar, make_extractor
+from ..formats.prompts import Prompt, chat_prompt, generate_prompt, reply_format
 from .scheduler import Busy, Loaded, Scheduler
 from .stream import LateStream, Reply, Stream
 from .runners import RunnerError
@@ -124,8 +124,7 @@ class Service:
         except ValueError as error:
             raise ServeError(400, str(error)) from None
         think = self._think(entry, request.think)
-        template = entry.chat_template or ""
-        prompt = Prompt(text, format_for(template), False)
+        prompt = Prompt(text, reply_format(entry), False)
         extractor = make_extractor(prompt.format, thinking=think != "off") if think else None
         body = CompletionRequest(prompt=text, images=_protocol_images(images))
         call = Call(entry, body, extractor, keep_context=not request.raw, prompt_text=text)

@@ -7,7 +7,6 @@ parser's format."""
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
 
@@ -17,21 +16,12 @@ from runner.serve.library.store import Library
 from runner.serve.ollama.modelfile import modelfile
 from runner.tokenizer.renderers import RENDERERS, render_named
 
-from tests.support.registry_server import RegistryServer, Served
+from tests.support.registry_server import RegistryServer, Served, with_config
 
-CONFIG_TYPE = "application/vnd.docker.container.image.v1+json"
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Get weather",
     "parameters": {"type": "object", "required": ["location"],
                    "properties": {"location": {"type": "string"}}}}}]
-
-
-def with_config(served: Served, name: str, path, config: dict) -> None:
-    """name's manifest with the config blob Ollama's registry serves (types/model/config.go)."""
-    path.write_text(json.dumps(config))
-    blob = served.add_blob(path)
-    served.manifests[name]["config"] = {"mediaType": CONFIG_TYPE, "digest": blob.digest,
-                                        "size": blob.size}
 
 
 @pytest.fixture()

@@ -15,9 +15,13 @@ import pytest
 from runner.registry.huggingface import choose
 from runner.registry.transfer import PullError
 
-from tests.runner.registry.test_pull_renderer import TOOLS, with_config
-from tests.support.registry_server import GO_TEMPLATE, PARAMS, SYSTEM, RegistryServer, Served
+from tests.support.registry_server import (GO_TEMPLATE, PARAMS, SYSTEM, RegistryServer, Served,
+                                           with_config)
 from tests.support.server import ServerProcess
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "parameters": {"type": "object", "properties": {
+        "location": {"type": "string"}}}}}]
 
 
 # a template that doubles a string until it would fill the memory
@@ -125,6 +129,10 @@ def test_a_renderer_named_by_the_config_gives_tools_and_thinking(servers):
         "messages": [{"role": "user", "content": "Weather?"}], "options": {"num_predict": 2}})
     assert chat.status_code == 200, chat.text
     assert chat.json()["done"]
+    generated = server.client.post("/api/generate", json={    # its format from the parser
+        "model": stored, "stream": False, "prompt": "Weather?", "think": True,
+        "options": {"num_predict": 2}})
+    assert generated.status_code == 200 and generated.json()["done"], generated.text
 
 
 def test_a_hostile_template_is_a_400_and_the_server_serves_on(servers):
