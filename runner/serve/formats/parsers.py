@@ -42,14 +42,14 @@ PARSERS: dict[str, Parser] = {
     "lfm2-thinking": Parser("lfm2", True, True),
     "olmo3-think": Parser("qwen", False, True),            # <think> only, no tools
     "cohere": Parser("cohere", True, True),
+    "olmo3": Parser("olmo3", True, False),         # Python calls in <function_calls>
+    "laguna": Parser("glm", True, True),           # GLM's <arg_key>/<arg_value> calls
+    "poolside-v1": Parser("glm", True, True),      # Laguna's, its prompts closed anew
+    "glimmer": Parser("muse", True, True),         # <atem:invoke> calls
     "passthrough": Parser(None, False, False),
     # Ollama parses these; no format here reads their calls yet
-    "olmo3": Parser(None, False, False),          # pythonic calls in <function_calls>
     "functiongemma": Parser(None, False, False),
     "glm-ocr": Parser(None, False, False),
-    "laguna": Parser(None, False, False),
-    "poolside-v1": Parser(None, False, False),
-    "glimmer": Parser(None, False, False),
 }
 
 

@@ -1,6 +1,7 @@
 """The families that write calls as Python: LFM2 and LFM2.5, between <|tool_call_start|>
-and <|tool_call_end|>: [get_weather(location='Paris', days=2), now()]. Read with Python's
-own parser, literals only (nothing is evaluated)."""
+and <|tool_call_end|>: [get_weather(location='Paris', days=2), now()]; OLMo 3, a call a
+line between <function_calls> and </function_calls>. Read with Python's own parser,
+literals only (nothing is evaluated)."""
 
 from __future__ import annotations
 
@@ -9,20 +10,33 @@ import ast
 from .format import Format, register
 
 
+JSON_NAMES = {"true": True, "false": False, "null": None}    # OLMo 3 writes JSON's literals
+
+
+def _literal(node: ast.expr):
+    if isinstance(node, ast.Name) and node.id in JSON_NAMES:
+        return JSON_NAMES[node.id]
+    return ast.literal_eval(node)
+
+
 def python_calls(body: str) -> list[tuple[str, dict]] | None:
     """[NAME(KEY=literal, ...), ...] (or one call without the brackets) -> the calls."""
     try:
         tree = ast.parse(body.strip(), mode="eval").body
-    except SyntaxError:
-        return None
-    items = tree.elts if isinstance(tree, (ast.List, ast.Tuple)) else [tree]
+        items = tree.elts if isinstance(tree, (ast.List, ast.Tuple)) else [tree]
+    except SyntaxError:                           # OLMo 3's: a call a line
+        try:
+            items = [ast.parse(line.strip(), mode="eval").body
+                     for line in body.splitlines() if line.strip()]
+        except SyntaxError:
+            return None
     calls = []
     for item in items:
         if not isinstance(item, ast.Call) or item.args or \
                 not isinstance(item.func, (ast.Name, ast.Attribute)):
             return None
         try:
-            arguments = {k.arg: ast.literal_eval(k.value) for k in item.keywords}
+            arguments = {k.arg: _literal(k.value) for k in item.keywords}
         except ValueError:
             return None
         if None in arguments:                       # **kwargs
@@ -34,3 +48,6 @@ def python_calls(body: str) -> list[tuple[str, dict]] | None:
 LFM2 = register(Format(
     "lfm2", lambda t: "<|tool_call_start|>" in t, think=("<think>", "</think>"),
     tool=("<|tool_call_start|>", "<|tool_call_end|>"), parse_call=python_calls), rank=25)
+OLMO3 = register(Format(
+    "olmo3", lambda t: "<function_calls>" in t, think=("<think>", "</think>"),
+    tool=("<function_calls>", "</function_calls>"), parse_call=python_calls), rank=25)

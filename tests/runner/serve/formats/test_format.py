@@ -104,6 +104,8 @@ ROWS = {
                      ' functools[{"name": "get_weather", "arguments": {"location": "Paris"}}]'),
     "functionary-v3.2": ("Respond in this format:\n>>>${recipient}\n${content}",
                          'get_weather\n{"location": "Paris"}'),
+    "olmo3": ("<function_calls>{{ calls }}</function_calls>",
+              '<function_calls>get_weather(location="Paris")</function_calls>'),
     "functionary": ("<|start_header_id|>assistant<|end_header_id|><function={{ name }}>",
                     '<function=get_weather>{"location": "Paris"}</function>'),
 }

@@ -4,8 +4,12 @@ model/parsers/parsers.go registers is in the table."""
 
 from __future__ import annotations
 
-from runner.serve.formats import FORMATS
+import pytest
+
+from runner.serve.formats import FORMATS, make_extractor
 from runner.serve.formats.parsers import PARSERS, format_of_parser
+
+from tests.support.streaming import run, split_everywhere
 
 # ParserForName's names in github.com/ollama/ollama model/parsers/parsers.go at
 # fb30760996871fa9460115c753afd2c60d4ab0f7
@@ -24,4 +28,29 @@ def test_each_names_a_registered_format():
     names = {f.name for f in FORMATS}
     assert {p.format for p in PARSERS.values() if p.format} <= names
     assert format_of_parser("qwen3.5").name == "qwen3coder"
-    assert format_of_parser("olmo3") is None and format_of_parser("unknown") is None
+    assert format_of_parser("olmo3").name == "olmo3" and format_of_parser("unknown") is None
+
+
+# replies from Ollama's model/parsers/olmo3_test.go (fb307609), as its parser reads them
+OLMO3_REPLIES = {
+    '<function_calls>get_weather(location="San Francisco")</function_calls>':
+        [("get_weather", {"location": "San Francisco"})],
+    'Let me check the weather.<function_calls>get_weather(location="NYC")</function_calls>':
+        [("get_weather", {"location": "NYC"})],
+    '<function_calls>get_weather(location="San Francisco")\nget_weather(location="New York")'
+    "</function_calls>": [("get_weather", {"location": "San Francisco"}),
+                          ("get_weather", {"location": "New York"})],
+    "<function_calls>set_price(amount=19.99)</function_calls>": [("set_price", {"amount": 19.99})],
+    "<function_calls>toggle_setting(enabled=true)</function_calls>":
+        [("toggle_setting", {"enabled": True})],
+}
+
+
+@pytest.mark.parametrize("reply", OLMO3_REPLIES)
+def test_olmo3s_python_calls_read_as_ollamas_parser_reads_them(reply):
+    tools = [{"type": "function", "function": {"name": n}} for n in
+             ("get_weather", "set_price", "toggle_setting")]
+    for pieces in split_everywhere(reply):
+        _, _, calls = run(make_extractor(format_of_parser("olmo3"), tools=tools), pieces)
+        assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == \
+            OLMO3_REPLIES[reply], pieces
