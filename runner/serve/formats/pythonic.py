@@ -6,8 +6,10 @@ literals only (nothing is evaluated)."""
 from __future__ import annotations
 
 import ast
+import json
 
 from .format import Format, register
+from .grammar import compact
 
 
 JSON_NAMES = {"true": True, "false": False, "null": None}    # OLMo 3 writes JSON's literals
@@ -45,9 +47,27 @@ def python_calls(body: str) -> list[tuple[str, dict]] | None:
     return calls or None
 
 
+def python_call_grammar(opening: str, closing: str):
+    """A forced call's grammar in Python's syntax: NAME(KEY=value, ...) with each required
+    parameter's value as JSON of its schema (JSON's strings, numbers, lists and objects are
+    Python's too, and its true, false and null are read back), between opening and
+    closing."""
+    def grammar(name: str, schema: dict, text) -> str:
+        required = set(schema.get("required") or [])
+        parts = [text(f"{opening}{name}(")]
+        for at, (parameter, spec) in enumerate(
+                (p, s) for p, s in (schema.get("properties") or {}).items() if p in required):
+            parts += [text(f"{', ' if at else ''}{parameter}="),
+                      "%json " + json.dumps(compact(spec if isinstance(spec, dict) else {}))]
+        return " ".join(parts + [text(f"){closing}")])
+    return grammar
+
+
 LFM2 = register(Format(
     "lfm2", lambda t: "<|tool_call_start|>" in t, think=("<think>", "</think>"),
-    tool=("<|tool_call_start|>", "<|tool_call_end|>"), parse_call=python_calls), rank=25)
+    tool=("<|tool_call_start|>", "<|tool_call_end|>"), parse_call=python_calls,
+    call_grammar=python_call_grammar("<|tool_call_start|>[", "]<|tool_call_end|>")), rank=25)
 OLMO3 = register(Format(
     "olmo3", lambda t: "<function_calls>" in t, think=("<think>", "</think>"),
-    tool=("<function_calls>", "</function_calls>"), parse_call=python_calls), rank=25)
+    tool=("<function_calls>", "</function_calls>"), parse_call=python_calls,
+    call_grammar=python_call_grammar("<function_calls>", "</function_calls>")), rank=25)

@@ -6,7 +6,8 @@ OpenAI's chat completions and Responses (the official openai client) and Anthrop
 Messages (the official anthropic client).
 
 The families are those of the architectures this project runs (Qwen 3, Qwen3-Coder and Qwen
-3.5, Mistral, Llama 3, Gemma 4 with its own object syntax, gpt-oss's harmony) and some whose
+3.5, Mistral, Llama 3, Gemma 4 with its own object syntax, gpt-oss's harmony, LFM2's Python
+calls) and some whose
 call syntax is their own (GLM, MiniMax-M2 whose prompts open a think block, DeepSeek V3.2,
 Kimi K2)."""
 
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.server
 
 FAMILIES = ["Qwen-Qwen3-0.6B.jinja", "Qwen3-Coder.jinja", "Qwen3.5-4B.jinja",
             "Mistral-Small-3.2-24B-Instruct-2506.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja",
-            "google-gemma-4-31B-it.jinja", "openai-gpt-oss-120b.jinja",
+            "google-gemma-4-31B-it.jinja", "openai-gpt-oss-120b.jinja", "LFM2.5-8B-A1B.jinja",
             "GLM-4.6.jinja", "MiniMax-M2.jinja", "deepseek-ai-DeepSeek-V3.2.jinja",
             "moonshotai-Kimi-K2.jinja"]
 # values from enums: a random model's free text could outrun the tokens it is given

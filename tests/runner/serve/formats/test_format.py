@@ -184,3 +184,18 @@ def test_gemmas_forced_call_is_written_in_its_own_object_syntax():
               "<tool_call|>"
     _, _, calls = make_extractor(gemma4, tools=tools).push(written, done=True)
     assert calls[0]["function"]["arguments"] == {"location": "Paris", "days": 2, "tags": ["a"]}
+
+
+@pytest.mark.parametrize("name", ["lfm2", "olmo3"])
+def test_a_forced_python_call_reads_back(name):
+    fmt = next(f for f in FORMATS if f.name == name)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "required": ["location", "ok"],
+        "properties": {"location": {"type": "string"}, "ok": {"type": "boolean"}}}}}]
+    grammar = forced_call_grammar(fmt, tools, lambda tag: None)
+    assert 'get_weather(" "location=" %json' in grammar and '", ok=" %json' in grammar
+    opening, closing = ("<|tool_call_start|>[", "]<|tool_call_end|>") if name == "lfm2" else \
+        ("<function_calls>", "</function_calls>")
+    written = f'{opening}get_weather(location="Paris", ok=true){closing}'   # JSON's values
+    _, _, calls = make_extractor(fmt, tools=tools).push(written, done=True)
+    assert calls[0]["function"]["arguments"] == {"location": "Paris", "ok": True}
