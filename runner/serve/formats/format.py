@@ -19,8 +19,9 @@ from .calls import closed_json, json_call
 @dataclass(frozen=True)
 class TextCall:
     """How a family writes a call whose arguments are text, as format strings: its start
-    (of {name}), each parameter's opening (of {parameter}, and {string}: "true" for a string
-    value, else "false") and closing, and its end. A forced call is written so (grammar.py)."""
+    (of {name}), each parameter's opening and closing (of {parameter}; {string}: "true" for
+    a string value, else "false"; {type}: the value's JSON type, numbers as "number"), and
+    its end. A forced call is written so (grammar.py)."""
     start: str
     parameter_open: str
     parameter_close: str

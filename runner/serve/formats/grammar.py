@@ -47,7 +47,7 @@ def forced_call_grammar(fmt: Format, tools: list[dict], token_of: Callable[[str]
             _lark_text(after, fmt, token_of)))))
     calls = " | ".join(f"({a})" for a in alternatives)
     if in_thinking and fmt.think:
-        calls = f'{_lark_text(fmt.think[1], fmt, token_of)} "\\n" ({calls})'
+        calls = f'{_lark_text(fmt.think[1], fmt, token_of)} "\\n"? ({calls})'
     return "%llguidance {}\nstart: " + calls + "\n"
 
 
@@ -71,9 +71,11 @@ def _text_lark(name: str, schema: dict, fmt: Format, syntax: TextCall, token_of)
             value = TEXT_VALUE
         else:
             value = "%json " + json.dumps(spec or {})
-        opening = syntax.parameter_open.format(parameter=parameter,
-                                               string="true" if string else "false")
-        parts += [json.dumps(opening), value, json.dumps(syntax.parameter_close)]
+        kind = spec.get("type")
+        fill = dict(parameter=parameter, string="true" if string else "false",
+                    type="number" if kind == "integer" else kind or "string")
+        parts += [_lark_text(syntax.parameter_open.format(**fill), fmt, token_of), value,
+                  _lark_text(syntax.parameter_close.format(**fill), fmt, token_of)]
     parts.append(_lark_text(syntax.end, fmt, token_of))
     return " ".join(parts)
 

@@ -72,4 +72,7 @@ MUSE = register(invoke_format(
 MINIMAX_M3 = register(Format(
     "minimax-m3", lambda t: f"'{M3_SEPARATOR}'" in t, think=("<mm:think>", "</mm:think>"),
     tool=("<invoke", "</invoke>"), drop=(M3_SEPARATOR, "<tool_call>", "</tool_call>"),
-    parse_call=minimax_m3_call, typed_arguments=True), rank=20)
+    parse_call=minimax_m3_call, typed_arguments=True, special_tags=(M3_SEPARATOR,),
+    text_call=TextCall(f'{M3_SEPARATOR}<tool_call>\n{M3_SEPARATOR}<invoke name="{{name}}">',
+                       f"{M3_SEPARATOR}<{{parameter}}>", f"{M3_SEPARATOR}</{{parameter}}>",
+                       f"{M3_SEPARATOR}</invoke>\n{M3_SEPARATOR}</tool_call>")), rank=20)

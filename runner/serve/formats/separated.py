@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from .calls import closed_after, named_call
-from .format import Format, register
+from .format import Format, TextCall, register
 
 KIMI_ARGUMENTS = "<|tool_call_argument_begin|>"
 SOLAR_NAME, SOLAR_ARGUMENTS = "<|tool_call:name|>", "<|tool_call:args|>"
@@ -54,7 +54,11 @@ KIMI_K3 = register(Format(
     "kimi-k3", lambda t: "'<|open|>' + tag" in t,
     think=("<|open|>think<|sep|>", "<|close|>think<|sep|>"),
     tool=("<|open|>call", "<|close|>call<|sep|>"), parse_call=kimi_k3_call,
-    drop=k3_tags("tools", "response", "message"), typed_arguments=True), rank=25)
+    drop=k3_tags("tools", "response", "message"), typed_arguments=True,
+    text_call=TextCall('<|open|>tools<|sep|><|open|>call tool="{name}" index="1"<|sep|>',
+                       '<|open|>argument key="{parameter}" type="{type}"<|sep|>',
+                       "<|close|>argument<|sep|>", "<|close|>call<|sep|><|close|>tools<|sep|>"),
+    special_tags=("<|open|>", "<|close|>", "<|sep|>")), rank=25)
 KIMI_K2 = register(Format(
     "kimi-k2", lambda t: "<|tool_call_begin|>" in t, think=("<think>", "</think>"),
     tool=("<|tool_call_begin|>", "<|tool_call_end|>"), parse_call=kimi_call,
@@ -67,4 +71,7 @@ SOLAR_OPEN = register(Format(
     "solar-open", lambda t: "<|tool_call:begin|>" in t,
     tool=("<|tool_call:begin|>", "<|tool_call:end|>"), parse_call=solar_call,
     drop=("<|tool_calls|>", "<|calls|>"),
-    repair=closed_after(SOLAR_ARGUMENTS), arguments_after=(SOLAR_ARGUMENTS,)), rank=25)
+    repair=closed_after(SOLAR_ARGUMENTS), arguments_after=(SOLAR_ARGUMENTS,),
+    special_tags=(SOLAR_NAME, SOLAR_ARGUMENTS),
+    call_text=lambda name, args: f"<|tool_calls|><|tool_call:begin|>{SOLAR_NAME}{name}"
+                                 f"{SOLAR_ARGUMENTS}{args}<|tool_call:end|><|calls|>"), rank=25)
