@@ -1,12 +1,12 @@
 """What a model family's replies look like (Format), and the registry of them.
 
-Each family's module (qwen.py, gemma4.py, mistral.py, deepseek.py, llama3.py, harmony.py)
+Each family's module (or each syntax's, that several families share: see __init__.py)
 registers its formats with a rank: format_for(template) is the first, by rank, that
 recognizes a chat template (as Ollama infers tags from a template), so a more particular
 format (Qwen3-Coder's XML calls) comes before a more general one (Qwen's JSON calls). A
 template no format recognizes is PLAIN: its text is content, and the model reports no tools
 or thinking capability. EXTRACTORS holds the classes that follow a reply (extractor.py's
-tags, harmony.py's channels)."""
+tags, harmony.py's channels, functionary.py's recipients)."""
 
 from __future__ import annotations
 

@@ -195,3 +195,11 @@ def test_a_forced_python_call_reads_back(name):
     written = f'{opening}get_weather(location="Paris", ok=true){closing}'   # JSON's values
     _, _, calls = make_extractor(fmt, tools=tools).push(written, done=True)
     assert calls[0]["function"]["arguments"] == {"location": "Paris", "ok": True}
+
+
+def test_every_format_can_force_a_call():
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "required": ["location"],
+        "properties": {"location": {"type": "string"}}}}}]
+    assert [f.name for f in FORMATS if forced_call_grammar(f, tools, lambda t: None) is None] \
+        == []
