@@ -148,10 +148,13 @@ def _arguments_as_text(messages: list[dict]) -> list[dict] | None:
     return changed if found else None
 
 
-def with_image_tags(messages: list[dict]) -> tuple[list[dict], list]:
-    """Messages whose images (and audio, after them) are [img-N] tags before their content
-    (as Ollama's server writes them, N counting the items of all messages), and the items in
-    that order."""
+def with_image_tags(messages: list[dict], spaced: bool = False) -> tuple[list[dict], list]:
+    """Messages whose images (and audio, after them) are [img-N] tags, and the items in that
+    order (N counting the items of all messages), as Ollama writes them: each replaces an
+    "[img]" the content holds, in order, and the rest go before the content. spaced: as
+    Ollama's renderers in code write them (model/renderers/image_tags.go): a space between
+    the tags and content that starts with none, and content that already names its tags
+    ("[img-") left as it is."""
     tagged: list[dict] = []
     images: list = []
     for message in messages:
@@ -165,8 +168,19 @@ def with_image_tags(messages: list[dict]) -> tuple[list[dict], list]:
                 raise ValueError(f"A message's {key} must be a list, not "
                                  f"{type(items).__name__}.")
             attached += list(items)
-        tags = "".join(f"[img-{len(images) + i}]" for i in range(len(attached)))
-        images += attached
         rest = {k: v for k, v in message.items() if k not in ("images", "audio")}
-        tagged.append(dict(rest, content=tags + (rest.get("content") or "")))
+        content = rest.get("content") or ""
+        if not (spaced and "[img-" in content):
+            prefix = ""
+            for i in range(len(attached)):
+                tag = f"[img-{len(images) + i}]"
+                if "[img]" in content:
+                    content = content.replace("[img]", tag, 1)
+                else:
+                    prefix += tag
+            if spaced and prefix and content and not content[0].isspace():
+                prefix += " "
+            content = prefix + content
+        images += attached
+        tagged.append(dict(rest, content=content))
     return tagged, images

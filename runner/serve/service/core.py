@@ -175,7 +175,8 @@ class Service:
         if entry.system and not (history and history[0].get("role") == "system"):
             history.insert(0, {"role": "system", "content": entry.system})
         try:
-            messages, images = with_image_tags(history)
+            messages, images = with_image_tags(history,
+                                               spaced=entry.named_renderer() is not None)
         except ValueError as error:
             raise ServeError(400, str(error)) from None
         think = self._think(entry, request.think)

@@ -68,3 +68,20 @@ def test_a_tool_without_a_description_has_an_empty_one():
     tools = [{"type": "function", "function": {"name": "now"}}]
     assert render(template, [{"role": "user", "content": "x"}], tools=tools) == "[|now]"
     assert tools == [{"type": "function", "function": {"name": "now"}}]
+
+
+def test_image_tags_as_ollamas_server_and_its_renderers_write_them():
+    """Ollama's server/prompt.go for templates, model/renderers/image_tags.go for its
+    renderers in code (the space, and content that names its tags kept)."""
+    from runner.tokenizer.template import with_image_tags
+
+    messages = [{"role": "user", "content": "What is this?", "images": ["a"]},
+                {"role": "user", "content": "Compare [img] to that.", "images": ["b", "c"]},
+                {"role": "user", "content": "[img-9] as written", "images": ["d"]}]
+    tagged, images = with_image_tags(messages)
+    assert [m["content"] for m in tagged] == [
+        "[img-0]What is this?", "[img-2]Compare [img-1] to that.", "[img-3][img-9] as written"]
+    assert images == ["a", "b", "c", "d"]
+    spaced, _ = with_image_tags(messages, spaced=True)
+    assert [m["content"] for m in spaced] == [
+        "[img-0] What is this?", "[img-2] Compare [img-1] to that.", "[img-9] as written"]
