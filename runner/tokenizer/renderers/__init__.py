@@ -20,6 +20,7 @@ from .glm import render_glm47
 from .lfm2 import render_lfm2, render_lfm2_thinking
 from .olmo import render_olmo3, render_olmo3_32b_think, render_olmo3_think, render_olmo31
 from .qwen import render_ornith, render_qwen3_coder, render_qwen35
+from .qwen38 import render_qwen38
 from .qwen_vl import render_qwen3_vl_instruct, render_qwen3_vl_thinking
 
 Render = Callable[..., str]          # (messages, tools=None, think=None) -> the prompt
@@ -28,6 +29,7 @@ Render = Callable[..., str]          # (messages, tools=None, think=None) -> the
 RENDERERS: dict[str, Render] = {
     "qwen3-coder": render_qwen3_coder,
     "qwen3.5": render_qwen35,
+    "qwen3.8": render_qwen38,
     "ornith": render_ornith,
     "qwen3-vl-instruct": render_qwen3_vl_instruct,
     "qwen3-vl-thinking": render_qwen3_vl_thinking,
@@ -46,7 +48,7 @@ RENDERERS: dict[str, Render] = {
 }
 
 # the names Ollama's renderer.go registers that have no renderer here (yet)
-NOT_RENDERED = ("qwen3.8", "nemotron-3-nano", "nemotron-3.5-nano", "functiongemma", "glm-ocr",
+NOT_RENDERED = ("nemotron-3-nano", "nemotron-3.5-nano", "functiongemma", "glm-ocr",
                 "laguna", "poolside-v1", "cohere", "glimmer")
 
 
