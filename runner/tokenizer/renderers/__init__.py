@@ -16,7 +16,7 @@ from typing import Callable
 
 from .deepseek import render_cogito, render_deepseek31
 from .gemma4 import render_gemma4, render_gemma4_large
-from .glm import render_glm47
+from .glm import render_glm47, render_glm_ocr
 from .lfm2 import render_lfm2, render_lfm2_thinking
 from .olmo import render_olmo3, render_olmo3_32b_think, render_olmo3_think, render_olmo31
 from .qwen import render_ornith, render_qwen3_coder, render_qwen35
@@ -34,6 +34,7 @@ RENDERERS: dict[str, Render] = {
     "qwen3-vl-instruct": render_qwen3_vl_instruct,
     "qwen3-vl-thinking": render_qwen3_vl_thinking,
     "glm-4.7": render_glm47,
+    "glm-ocr": render_glm_ocr,
     "deepseek3.1": render_deepseek31,
     "cogito": render_cogito,
     "olmo3": render_olmo3,
@@ -48,7 +49,7 @@ RENDERERS: dict[str, Render] = {
 }
 
 # the names Ollama's renderer.go registers that have no renderer here (yet)
-NOT_RENDERED = ("nemotron-3-nano", "nemotron-3.5-nano", "functiongemma", "glm-ocr",
+NOT_RENDERED = ("nemotron-3-nano", "nemotron-3.5-nano", "functiongemma",
                 "laguna", "poolside-v1", "cohere", "glimmer")
 
 

@@ -44,3 +44,38 @@ def render_glm47(messages: list[dict], tools: list | None = None, think=None) ->
     off = think is not None and not think_bool(think)
     out.append("<|assistant|>" + ("</think>" if off else "<think>"))
     return "".join(out)
+
+
+def render_glm_ocr(messages: list[dict], tools: list | None = None, think=None) -> str:
+    """GLM-OCR's prompt ("glm-ocr": model/renderers/glmocr.go): GLM-4.7's tool block, each
+    turn's tag on a line of its own, an assistant turn's thinking always in a think block
+    (empty when it has none), and when think is given as off, each user turn ending with
+    /nothink and the reply opened with an empty think block."""
+    out = ["[gMASK]<sop>"]
+    if tools:
+        out.append(TOOLS_HEAD)
+        out += [with_spaces(marshal(tool(spec))) + "\n" for spec in tools]
+        out.append(TOOLS_TAIL)
+    off = think is not None and not think_bool(think)
+    for i, message in enumerate(messages):
+        role, content = message.get("role"), message.get("content") or ""
+        if role == "user":
+            out.append("<|user|>\n" + content + ("/nothink" if off and not
+                                                  content.endswith("/nothink") else ""))
+        elif role == "assistant":
+            out.append(f"<|assistant|>\n<think>{thinking(message).strip()}</think>" +
+                       ("\n" + content.strip() if content else ""))
+            for name, arguments, _ in calls(message):
+                out.append("\n<tool_call>" + name + "".join(
+                    f"<arg_key>{key}</arg_key><arg_value>"
+                    f"{value if isinstance(value, str) else marshal(value)}</arg_value>"
+                    for key, value in arguments.items()) + "</tool_call>")
+            out.append("\n")
+        elif role == "tool":
+            if i == 0 or messages[i - 1].get("role") != "tool":
+                out.append("<|observation|>")
+            out.append(f"\n<tool_response>\n{content}\n</tool_response>\n")
+        elif role == "system":
+            out.append(f"<|system|>\n{content}\n")
+    out.append("<|assistant|>\n" + ("<think></think>\n" if off else ""))
+    return "".join(out)
