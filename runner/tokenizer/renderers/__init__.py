@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .cohere import render_cohere
 from .deepseek import render_cogito, render_deepseek31
 from .gemma4 import render_gemma4, render_gemma4_large
 from .glm import render_glm47, render_glm_ocr
@@ -43,6 +44,7 @@ RENDERERS: dict[str, Render] = {
     "olmo3-32b-think": render_olmo3_32b_think,
     "lfm2": render_lfm2,
     "lfm2-thinking": render_lfm2_thinking,
+    "cohere": render_cohere,
     "gemma4": render_gemma4,                # entry.py picks small or large by size first
     "gemma4-small": render_gemma4,
     "gemma4-large": render_gemma4_large,
@@ -50,7 +52,7 @@ RENDERERS: dict[str, Render] = {
 
 # the names Ollama's renderer.go registers that have no renderer here (yet)
 NOT_RENDERED = ("nemotron-3-nano", "nemotron-3.5-nano", "functiongemma",
-                "laguna", "poolside-v1", "cohere", "glimmer")
+                "laguna", "poolside-v1", "glimmer")
 
 
 def renderer_named(name: str | None) -> Render | None:
