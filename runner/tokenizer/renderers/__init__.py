@@ -18,6 +18,7 @@ from .cohere import render_cohere
 from .deepseek import render_cogito, render_deepseek31
 from .gemma4 import render_gemma4, render_gemma4_large
 from .glm import render_glm47, render_glm_ocr
+from .laguna import render_laguna, render_poolside_v1
 from .lfm2 import render_lfm2, render_lfm2_thinking
 from .olmo import render_olmo3, render_olmo3_32b_think, render_olmo3_think, render_olmo31
 from .qwen import render_ornith, render_qwen3_coder, render_qwen35
@@ -45,6 +46,8 @@ RENDERERS: dict[str, Render] = {
     "lfm2": render_lfm2,
     "lfm2-thinking": render_lfm2_thinking,
     "cohere": render_cohere,
+    "laguna": render_laguna,
+    "poolside-v1": render_poolside_v1,
     "gemma4": render_gemma4,                # entry.py picks small or large by size first
     "gemma4-small": render_gemma4,
     "gemma4-large": render_gemma4_large,
@@ -52,7 +55,7 @@ RENDERERS: dict[str, Render] = {
 
 # the names Ollama's renderer.go registers that have no renderer here (yet)
 NOT_RENDERED = ("nemotron-3-nano", "nemotron-3.5-nano", "functiongemma",
-                "laguna", "poolside-v1", "glimmer")
+                "glimmer")
 
 
 def renderer_named(name: str | None) -> Render | None:
