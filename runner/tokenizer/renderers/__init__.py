@@ -16,6 +16,7 @@ from typing import Callable
 
 from .cohere import render_cohere
 from .deepseek import render_cogito, render_deepseek31
+from .functiongemma import render_functiongemma
 from .gemma4 import render_gemma4, render_gemma4_large
 from .glm import render_glm47, render_glm_ocr
 from .laguna import render_laguna, render_poolside_v1
@@ -51,11 +52,11 @@ RENDERERS: dict[str, Render] = {
     "gemma4": render_gemma4,                # entry.py picks small or large by size first
     "gemma4-small": render_gemma4,
     "gemma4-large": render_gemma4_large,
+    "functiongemma": render_functiongemma,
 }
 
 # the names Ollama's renderer.go registers that have no renderer here (yet)
-NOT_RENDERED = ("nemotron-3-nano", "nemotron-3.5-nano", "functiongemma",
-                "glimmer")
+NOT_RENDERED = ("nemotron-3-nano", "nemotron-3.5-nano", "glimmer")
 
 
 def renderer_named(name: str | None) -> Render | None:
