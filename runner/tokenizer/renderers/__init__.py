@@ -21,6 +21,7 @@ from .gemma4 import render_gemma4, render_gemma4_large
 from .glm import render_glm47, render_glm_ocr
 from .laguna import render_laguna, render_poolside_v1
 from .lfm2 import render_lfm2, render_lfm2_thinking
+from .nemotron import render_nemotron3_nano, render_nemotron35_nano
 from .olmo import render_olmo3, render_olmo3_32b_think, render_olmo3_think, render_olmo31
 from .qwen import render_ornith, render_qwen3_coder, render_qwen35
 from .qwen38 import render_qwen38
@@ -53,10 +54,12 @@ RENDERERS: dict[str, Render] = {
     "gemma4-small": render_gemma4,
     "gemma4-large": render_gemma4_large,
     "functiongemma": render_functiongemma,
+    "nemotron-3-nano": render_nemotron3_nano,
+    "nemotron-3.5-nano": render_nemotron35_nano,
 }
 
 # the names Ollama's renderer.go registers that have no renderer here (yet)
-NOT_RENDERED = ("nemotron-3-nano", "nemotron-3.5-nano", "glimmer")
+NOT_RENDERED = ("glimmer",)
 
 
 def renderer_named(name: str | None) -> Render | None:
