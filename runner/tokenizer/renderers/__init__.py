@@ -18,6 +18,7 @@ from .cohere import render_cohere
 from .deepseek import render_cogito, render_deepseek31
 from .functiongemma import render_functiongemma
 from .gemma4 import render_gemma4, render_gemma4_large
+from .glimmer import render_glimmer
 from .glm import render_glm47, render_glm_ocr
 from .laguna import render_laguna, render_poolside_v1
 from .lfm2 import render_lfm2, render_lfm2_thinking
@@ -56,10 +57,11 @@ RENDERERS: dict[str, Render] = {
     "functiongemma": render_functiongemma,
     "nemotron-3-nano": render_nemotron3_nano,
     "nemotron-3.5-nano": render_nemotron35_nano,
+    "glimmer": render_glimmer,
 }
 
-# the names Ollama's renderer.go registers that have no renderer here (yet)
-NOT_RENDERED = ("glimmer",)
+# the names Ollama's renderer.go registers that have no renderer here (none at fb30760)
+NOT_RENDERED: tuple[str, ...] = ()
 
 
 def renderer_named(name: str | None) -> Render | None:

@@ -2,7 +2,8 @@
 one of Ollama's Go renderer tests (model/renderers/*_test.go; the file's "source" names the
 test file and the commit they were copied from): the messages, tools and think value of each
 case and the prompt Ollama's test expects ("expected"), or, where the Go test checks pieces,
-the pieces it holds ("expected_parts") and how it ends ("expected_suffix"). Copied as data,
+the pieces it holds ("expected_parts") and how it ends ("expected_suffix"); "options" are
+keyword arguments standing for what a Go test sets on its renderer. Copied as data,
 not code: the test tables' Go literals written as the JSON a request carries."""
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ def _cases():
 
 @pytest.mark.parametrize("case", _cases())
 def test_the_prompt_is_the_one_ollamas_test_expects(case):
-    got = render_named(case["renderer"], case["messages"], case["tools"], case["think"])
+    if "options" in case:          # what a Go test sets on its renderer (glimmer's date)
+        got = RENDERERS[case["renderer"]](case["messages"], case["tools"], case["think"],
+                                          **case["options"])
+    else:
+        got = render_named(case["renderer"], case["messages"], case["tools"], case["think"])
     if "expected" in case:
         assert got == case["expected"]
     for part in case.get("expected_parts", []):       # a Go test that checks pieces
