@@ -58,7 +58,7 @@ COHERE = register(Format(
     "cohere", lambda t: "<|START_ACTION|>" in t,
     think=("<|START_THINKING|>", "<|END_THINKING|>"),
     tool=("<|START_ACTION|>", "<|END_ACTION|>"), parse_call=json_call,
-    drop=("<|START_RESPONSE|>", "<|END_RESPONSE|>"),
+    drop=("<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>"),
     call_text=lambda name, args: f'<|START_ACTION|>[{{"tool_call_id": "0", "tool_name": '
                                  f'"{name}", "parameters": {args}}}]<|END_ACTION|>'), rank=25)
 COMMAND_R_PLUS = register(Format(

@@ -54,3 +54,30 @@ def test_olmo3s_python_calls_read_as_ollamas_parser_reads_them(reply):
         _, _, calls = run(make_extractor(format_of_parser("olmo3"), tools=tools), pieces)
         assert [(c["function"]["name"], c["function"]["arguments"]) for c in calls] == \
             OLMO3_REPLIES[reply], pieces
+
+
+# replies from Ollama's model/parsers/cohere_test.go (fb307609): Cohere North wraps its answer
+# in <|START_TEXT|>...<|END_TEXT|>, and the reply opens inside thinking unless think is off
+COHERE_REPLIES = [
+    ("Let me think about this.<|END_THINKING|><|START_TEXT|>Hello world!<|END_TEXT|>", True,
+     "Hello world!", "Let me think about this.", []),
+    ("<|START_TEXT|>direct answer<|END_TEXT|>", False, "direct answer", "", []),
+    ("thought<|END_THINKING|>Just plain text output", True, "Just plain text output",
+     "thought", []),
+    ('plan<|END_THINKING|><|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": '
+     '"get_weather", "parameters": {"city": "Paris"}},    {"tool_call_id": "1", "tool_name": '
+     '"get_time", "parameters": {}}\n]<|END_ACTION|>', True, "", "plan",
+     [("get_weather", {"city": "Paris"}), ("get_time", {})]),
+]
+
+
+@pytest.mark.parametrize("reply, thinking, content, thought, called", COHERE_REPLIES)
+def test_cohere_replies_read_as_ollamas_parser_reads_them(reply, thinking, content, thought,
+                                                          called):
+    tools = [{"type": "function", "function": {"name": n}} for n in ("get_weather", "get_time")]
+    for pieces in split_everywhere(reply):
+        got = run(make_extractor(format_of_parser("cohere"), tools=tools,
+                                 start_thinking=thinking), pieces)
+        assert got[0].strip() == content and got[1] == thought, pieces
+        assert [(c["function"]["name"], c["function"]["arguments"]) for c in got[2]] == \
+            called, pieces
