@@ -1,8 +1,9 @@
 """The families that write each call as <invoke name="NAME"> with a
 <parameter name="P">value</parameter> per argument, their tags under a prefix: MiniMax-M2
 (none, inside <minimax:tool_call>), DeepSeek V3.2 and V4 ("｜DSML｜", inside
-<｜DSML｜function_calls> or <｜DSML｜tool_calls>), muse ("atem:"). Values are text that the
-tool's schema types (DeepSeek marks each string="true" or not: the schema says the same).
+<｜DSML｜function_calls> or <｜DSML｜tool_calls>), muse ("atem:", glimmer.py). Values are
+text that the tool's schema types (DeepSeek marks each string="true" or not: the schema says
+the same).
 MiniMax-M3 writes its parameters as <NAME>value</NAME>, each tag after its separator token
 "]<]minimax[>[", inside <tool_call>."""
 
@@ -66,9 +67,6 @@ DEEPSEEK_V32 = register(invoke_format(         # V3.2 wraps calls in function_ca
 DEEPSEEK_V4 = register(invoke_format(          # V4 in tool_calls
     "deepseek-v4", lambda t: DSML in t, DSML,
     (f"{DSML}tool_calls", f"{DSML}function_calls"), string=True), rank=21)
-MUSE = register(invoke_format(
-    "muse", lambda t: "<atem:function_calls>" in t, "atem:", ("atem:function_calls",),
-    think=None), rank=20)
 MINIMAX_M3 = register(Format(
     "minimax-m3", lambda t: f"'{M3_SEPARATOR}'" in t, think=("<mm:think>", "</mm:think>"),
     tool=("<invoke", "</invoke>"), drop=(M3_SEPARATOR, "<tool_call>", "</tool_call>"),

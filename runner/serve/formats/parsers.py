@@ -45,7 +45,7 @@ PARSERS: dict[str, Parser] = {
     "olmo3": Parser("olmo3", True, False),         # Python calls in <function_calls>
     "laguna": Parser("glm", True, True),           # GLM's <arg_key>/<arg_value> calls
     "poolside-v1": Parser("glm", True, True),      # Laguna's, its prompts closed anew
-    "glimmer": Parser("muse", True, True),         # <atem:invoke> calls
+    "glimmer": Parser("glimmer", True, True),
     "passthrough": Parser(None, False, False),
     # Ollama parses these; no format here reads their calls yet
     "functiongemma": Parser(None, False, False),

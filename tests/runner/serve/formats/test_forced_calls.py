@@ -9,7 +9,7 @@ The families are those of the architectures this project runs (Qwen 3, Qwen3-Cod
 3.5, Mistral, Llama 3, Gemma 4 with its own object syntax, gpt-oss's harmony, LFM2's Python
 calls) and some whose
 call syntax is their own (GLM, MiniMax-M2 whose prompts open a think block, MiniMax-M3,
-DeepSeek V3.2, Kimi K2 and K3, Solar Open)."""
+DeepSeek V3.2, Kimi K2 and K3, Solar Open, muse's glimmer)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ FAMILIES = ["Qwen-Qwen3-0.6B.jinja", "Qwen3-Coder.jinja", "Qwen3.5-4B.jinja",
             "google-gemma-4-31B-it.jinja", "openai-gpt-oss-120b.jinja", "LFM2.5-8B-A1B.jinja",
             "GLM-4.6.jinja", "MiniMax-M2.jinja", "MiniMax-M3.jinja",
             "deepseek-ai-DeepSeek-V3.2.jinja", "moonshotai-Kimi-K2.jinja", "Kimi-K3.jinja",
-            "upstage-Solar-Open-100B.jinja"]
+            "upstage-Solar-Open-100B.jinja", "muse-glimmer.jinja"]
 # values from enums: a random model's free text could outrun the tokens it is given
 PARAMETERS = {"type": "object", "required": ["location", "days"], "additionalProperties": False,
               "properties": {"location": {"type": "string", "enum": ["Paris", "Rome"]},

@@ -55,9 +55,11 @@ ROWS = {
                     '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
                     '<｜DSML｜parameter name="location" string="true">Paris</｜DSML｜parameter>\n'
                     "</｜DSML｜invoke>\n</｜DSML｜tool_calls>"),
-    "muse": ("<atem:function_calls>{{ calls }}</atem:function_calls>",
-             '<atem:function_calls>\n<atem:invoke name="get_weather">\n<atem:parameter '
-             'name="location">Paris</atem:parameter>\n</atem:invoke>\n</atem:function_calls>'),
+    "glimmer": ("<atem:function_calls>{{ calls }}</atem:function_calls>",
+                ' to=self<|message|>Weather.<|eom|><|start|>assistant to=get_weather<|message|>'
+                '<atem:function_calls>\n<atem:invoke name="get_weather">\n<atem:parameter '
+                'name="location">Paris</atem:parameter>\n</atem:invoke>\n'
+                "</atem:function_calls><|eom|>"),
     "seed-oss": ("<seed:tool_call>\n<function={{ name }}>",
                  "<seed:tool_call>\n<function=get_weather>\n<parameter=location>Paris</parameter>"
                  "\n</function>\n</seed:tool_call>"),

@@ -81,3 +81,38 @@ def test_cohere_replies_read_as_ollamas_parser_reads_them(reply, thinking, conte
         assert got[0].strip() == content and got[1] == thought, pieces
         assert [(c["function"]["name"], c["function"]["arguments"]) for c in got[2]] == \
             called, pieces
+
+
+# replies from Ollama's model/parsers/glimmer_test.go (fb307609) and what its parser makes of
+# them: (content, thinking, calls)
+ATEM = ('<atem:function_calls>\n<atem:invoke name="muse.bash">\n<atem:parameter name="command">'
+        "pwd && ls -la</atem:parameter>\n</atem:invoke>\n</atem:function_calls>")
+OTHER = '<atem:function_calls>\n<atem:invoke name="other.run">\n</atem:invoke>\n' \
+        "</atem:function_calls>"
+BASH = [("muse.bash", {"command": "pwd && ls -la"})]
+GLIMMER_REPLIES = {
+    " to=user<|message|>Hello": ("Hello", "", []),
+    " to=muse<|message|>" + ATEM + "<|eom|>": ("", "", BASH),
+    "<|message|>" + ATEM + "<|eom|>": ("", "", BASH),
+    " to=user<|message|>" + ATEM + "<|eot|>": ("", "", BASH),
+    " to=atem:function_calls<|message|>" + ATEM + "<|eom|>": ("", "", BASH),
+    " to=self<|message|>let me look<|eom|><|start|>assistant<|message|>" + ATEM + "<|eom|>":
+        ("", "let me look", BASH),
+    "<|message|>" + ATEM + "<|start|>assistant to=user<|message|>Done<|eot|>":
+        ("Done", "", BASH),
+    " to=user<|message|>" + OTHER + "<|eot|>": (OTHER, "", []),
+    " to=user<|message|>Running:\n" + ATEM + "<|eot|>": ("Running:\n" + ATEM, "", []),
+    " to=user<|message|>" + ATEM + "\nDone.<|eot|>": (ATEM + "\nDone.", "", []),
+}
+
+
+@pytest.mark.parametrize("reply", GLIMMER_REPLIES)
+def test_glimmers_replies_read_as_ollamas_parser_reads_them(reply):
+    tools = [{"type": "function", "function": {"name": "muse.bash", "parameters": {
+        "type": "object", "properties": {"command": {"type": "string"}}}}}]
+    expected = GLIMMER_REPLIES[reply]
+    for pieces in split_everywhere(reply):
+        content, thinking, calls = run(make_extractor(format_of_parser("glimmer"), tools=tools),
+                                       pieces)
+        assert (content, thinking, [(c["function"]["name"], c["function"]["arguments"])
+                                    for c in calls]) == expected, pieces
