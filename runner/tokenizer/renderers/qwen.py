@@ -108,6 +108,27 @@ def render_qwen3_coder(messages: list[dict], tools: list | None = None, think=No
     return "".join(out)
 
 
+def xml_calls(message: dict, content: str) -> list[str]:
+    """An assistant turn's calls after its content, as Qwen 3.5's renderer writes them."""
+    out = []
+    for j, (name, arguments, _) in enumerate(calls(message)):
+        out.append(("\n\n" if content.strip() else "") if j == 0 else "\n")
+        out.append(f"<tool_call>\n<function={name}>\n")
+        out += [f"<parameter={key}>\n{call_argument(value)}\n</parameter>\n"
+                for key, value in arguments.items()]
+        out.append("</function>\n</tool_call>")
+    return out
+
+
+def tool_response(messages: list[dict], i: int, content: str) -> list[str]:
+    """A tool result in the user's turn, which consecutive results share."""
+    out = [f"{START}user"] if i == 0 or messages[i - 1].get("role") != "tool" else []
+    out.append(f"\n<tool_response>\n{content}\n</tool_response>")
+    if i == len(messages) - 1 or messages[i + 1].get("role") != "tool":
+        out.append(END + "\n")
+    return out
+
+
 def _split_reasoning(content: str, reasoning: str, keep: bool) -> tuple[str, str]:
     """splitQwen35ReasoningContent: the message's thinking, else what a <think> block in
     its content holds (the content then what follows the block)."""
@@ -162,20 +183,11 @@ def render_qwen35(messages: list[dict], tools: list | None = None, think=None,
             reasoning, content = _split_reasoning(content, thinking(message), keep)
             out.append(f"{START}assistant\n" +
                        (f"<think>\n{reasoning}\n</think>\n\n{content}" if keep else content))
-            for j, (name, arguments, _) in enumerate(calls(message)):
-                out.append(("\n\n" if content.strip() else "") if j == 0 else "\n")
-                out.append(f"<tool_call>\n<function={name}>\n")
-                out += [f"<parameter={key}>\n{call_argument(value)}\n</parameter>\n"
-                        for key, value in arguments.items()]
-                out.append("</function>\n</tool_call>")
+            out += xml_calls(message, content)
             if not prefill:
                 out.append(END + "\n")
         elif role == "tool":
-            if i == 0 or messages[i - 1].get("role") != "tool":
-                out.append(f"{START}user")
-            out.append(f"\n<tool_response>\n{content}\n</tool_response>")
-            if last or messages[i + 1].get("role") != "tool":
-                out.append(END + "\n")
+            out += tool_response(messages, i, content)
         if last and not prefill:
             out.append(f"{START}assistant\n" +
                        ("<think>\n" if thinking_on else "<think>\n\n</think>\n\n"))

@@ -7,8 +7,8 @@ out of <think> tags in the content), and other roles written as turns of their o
 
 from __future__ import annotations
 
-from .go import call_argument, calls, think_bool, thinking, tool, marshal, with_spaces
-from .qwen import CALL_FORMAT, END, START, _is_tool_response
+from .go import think_bool, thinking, tool, marshal, with_spaces
+from .qwen import CALL_FORMAT, END, START, _is_tool_response, tool_response, xml_calls
 
 XHIGH = ("Reasoning effort is set to xhigh. Please think carefully through the task, "
          "validate key assumptions, consider plausible alternatives, and prioritize "
@@ -67,20 +67,11 @@ def render_qwen38(messages: list[dict], tools: list | None = None, think=None) -
         elif role == "assistant":
             out.append(f"{START}assistant\n<think>\n{thinking(message).strip()}\n</think>\n\n"
                        + content)
-            for j, (name, arguments, _) in enumerate(calls(message)):
-                out.append(("\n\n" if content.strip() else "") if j == 0 else "\n")
-                out.append(f"<tool_call>\n<function={name}>\n")
-                out += [f"<parameter={key}>\n{call_argument(value)}\n</parameter>\n"
-                        for key, value in arguments.items()]
-                out.append("</function>\n</tool_call>")
+            out += xml_calls(message, content)
             if not prefill:
                 out.append(END + "\n")
         elif role == "tool":
-            if i == 0 or messages[i - 1].get("role") != "tool":
-                out.append(f"{START}user")
-            out.append(f"\n<tool_response>\n{content}\n</tool_response>")
-            if last or messages[i + 1].get("role") != "tool":
-                out.append(END + "\n")
+            out += tool_response(messages, i, content)
         elif role != "system":
             out.append(f"{START}{role}\n{content}{END}\n")
         if last and not prefill:
