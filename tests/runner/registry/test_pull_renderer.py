@@ -29,7 +29,7 @@ def registry(model_paths, tmp_path):
     served = Served()
     for name, renderer, parser in (("library/coder:1b", "qwen3.5", "qwen3.5"),
                                    ("library/glm:1b", "glm-4.7", "glm-4.7"),
-                                   ("library/later:1b", "cohere", "cohere")):
+                                   ("library/later:1b", "some-future-renderer", "cohere")):
         served.add_model(name, [("model", model_paths["gemma3"])])
         with_config(served, name, tmp_path / f"{name.split('/')[1]}.json", {
             "model_format": "gguf", "model_family": "gemma3", "renderer": renderer,
@@ -82,7 +82,7 @@ def test_a_renderer_not_rendered_here_falls_back_and_says_so(registry, tmp_path,
     assert {"tools", "thinking"} <= set(entry.capabilities())      # the parser's
     prompt = chat_prompt(entry, [{"role": "user", "content": "Hi"}], None, "medium")
     assert prompt.text.startswith("<start_of_turn>user\nHi")     # Gemma's turns, the family's
-    assert 'renderer "cohere", which this server does not render' in caplog.text
+    assert 'renderer "some-future-renderer", which this server does not render' in caplog.text
 
 
 def test_gemma4_is_the_small_or_the_large_renderer_by_name_then_size(registry, tmp_path):
