@@ -103,8 +103,9 @@ def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
     context = dict(extra, add_generation_prompt=add_generation_prompt, bos_token=bos,
                    eos_token=eos, tools=[_described(t) for t in tools] if tools else None)
     try:
-        compiled = env.from_string(template)
-        for name in meta.find_undeclared_variables(env.parse(template)):
+        parsed = env.parse(template)                 # once: compiled, and read for names
+        compiled = env.from_string(parsed)
+        for name in meta.find_undeclared_variables(parsed):
             if name in READ_UNSET and name not in context:
                 context[name] = READ_UNSET[name](tools)
         try:
