@@ -6,8 +6,10 @@ their schema, closed_json() closes JSON that a length limit cut off."""
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import string
+from typing import Callable
 
 ALPHANUMERIC = string.ascii_letters + string.digits
 
@@ -64,6 +66,20 @@ def _object_call(value) -> tuple[str, dict] | None:
         except json.JSONDecodeError:
             return None
     return (name, arguments) if isinstance(arguments, dict) else None
+
+
+def head_and_pairs(head: str, pair: str, clean: Callable[[str], str] = str):
+    """The parser of a call whose arguments are text between tags: head's group, matched at
+    the body's start, is the tool's name; pair's two groups, found in the rest (cleaned
+    first), are each argument's key and value."""
+    head_pattern, pair_pattern = re.compile(head), re.compile(pair, re.S)
+
+    def parse(body: str) -> tuple[str, dict] | None:
+        found = head_pattern.match(body)
+        if found is None:
+            return None
+        return found.group(1), dict(pair_pattern.findall(clean(body[found.end():])))
+    return parse
 
 
 def closed_json(text: str) -> str:

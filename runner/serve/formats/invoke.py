@@ -11,22 +11,17 @@ from __future__ import annotations
 
 import re
 
+from .calls import head_and_pairs
 from .format import Format, TextCall, register
+
+
+INVOKE_HEAD = r'\s*name="([^"]+)"[^>]*>'
 
 
 def invoke_call(prefix: str = ""):
     """The parser of the body after <{prefix}invoke: ` name="NAME">` and its parameters."""
-    head = re.compile(r'\s*name="([^"]+)"[^>]*>')
-    parameter = re.compile(rf'<{re.escape(prefix)}parameter name="([^"]+)"[^>]*>(.*?)'
-                           rf'(?:</{re.escape(prefix)}parameter>|\Z)', re.S)
-
-    def parse(body: str) -> tuple[str, dict] | None:
-        found = head.match(body)
-        if found is None:
-            return None
-        return found.group(1), {name: value for name, value in
-                                parameter.findall(body[found.end():])}
-    return parse
+    return head_and_pairs(INVOKE_HEAD, rf'<{re.escape(prefix)}parameter name="([^"]+)"[^>]*>'
+                                       rf'(.*?)(?:</{re.escape(prefix)}parameter>|\Z)')
 
 
 def invoke_format(name: str, recognize, prefix: str, wrappers: tuple[str, ...],
@@ -46,16 +41,9 @@ def invoke_format(name: str, recognize, prefix: str, wrappers: tuple[str, ...],
 
 
 M3_SEPARATOR = "]<]minimax[>["
-M3_PARAMETER = re.compile(r"<([^/>\s]+)>(.*?)</\1>", re.S)
-
-
-def minimax_m3_call(body: str) -> tuple[str, dict] | None:
-    """The body after <invoke: name="NAME">, then <P>value</P> per parameter."""
-    found = re.match(r'\s*name="([^"]+)"[^>]*>', body)
-    if found is None:
-        return None
-    rest = body[found.end():].replace(M3_SEPARATOR, "")
-    return found.group(1), dict(M3_PARAMETER.findall(rest))
+# the body after <invoke: name="NAME">, then <P>value</P> per parameter, separators aside
+minimax_m3_call = head_and_pairs(INVOKE_HEAD, r"<([^/>\s]+)>(.*?)</\1>",
+                                 lambda rest: rest.replace(M3_SEPARATOR, ""))
 
 
 DSML = "｜DSML｜"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from .calls import head_and_pairs
 from .format import Format, TextCall, register
 
 XML_FUNCTION = re.compile(r"\s*<function=([^>\n]+)>")
@@ -31,16 +32,9 @@ def xml_text_call(opening: str, closing: str) -> TextCall:
                     "\n</parameter>\n", f"</function>\n{closing}")
 
 
-MINICPM_FUNCTION = re.compile(r'\s*name="([^"]+)"\s*>')
-MINICPM_PARAMETER = re.compile(r'<param name="([^"]+)"\s*>(.*?)(?:</param>|\Z)', re.S)
-
-
-def minicpm_call(body: str) -> tuple[str, dict] | None:
-    """MiniCPM 5's body after <function: name="NAME"><param name="P">value</param>..."""
-    found = MINICPM_FUNCTION.match(body)
-    if found is None:
-        return None
-    return found.group(1), dict(MINICPM_PARAMETER.findall(body[found.end():]))
+# MiniCPM 5's body after <function: name="NAME"><param name="P">value</param>...
+minicpm_call = head_and_pairs(r'\s*name="([^"]+)"\s*>',
+                              r'<param name="([^"]+)"\s*>(.*?)(?:</param>|\Z)')
 
 
 SEED_OSS = register(Format(

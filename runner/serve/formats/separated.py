@@ -7,9 +7,8 @@ Kimi K3, whose tags are <|open|>TAG attributes<|sep|> ... <|close|>TAG<|sep|>
 
 from __future__ import annotations
 
-import re
 
-from .calls import closed_after, named_call
+from .calls import closed_after, head_and_pairs, named_call
 from .format import Format, TextCall, register
 
 KIMI_ARGUMENTS = "<|tool_call_argument_begin|>"
@@ -32,17 +31,10 @@ def solar_call(body: str) -> tuple | None:
     return named_call(name, arguments, ident.strip() or None)
 
 
-K3_CALL = re.compile(r'\s*tool="([^"]+)"[^<]*<\|sep\|>')
-K3_ARGUMENT = re.compile(r'<\|open\|>argument key="([^"]+)"[^<]*<\|sep\|>(.*?)'
-                         r'(?:<\|close\|>argument<\|sep\|>|\Z)', re.S)
-
-
-def kimi_k3_call(body: str) -> tuple[str, dict] | None:
-    """The body after <|open|>call: tool="NAME" index="N"<|sep|> and its arguments."""
-    found = K3_CALL.match(body)
-    if found is None:
-        return None
-    return found.group(1), dict(K3_ARGUMENT.findall(body[found.end():]))
+# the body after <|open|>call: tool="NAME" index="N"<|sep|> and its arguments
+kimi_k3_call = head_and_pairs(r'\s*tool="([^"]+)"[^<]*<\|sep\|>',
+                              r'<\|open\|>argument key="([^"]+)"[^<]*<\|sep\|>(.*?)'
+                              r'(?:<\|close\|>argument<\|sep\|>|\Z)')
 
 
 def k3_tags(*names: str) -> tuple[str, ...]:
