@@ -15,10 +15,11 @@ import gguf
 import numpy as np
 
 from .architectures import architecture_of, transform, unwrap_multimodal
-from .checkpoint import Checkpoint, CheckpointError
+from .checkpoint import Checkpoint, CheckpointError, reading
 from .experts import fuse_experts
 from .sentence import pooling_of
 from .hyper import Hyper, write_hparams
+from .sizes import check_sizes
 from .mmproj import write_mmproj
 from .vocab import write_tokenizer
 from .writing import FILE_TYPES, OUTTYPES, check_outtype, write_tensors
@@ -40,29 +41,42 @@ def convert(hf_dir, out, outtype: str = "f16", progress: bool = True,
     projector to that file too, as llama.cpp's mmproj files are."""
     check_outtype(outtype)
     if mmproj is not None:
-        write_mmproj(Checkpoint(hf_dir), mmproj, outtype, progress)
-    checkpoint = Checkpoint(hf_dir)
-    unwrap_multimodal(checkpoint)
-    fuse_experts(checkpoint)
-    arch = architecture_of(checkpoint.config)
-    if arch.prepare is not None:
-        arch.prepare(checkpoint)
-    h = arch.hyper_of(checkpoint.config)
-    tensors = _tensor_plan(checkpoint, arch, h)
+        with reading("config.json"):
+            write_mmproj(_read(hf_dir), mmproj, outtype, progress)
+    checkpoint = _read(hf_dir)
     out = Path(out)
-    writer = gguf.GGUFWriter(str(out), arch.name)
-    writer.add_name(checkpoint.dir.name)
-    writer.add_file_type(FILE_TYPES[outtype])
-    write_hparams(writer, h)
-    if arch.hparams is not None:
-        arch.hparams(writer, checkpoint.config, h, checkpoint.dir)
-    pooling = pooling_of(checkpoint.dir, arch.pooling)
+    with reading("config.json"):
+        unwrap_multimodal(checkpoint)
+        fuse_experts(checkpoint)
+        arch = architecture_of(checkpoint.config)
+        if arch.prepare is not None:
+            arch.prepare(checkpoint)
+        h = arch.hyper_of(checkpoint.config)
+        tensors = _tensor_plan(checkpoint, arch, h)
+        writer = gguf.GGUFWriter(str(out), arch.name)
+        writer.add_name(checkpoint.dir.name)
+        writer.add_file_type(FILE_TYPES[outtype])
+        write_hparams(writer, h)
+        if arch.hparams is not None:
+            arch.hparams(writer, checkpoint.config, h, checkpoint.dir)
+    with reading("modules.json or a sentence-transformers module's config.json"):
+        pooling = pooling_of(checkpoint.dir, arch.pooling)
     if pooling is not None:                  # an embedding model
         writer.add_pooling_type(pooling)
-    write_tokenizer(writer, checkpoint, h.vocab, arch.space_prefix)
+    with reading("A tokenizer file (tokenizer.json, tokenizer_config.json, vocab.txt)"):
+        write_tokenizer(writer, checkpoint, h.vocab, arch.space_prefix)
     write_tensors(writer, tensors, outtype, KEEP_F32,
                   lambda name: arch.shape_of(name, h, checkpoint.config), progress)
     return out
+
+
+def _read(hf_dir) -> Checkpoint:
+    """The checkpoint, its config's sizes checked against its tensors (sizes.py) before
+    anything is built from them."""
+    checkpoint = Checkpoint(hf_dir)
+    check_sizes(checkpoint.config, checkpoint.tensors)
+    check_sizes(checkpoint.generation, checkpoint.tensors, "generation_config.json")
+    return checkpoint
 
 
 def _tensor_plan(checkpoint: Checkpoint, arch, h: Hyper) -> dict:

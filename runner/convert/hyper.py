@@ -14,6 +14,7 @@ from .checkpoint import CheckpointError
 # rope scalings a config may ask for (llama3's and Gemma 4's proportional one become
 # rope_freqs: extra_tensors, gemma4.py)
 ROPE_SCALINGS = (None, "default", "linear", "llama3", "proportional", "yarn")
+REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
 
 
 @dataclass(frozen=True)
@@ -35,23 +36,28 @@ class Hyper:
 
     @classmethod
     def of(cls, c: dict) -> "Hyper":
-        try:
-            heads = c["num_attention_heads"]
-            rope = c.get("rope_parameters") or {}
-            rope = rope.get("full_attention", rope)          # per layer type (Gemma 3)
-            scaling = c.get("rope_scaling") or (rope if rope.get("rope_type") not in
-                                                (None, "default") else None)
-            return cls(layers=c["num_hidden_layers"], embd=c["hidden_size"],
-                       ffn=c.get("intermediate_size_mlp") or c["intermediate_size"],
-                       heads=heads,
-                       kv_heads=c.get("num_key_value_heads") or heads,
-                       head_dim=c.get("head_dim") or c["hidden_size"] // heads,
-                       vocab=c["vocab_size"], context=c.get("max_position_embeddings", 2048),
-                       eps=c.get("rms_norm_eps", 1e-6),
-                       rope_theta=c.get("rope_theta") or rope.get("rope_theta", 10000.0),
-                       rope_scaling=scaling)
-        except KeyError as missing:
-            raise CheckpointError(f"config.json lacks {missing}.") from None
+        """From config.json; a key given as null is taken as absent (HF writes head_dim
+        null, say, for "derived")."""
+        c = {key: value for key, value in c.items() if value is not None}
+        missing = [key for key in REQUIRED if key not in c]
+        if "intermediate_size" not in c and "intermediate_size_mlp" not in c:
+            missing.append("intermediate_size")
+        if missing:
+            raise CheckpointError(f"config.json lacks {', '.join(missing)}.")
+        heads = c["num_attention_heads"]
+        rope = c.get("rope_parameters") or {}
+        rope = rope.get("full_attention", rope)          # per layer type (Gemma 3)
+        scaling = c.get("rope_scaling") or (rope if rope.get("rope_type") not in
+                                            (None, "default") else None)
+        return cls(layers=c["num_hidden_layers"], embd=c["hidden_size"],
+                   ffn=c.get("intermediate_size_mlp") or c["intermediate_size"],
+                   heads=heads,
+                   kv_heads=c.get("num_key_value_heads") or heads,
+                   head_dim=c.get("head_dim") or c["hidden_size"] // heads,
+                   vocab=c["vocab_size"], context=c.get("max_position_embeddings", 2048),
+                   eps=c.get("rms_norm_eps", 1e-6),
+                   rope_theta=c.get("rope_theta") or rope.get("rope_theta", 10000.0),
+                   rope_scaling=scaling)
 
 
 def write_hparams(writer: gguf.GGUFWriter, h: Hyper) -> None:

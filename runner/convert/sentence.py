@@ -4,21 +4,34 @@ llama.cpp's names (dense_2, dense_3)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
 import gguf
 
-from .checkpoint import CheckpointError, _read_header
+from .checkpoint import CheckpointError, _read_header, json_value, read_json
 
 IDENTITY = "torch.nn.modules.linear.Identity"
 DENSE_NAMES = {"2_Dense": "dense_2", "3_Dense": "dense_3"}      # llama.cpp's two
 
 
 def _modules(directory) -> list[dict]:
+    """modules.json's modules, each a type and a folder inside the checkpoint's."""
     path = directory / "modules.json"
-    return json.loads(path.read_text()) if path.exists() else []
+    modules = json_value(path.read_bytes(), "modules.json") if path.exists() else []
+    if not isinstance(modules, list):
+        raise CheckpointError("modules.json holds no list of modules.")
+    for module in modules:
+        if not isinstance(module, dict) or not isinstance(module.get("type", ""), str) or \
+                not _inside(module.get("path")):
+            raise CheckpointError(f"modules.json lists {module!r}, not a module with a type "
+                                  "and a folder inside the checkpoint's.")
+    return modules
+
+
+def _inside(folder) -> bool:
+    return isinstance(folder, str) and not Path(folder).is_absolute() and \
+        ".." not in Path(folder).parts
 
 
 POOLING = {"pooling_mode_mean_tokens": gguf.PoolingType.MEAN,
@@ -31,7 +44,7 @@ def pooling_of(directory, default: gguf.PoolingType | None = None) -> gguf.Pooli
     embedding model of any architecture (Qwen3-Embedding: last token) says it there."""
     for module in _modules(directory):
         if module.get("type", "").endswith("Pooling"):
-            config = json.loads((directory / module["path"] / "config.json").read_text())
+            config = read_json(directory / module["path"] / "config.json")
             for key, kind in POOLING.items():
                 if config.get(key):
                     return kind
@@ -50,7 +63,7 @@ def _dense_modules(directory: Path) -> list[tuple[str, dict, Path]]:
             raise CheckpointError(f"The Dense module in {module['path']} is not one of "
                                   f"{', '.join(DENSE_NAMES)}, the two llama.cpp reads.")
         folder = directory / module["path"]
-        config = json.loads((folder / "config.json").read_text())
+        config = read_json(folder / "config.json")
         if config.get("activation_function", IDENTITY) != IDENTITY or config.get("bias"):
             raise CheckpointError(f"The Dense module in {module['path']} has an activation "
                                   "or a bias; llama.cpp's Dense layers are plain matrices.")

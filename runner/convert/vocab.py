@@ -14,7 +14,6 @@ config's vocabulary size reserves beyond the tokenizer's are padding, UNUSED.
 from __future__ import annotations
 
 import base64
-import json
 import re
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import gguf
 from ..tokenizer.bpe import GPT2, PRE_TOKENIZERS
 from ..tokenizer.spm import SPACE
 from ..tokenizer.vocab import TokenType
-from .checkpoint import Checkpoint, CheckpointError
+from .checkpoint import Checkpoint, CheckpointError, read_json
 
 BYTE_TOKEN = re.compile(r"<0x[0-9A-F]{2}>")
 # the name written when several share the same expressions (llama.cpp's usual choice)
@@ -82,7 +81,7 @@ def _write_sentencepiece(writer, checkpoint: Checkpoint, vocab_size: int,
     ids = {text: i for i, text in enumerate(tokens)}
     for key, added in checkpoint.tokenizer_config.get("added_tokens_decoder", {}).items():
         i = int(key)
-        if i < size:
+        if 0 <= i < size:
             tokens[i] = added["content"]
             types[i] = TokenType.CONTROL if added.get("special") else TokenType.USER_DEFINED
             ids[added["content"]] = i
@@ -134,7 +133,7 @@ def _write_bpe(writer, checkpoint: Checkpoint, vocab_size: int) -> None:
     if not path.exists():
         raise CheckpointError(f"{checkpoint.dir} has neither tokenizer.model nor "
                               "tokenizer.json.")
-    spec = json.loads(path.read_text(encoding="utf-8"))
+    spec = read_json(path)
     model = spec["model"]
     if model["type"] == "Unigram":
         return _write_unigram(writer, checkpoint, vocab_size, spec)
@@ -149,7 +148,7 @@ def _write_bpe(writer, checkpoint: Checkpoint, vocab_size: int) -> None:
         if added.get("special"):
             special.add(added["content"])
     user = {a["content"] for a in spec.get("added_tokens", [])} - special
-    size = max(vocab_size, max(ids.values()) + 1)
+    size = _token_count(ids, vocab_size)
     tokens = [f"[PAD{i}]" for i in range(size)]
     types = [TokenType.UNUSED] * size
     for text, i in ids.items():
@@ -171,6 +170,17 @@ def _write_bpe(writer, checkpoint: Checkpoint, vocab_size: int) -> None:
     writer.add_token_merges(merges)
     checkpoint.tokenizer_post_processor = spec.get("post_processor")
     _special_ids(writer, checkpoint, ids)
+
+
+def _token_count(ids: dict, vocab_size: int) -> int:
+    """The tokens to write: vocab_size, or more where the tokenizer has more; an id beyond
+    both (a gap the list would fill with padding) is refused, as a lie about the size."""
+    count = max(vocab_size, len(ids))
+    for text, i in ids.items():
+        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < count:
+            raise CheckpointError(f"tokenizer.json gives the token {text!r} the id {i!r}, "
+                                  f"not one of the {count} ids of its vocabulary.")
+    return count
 
 
 def _write_unigram(writer, checkpoint: Checkpoint, vocab_size: int, spec: dict) -> None:
@@ -276,7 +286,7 @@ def chat_template(directory, tokenizer: dict) -> str | None:
     if (directory / "chat_template.jinja").is_file():
         return (directory / "chat_template.jinja").read_text()
     if (directory / "chat_template.json").is_file():
-        found = json.loads((directory / "chat_template.json").read_text()).get("chat_template")
+        found = read_json(directory / "chat_template.json").get("chat_template")
         if isinstance(found, str):
             return found
     template = tokenizer.get("chat_template")
