@@ -33,6 +33,22 @@ class ModelNotFound(LookupError):
     pass
 
 
+def _read_manifest(path: Path, name: str) -> dict:
+    """A manifest this store wrote, or a ValueError saying it is malformed (a file edited
+    or cut short by hand): its model a digest or a path, its other fields as written."""
+    try:
+        manifest = json.loads(path.read_text())
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise ValueError(f'the manifest of model "{name}" is not JSON ({error}); remove it '
+                         "with /api/delete") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("model"), str) or \
+            not isinstance(manifest.get("projector") or "", str) or \
+            not isinstance(manifest.get("parameters") or {}, dict):
+        raise ValueError(f'the manifest of model "{name}" is malformed (it names no model '
+                         "file, or a field has the wrong type); remove it with /api/delete")
+    return manifest
+
+
 def normalize(name: str) -> str:
     """'foo' -> 'foo:latest', 'registry.ollama.ai/library/foo' -> 'foo:latest' (Ollama's
     shortest display, registry/names.py); names are matched without regard to case."""
@@ -99,7 +115,7 @@ class Library:
         manifest = self._manifest_path(key)
         if not manifest.is_file():
             raise ModelNotFound(f'model "{text}" not found, try pulling it first')
-        return self._entry(key, json.loads(manifest.read_text()))
+        return self._entry(key, _read_manifest(manifest, key))
 
     def _entry(self, name: str, manifest: dict) -> Entry:
         source = manifest["model"]
@@ -130,8 +146,8 @@ class Library:
             relative = manifest.relative_to(self.manifests)
             name = f"{'/'.join(relative.parts[:-1])}:{relative.stem}"
             try:
-                found.append(self._entry(name, json.loads(manifest.read_text())))
-            except (ModelNotFound, ValueError, KeyError):
+                found.append(self._entry(name, _read_manifest(manifest, name)))
+            except (ModelNotFound, ValueError):
                 continue
         return found
 
@@ -220,7 +236,16 @@ class Library:
         return self.get(key)
 
     def copy(self, source: str, destination: str) -> None:
+        """A new name for source's model; refused (ValueError) unless its files are GGUF
+        files this server reads, so that no name is made for a model nothing can load."""
         entry = self.get(source)
+        try:
+            for path in (entry.path, entry.projector):
+                if path is not None:
+                    header_of(path)
+        except (OSError, ValueError) as error:
+            raise ValueError(f'model "{source}" cannot be copied: its file is not a GGUF '
+                             f"file this server reads ({error}).") from None
         model = f"sha256:{entry.digest}" if entry.path.parent == self.blobs else str(entry.path)
         manifest = {"model": model, "digest": entry.digest, "template": entry.template,
                     "system": entry.system, "parameters": entry.parameters,
@@ -232,33 +257,50 @@ class Library:
             manifest["projector"] = str(entry.projector)
         self._write_manifest(normalize(destination), manifest)
 
-    def delete(self, name: str) -> None:
+    def delete(self, name: str) -> str:
         """Remove a pulled model's file, or a created model's manifest and the blobs no other
-        model uses. A GGUF path given as a name is never deleted: it is not in the store."""
+        manifest names; the name deleted. A manifest is removed whatever it holds (JSON
+        that does not parse, a file gone or not a GGUF): nothing in the store is left that
+        delete refuses. A GGUF path given as a name is never deleted: it is not in the
+        store."""
         if str(name).strip().lower() in store.CATALOG:
             entry = self.get(name)
             with self._lock:
                 entry.path.unlink()
-            return
+            return entry.name
         try:
             key = normalize(name)
+            manifest = self._manifest_path(key)
         except ValueError:
             raise ValueError(f"{name!r} is not a model in the store (a file path is never "
                              "deleted); nothing was deleted.") from None
-        entry = self.get(key)
+        if not manifest.is_file():
+            raise ModelNotFound(f'model "{name}" not found')
         with self._lock:
-            manifest = self._manifest_path(entry.name)
+            named = self._blobs_named(manifest)
             manifest.unlink()
             for folder in manifest.parents:
                 if folder == self.manifests or not folder.is_relative_to(self.manifests) or \
                         any(folder.iterdir()):
                     break
                 folder.rmdir()
-            others = self.list()
-            for path in (entry.path, entry.projector):
-                if path is not None and path.parent == self.blobs and \
-                        not any(path in (e.path, e.projector) for e in others):
-                    path.unlink()
+            kept = {blob for other in self.manifests.rglob("*.json")
+                    for blob in self._blobs_named(other)}
+            for blob in named - kept:
+                blob.unlink(missing_ok=True)
+        return key
+
+    def _blobs_named(self, manifest: Path) -> set[Path]:
+        """The store's blobs a manifest names (its model and projector); none where it
+        cannot be read."""
+        try:
+            fields = json.loads(manifest.read_text())
+        except (OSError, ValueError, RecursionError):
+            return set()
+        sources = [fields.get(part) for part in ("model", "projector")] \
+            if isinstance(fields, dict) else []
+        paths = {self._source_path(source) for source in sources if isinstance(source, str)}
+        return {path for path in paths if path.parent == self.blobs}
 
     def _write_manifest(self, name: str, manifest: dict) -> None:
         path = self._manifest_path(name)

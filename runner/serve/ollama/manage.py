@@ -266,9 +266,9 @@ async def copy(request: CopyBody, service: Served):
 
 @api.delete("/api/delete", openapi_extra=documented(ModelRequest))
 async def delete(request: ModelBody, service: Served):
-    entry = await service.entry(request.model)
-    await _library_call(service.library.delete, request.model)
-    await service.scheduler.unload(entry.name)
+    """The model's manifest (or pulled file) removed, whether its file reads or not."""
+    name = await _library_call(service.library.delete, request.model)
+    await service.scheduler.unload(name)
     return Response(status_code=200)
 
 
