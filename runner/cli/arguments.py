@@ -96,8 +96,9 @@ def parser(handlers: dict[str, Callable]) -> argparse.ArgumentParser:
     quantize = sub.add_parser("quantize", help="a smaller GGUF, with llama.cpp's mixtures")
     quantize.add_argument("source", help="a GGUF of F32/F16/BF16 weights (or a model name)")
     quantize.add_argument("target")
-    quantize.add_argument("--type", required=True,
-                          choices=("Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q6_K", "Q4_K_M", "Q5_K_M"))
+    quantize.add_argument("--type", required=True, type=str.upper,
+                          help="the mixture: Q4_K_M, Q8_0 ... (convert/quantize.py's MIXTURES; "
+                               "another is refused with their list)")
     quantize.set_defaults(run=handlers["quantize"])
     return top
 

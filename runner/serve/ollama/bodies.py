@@ -279,6 +279,7 @@ class CreateRequest(Named):
     quantize: str | None = None
     messages: list[Message] | None = None
     license: str | list[str] | None = None
+    adapters: dict[str, str] = Field(default_factory=dict)      # refused: LoRA is not read
     stream: bool = True
 
     @model_validator(mode="after")

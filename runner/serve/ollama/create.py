@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import gguf
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pyggml.gguf_reader import Header
 
 from ...tokenizer.template import check_template
 from .bodies import CreateRequest
+from ..library.child import ChildFailed, bounds_for, run_bounded
 from ..library.store import DIGEST
-from .manage import _library_call, _respond, statuses
+from .manage import _library_call, statuses
 from ..web.reading import Served, body, documented
+from ..web.replies import unless_gone
 from ..service.core import ServeError
 
 CHECKPOINT_SUFFIXES = (".safetensors", ".json", ".model", ".txt", ".jinja", ".py")
@@ -43,9 +43,9 @@ async def _gguf_files(library, files: dict) -> tuple[str | None, str | None]:
     general.architecture clip, is the projector, as Ollama sorts them)."""
     model = projector = None
     for name, digest in files.items():
-        _blob(library, name, digest)
+        hex_digest = _blob(library, name, digest).name.removeprefix("sha256-")
         try:
-            is_projector = await asyncio.to_thread(library.is_projector, digest.split(":")[1])
+            is_projector = await asyncio.to_thread(library.is_projector, hex_digest)
         except ValueError as error:
             raise ServeError(400, f"the file {name} is not a GGUF file: {error}") from None
         if is_projector:
@@ -61,39 +61,47 @@ def _is_checkpoint(files: dict) -> bool:
     return any(name.endswith(".safetensors") for name in files)
 
 
-def _run(*command: str) -> None:
-    """A conversion or quantization in a process of its own: the server never loads ggml
-    (test_manage.py), and a failure is its last line."""
-    done = subprocess.run([sys.executable, "-m", "runner", *command], capture_output=True,
-                          text=True)
-    if done.returncode != 0:
-        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-        raise ValueError(lines[-1] if lines else f"exit status {done.returncode}")
+def _checkpoint_blobs(library, files: dict) -> dict[str, Path]:
+    """A checkpoint's files: name -> its blob, each name a plain file name of a kind a
+    checkpoint holds."""
+    for name in files:
+        if Path(name).name != name or name.startswith(".") or \
+                not name.endswith(CHECKPOINT_SUFFIXES):
+            raise ServeError(400, f"{name!r} is not a checkpoint file name (safetensors, json, "
+                                  "tokenizer files, without folders).")
+    return {name: _blob(library, name, digest) for name, digest in files.items()}
 
 
-def _convert(library, files: dict) -> str:
-    """A checkpoint's files (blobs under their names) converted to a GGUF blob (f16)."""
+async def _convert(library, blobs: dict[str, Path]) -> str:
+    """A checkpoint's files (blobs under their names) converted to a GGUF blob (f16), in a
+    bounded child (library/child.py)."""
     work = library.scratch()
     try:
-        for name, digest in files.items():
-            if Path(name).name != name or name.startswith(".") or \
-                    not name.endswith(CHECKPOINT_SUFFIXES):
-                raise ValueError(f"{name!r} is not a checkpoint file name (safetensors, json, "
-                                 "tokenizer files, without folders).")
-            (work / name).symlink_to(_blob(library, name, digest))
-        _run("convert", str(work), "-o", str(work / "model.gguf"), "--outtype", "f16")
-        return "sha256:" + library.add_blob(work / "model.gguf")
+        for name, blob in blobs.items():
+            (work / name).symlink_to(blob)
+        size = sum(blob.stat().st_size for blob in blobs.values())
+        await _bounded(["convert", str(work), "-o", str(work / "model.gguf"), "--outtype",
+                        "f16"], size, "The checkpoint cannot be converted.")
+        return "sha256:" + await asyncio.to_thread(library.add_blob, work / "model.gguf")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _quantize(library, source: Path, type_name: str) -> str:
+async def _quantize(library, source: Path, type_name: str) -> str:
     work = library.scratch()
     try:
-        _run("quantize", str(source), str(work / "model.gguf"), "--type", type_name)
-        return "sha256:" + library.add_blob(work / "model.gguf")
+        await _bounded(["quantize", str(source), str(work / "model.gguf"), "--type",
+                        type_name], source.stat().st_size, "The model cannot be quantized.")
+        return "sha256:" + await asyncio.to_thread(library.add_blob, work / "model.gguf")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+async def _bounded(command: list[str], input_bytes: int, refusal: str) -> None:
+    try:
+        await run_bounded(command, bounds_for(input_bytes))
+    except ChildFailed as failed:
+        raise ServeError(400, f"{refusal} {failed}") from None
 
 
 def _file_type(path: Path) -> str:
@@ -103,12 +111,22 @@ def _file_type(path: Path) -> str:
 
 
 @api.post("/api/create", openapi_extra=documented(CreateRequest))
-async def create(request: CreateBody, service: Served):
+async def create(request: CreateBody, service: Served, http: Request):
+    """A conversion or quantization is stopped when the client leaves, streaming (the
+    stream is cancelled) or not (unless_gone)."""
     library = service.library
+    if request.adapters:
+        raise ServeError(400, "LoRA adapters ('adapters') are not supported by this server; "
+                              "merge the adapter into the model's weights and create from "
+                              "those.")
     checkpoint = _is_checkpoint(request.files)
+    blobs = _checkpoint_blobs(library, request.files) if checkpoint else {}
     found = (None, None) if checkpoint else await _gguf_files(library, request.files)
     model: str | None = found[0]
     projector: str | Path | None = found[1]
+    if request.source and (checkpoint or model is not None):
+        raise ServeError(400, "Give the model either by 'from' or by 'files', not both "
+                              "('files' may add a projector to a model 'from' names).")
     template, system = request.template, request.system
     parameters = request.parameters.given() if request.parameters else {}
     messages = None if request.messages is None else \
@@ -135,20 +153,20 @@ async def create(request: CreateBody, service: Served):
         nonlocal model
         if checkpoint:
             yield {"status": "converting model"}
-            model = await _library_call(_convert, library, request.files,
-                                        invalid="the checkpoint cannot be converted: {}")
+            model = await _convert(library, blobs)
         yield {"status": "parsing GGUF"}
         if request.quantize:
             source = Path(model) if not DIGEST.match(model) else \
                 library.blobs / f"sha256-{model.split(':')[1]}"
             kind = await asyncio.to_thread(_file_type, source)
             yield {"status": f"quantizing {kind} model to {request.quantize.upper()}"}
-            model = await _library_call(_quantize, library, source, request.quantize.upper(),
-                                        invalid="the model cannot be quantized: {}")
+            model = await _quantize(library, source, request.quantize.upper())
         await _library_call(library.create, request.model, model, template, system,
                             parameters, projector, messages, license,
                             invalid="the file is not a model this server reads: {}")
         yield {"status": "writing manifest"}
         yield {"status": "success"}
 
-    return await _respond(statuses(request.stream, steps()))
+    if request.stream:
+        return statuses(True, steps())
+    return await unless_gone(http, statuses(False, steps()))
