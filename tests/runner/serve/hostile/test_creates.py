@@ -243,3 +243,12 @@ def test_delete_removes_a_manifest_whatever_it_holds(server):
         assert reply.status_code == 200, reply.text
         assert not manifest.parent.exists()
     assert not (server.store / "blobs" / digest.replace(":", "-")).exists()
+
+
+def test_a_digest_written_with_a_dash_names_its_blob(server, tiny):
+    """sha256-<hex>, as blobs/ names files, is read as sha256:<hex> (it was a 500)."""
+    digest = upload(server, {"model.gguf": tiny[1]})["model.gguf"].replace(":", "-")
+    reply = created(server, {"model": "dashed", "files": {"model.gguf": digest}})
+    assert reply.status_code == 200, reply.text
+    assert server.client.request("DELETE", "/api/delete",
+                                 json={"model": "dashed"}).status_code == 200
