@@ -77,7 +77,7 @@ class Checkpoint:
         path = self.dir / name
         if not path.exists():
             if required:
-                raise CheckpointError(f"{self.dir} has no {name}.")
+                raise CheckpointError(f"The checkpoint has no {name}.")
             return None
         return read_json(path)
 
@@ -93,7 +93,8 @@ class Checkpoint:
         elif (self.dir / "model.safetensors").exists():
             files = ["model.safetensors"]
         else:
-            raise CheckpointError(f"{self.dir} has no model.safetensors (nor a sharded index).")
+            raise CheckpointError("The checkpoint has no model.safetensors (nor a sharded "
+                                  "index).")
         tensors = {}
         for file in files:
             path = self.dir / file

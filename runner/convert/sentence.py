@@ -83,6 +83,7 @@ def add_dense_tensors(checkpoint) -> None:
     for name, _, folder in _dense_modules(checkpoint.dir):
         entries = _read_header(folder / "model.safetensors")
         if "linear.weight" not in entries:
-            raise CheckpointError(f"{folder} has no linear.weight.")
+            raise CheckpointError(f"The checkpoint's {folder.name}/model.safetensors has no "
+                                  "linear.weight.")
         checkpoint.tensors[f"{name}.weight"] = replace(entries["linear.weight"],
                                                        name=f"{name}.weight")

@@ -131,7 +131,7 @@ def _write_wordpiece(writer, checkpoint: Checkpoint, vocab_size: int) -> None:
 def _write_bpe(writer, checkpoint: Checkpoint, vocab_size: int) -> None:
     path = checkpoint.dir / "tokenizer.json"
     if not path.exists():
-        raise CheckpointError(f"{checkpoint.dir} has neither tokenizer.model nor "
+        raise CheckpointError("The checkpoint has neither tokenizer.model nor "
                               "tokenizer.json.")
     spec = read_json(path)
     model = spec["model"]

@@ -19,7 +19,7 @@ from pyggml.gguf_reader import Header
 from ...tokenizer.template import check_template
 from .bodies import CreateRequest
 from ..library.child import ChildFailed, bounds_for, run_bounded
-from ..library.store import DIGEST
+from ..library.store import DIGEST, normalize
 from .manage import _library_call, statuses
 from ..web.reading import Served, body, documented
 from ..web.replies import unless_gone
@@ -43,11 +43,13 @@ async def _gguf_files(library, files: dict) -> tuple[str | None, str | None]:
     general.architecture clip, is the projector, as Ollama sorts them)."""
     model = projector = None
     for name, digest in files.items():
-        hex_digest = _blob(library, name, digest).name.removeprefix("sha256-")
+        blob = _blob(library, name, digest)
         try:
-            is_projector = await asyncio.to_thread(library.is_projector, hex_digest)
-        except ValueError as error:
-            raise ServeError(400, f"the file {name} is not a GGUF file: {error}") from None
+            is_projector = await asyncio.to_thread(library.is_projector,
+                                                   blob.name.removeprefix("sha256-"))
+        except ValueError as error:                   # named by its name, not the store's path
+            raise ServeError(400, f"The file {name} cannot be read: "
+                                  f"{str(error).replace(str(blob), name)}") from None
         if is_projector:
             projector = projector or digest
         elif model is None:
@@ -115,6 +117,10 @@ async def create(request: CreateBody, service: Served, http: Request):
     """A conversion or quantization is stopped when the client leaves, streaming (the
     stream is cancelled) or not (unless_gone)."""
     library = service.library
+    try:
+        normalize(request.model)                       # before any work is done for it
+    except ValueError as error:
+        raise ServeError(400, str(error)) from None
     if request.adapters:
         raise ServeError(400, "LoRA adapters ('adapters') are not supported by this server; "
                               "merge the adapter into the model's weights and create from "

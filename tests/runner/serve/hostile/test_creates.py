@@ -152,6 +152,11 @@ REQUESTS = {
                                                 "Unknown quantization type 'Q9_9'"),
     "from a model that does not exist": ({"from": "nosuch"}, 404, 'model "nosuch" not found'),
     "neither from nor files": ({}, 400, "neither 'from' nor 'files'"),
+    "a name that is not a model name": ({"model": "bad name!", "from": "tiny"}, 400,
+                                        "'bad name!' is not a model name ("),
+    "a checkpoint without its config": ({"files": {"model.safetensors": b"x" * 20}}, 400,
+                                        "The checkpoint cannot be converted. The checkpoint "
+                                        "has no config.json."),
 }
 
 
@@ -163,7 +168,8 @@ def test_a_malformed_create_request_is_a_4xx_with_one_sentence(server, tiny, cas
              for name, digest in body.get("files", {}).items()}
     reply = created(server, {"model": "malformed", **body, **({"files": files} if files
                                                                else {})})
-    assert words in a_sentence(reply, status)
+    error = a_sentence(reply, status)
+    assert words in error and str(server.store) not in error, error
     names = [m["name"] for m in server.client.get("/api/tags").json()["models"]]
     assert "malformed:latest" not in names
 
