@@ -152,8 +152,6 @@ REQUESTS = {
                                                 "Unknown quantization type 'Q9_9'"),
     "from a model that does not exist": ({"from": "nosuch"}, 404, 'model "nosuch" not found'),
     "neither from nor files": ({}, 400, "neither 'from' nor 'files'"),
-    "a name that is not a model name": ({"model": "bad name!", "from": "tiny"}, 400,
-                                        "'bad name!' is not a model name ("),
     "a checkpoint without its config": ({"files": {"model.safetensors": b"x" * 20}}, 400,
                                         "The checkpoint cannot be converted. The checkpoint "
                                         "has no config.json."),
@@ -172,6 +170,12 @@ def test_a_malformed_create_request_is_a_4xx_with_one_sentence(server, tiny, cas
     assert words in error and str(server.store) not in error, error
     names = [m["name"] for m in server.client.get("/api/tags").json()["models"]]
     assert "malformed:latest" not in names
+
+
+def test_a_name_that_is_not_a_model_name_is_refused_before_any_conversion(server, tiny):
+    reply = created(server, {"model": "bad name!",
+                             "files": upload(server, checkpoint_files(tiny[0]))})
+    assert a_sentence(reply).startswith("'bad name!' is not a model name ([host/]")
 
 
 def conversion_children(server) -> list[psutil.Process]:
