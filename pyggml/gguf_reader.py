@@ -8,6 +8,7 @@ numeric arrays with one numpy call. Tests compare it with GGUFReader.
 
 from __future__ import annotations
 
+import math
 import mmap
 import struct
 from dataclasses import dataclass
@@ -24,6 +25,9 @@ SCALARS: dict[int, str] = {
     GGUFValueType.INT64: "<q", GGUFValueType.FLOAT64: "<d",
 }
 NUMPY = {kind: np.dtype(fmt) for kind, fmt in SCALARS.items()}
+MAX_DIMS = 4                  # ggml's GGML_MAX_DIMS
+MAX_NESTING = 8               # arrays of arrays: deeper is no file's (and no stack's) business
+MAX_ELEMENTS = 2**62          # a tensor's elements (ggml counts them in int64)
 
 
 @dataclass(frozen=True)
@@ -74,10 +78,12 @@ class Header:
         self._pos = end
         return text
 
-    def _value(self, kind: int):
+    def _value(self, kind: int, depth: int = 0):
         if kind == GGUFValueType.STRING:
             return self._string()
         if kind == GGUFValueType.ARRAY:
+            if depth >= MAX_NESTING:
+                raise GGUFFormatError(f"{self.path} nests arrays more than {MAX_NESTING} deep.")
             item, count = self._read("<I"), self._read("<Q")
             if item == GGUFValueType.STRING:
                 return [self._string() for _ in range(count)]
@@ -89,7 +95,7 @@ class Header:
                 array = np.frombuffer(self.map, dtype=dtype, count=count, offset=self._pos)
                 self._pos = end
                 return array.tolist()
-            return [self._value(item) for _ in range(count)]
+            return [self._value(item, depth + 1) for _ in range(count)]
         if kind not in SCALARS:
             raise GGUFFormatError(f"{self.path} has a value of unknown type {kind}.")
         return self._read(SCALARS[kind])
@@ -115,22 +121,58 @@ class Header:
         infos = []
         for _ in range(n_tensors):
             name = self._string()
-            ne = tuple(self._read("<Q") for _ in range(self._read("<I")))
+            n_dims = self._read("<I")
+            if not 1 <= n_dims <= MAX_DIMS:
+                raise GGUFFormatError(f"{self.path}: tensor {name} has {n_dims} dimensions; "
+                                      f"ggml's tensors have 1 to {MAX_DIMS}.")
+            ne = tuple(self._read("<Q") for _ in range(n_dims))
             infos.append((name, self._read("<I"), ne, self._read("<Q")))
-        alignment = int(self.metadata.get("general.alignment", GGUF_DEFAULT_ALIGNMENT))
+        alignment = self._alignment()
         start = -(-self._pos // alignment) * alignment
-        self.tensors = []
-        seen = set()
-        for name, ggml_type, ne, offset in infos:
-            if name in seen:
-                raise GGUFFormatError(f"{self.path} holds the tensor {name} twice.")
-            seen.add(name)
-            if ggml_type not in GGML_QUANT_SIZES:
-                raise GGUFFormatError(f"{self.path}: tensor {name} has unknown type {ggml_type}.")
-            block, size = GGML_QUANT_SIZES[ggml_type]
-            count = int(np.prod(ne))
-            n_bytes = count // block * size
-            if start + offset + n_bytes > len(self.map):
-                raise GGUFFormatError(f"{self.path} is truncated: tensor {name} ends at byte "
-                                      f"{start + offset + n_bytes} of {len(self.map)}.")
-            self.tensors.append(TensorInfo(name, ggml_type, ne, start + offset, n_bytes))
+        self.tensors = [self._tensor(*info, start, alignment) for info in infos]
+        self._check_apart()
+
+    def _alignment(self) -> int:
+        """general.alignment: a power of two (llama.cpp's rule), 32 where the file says none."""
+        alignment = self.metadata.get("general.alignment", GGUF_DEFAULT_ALIGNMENT)
+        if type(alignment) is not int or alignment < 1 or alignment & (alignment - 1):
+            raise GGUFFormatError(f"{self.path}: general.alignment is {repr(alignment)[:40]}, "
+                                  "not a power of two; the file is malformed.")
+        return alignment
+
+    def _tensor(self, name: str, ggml_type: int, ne: tuple, offset: int, start: int,
+                alignment: int) -> TensorInfo:
+        """One tensor's description, checked: a known type, whole blocks, aligned, inside
+        the file."""
+        if ggml_type not in GGML_QUANT_SIZES:
+            raise GGUFFormatError(f"{self.path}: tensor {name} has unknown type {ggml_type}.")
+        block, size = GGML_QUANT_SIZES[ggml_type]
+        count = math.prod(ne)
+        if max(ne) > MAX_ELEMENTS or count > MAX_ELEMENTS:
+            raise GGUFFormatError(f"{self.path}: tensor {name} has shape {ne}, larger than "
+                                  "ggml can describe; the file is malformed.")
+        if ne[0] % block:
+            raise GGUFFormatError(f"{self.path}: tensor {name} has rows of {ne[0]} values, not "
+                                  f"a whole number of its type's blocks of {block}.")
+        if offset % alignment:
+            raise GGUFFormatError(f"{self.path}: tensor {name} starts at offset {offset}, "
+                                  f"not a multiple of the file's alignment ({alignment}).")
+        n_bytes = count // block * size
+        if start + offset + n_bytes > len(self.map):
+            raise GGUFFormatError(f"{self.path} is truncated: tensor {name} ends at byte "
+                                  f"{start + offset + n_bytes} of {len(self.map)}.")
+        return TensorInfo(name, ggml_type, ne, start + offset, n_bytes)
+
+    def _check_apart(self) -> None:
+        """No tensor twice, and no two tensors' data overlapping (nor sharing an offset)."""
+        seen: set[str] = set()
+        for info in self.tensors:
+            if info.name in seen:
+                raise GGUFFormatError(f"{self.path} holds the tensor {info.name} twice.")
+            seen.add(info.name)
+        placed = sorted((t for t in self.tensors if t.n_bytes), key=lambda t: t.offset)
+        for before, after in zip(placed, placed[1:]):
+            if after.offset < before.offset + before.n_bytes:
+                raise GGUFFormatError(f"{self.path}: the data of tensors {before.name} and "
+                                      f"{after.name} overlap (offsets {before.offset} and "
+                                      f"{after.offset}); the file is malformed.")

@@ -1,9 +1,12 @@
 """Rewriting a GGUF file the way another converter would have written it (the tests' way to
 make Ollama's layouts of a model from ours): keys renamed, dropped or given new values,
 tensors renamed or replaced; DeepSeek 2's file in Ollama's layout; a file's tensors read back
-as bytes."""
+as bytes; a tensor's description changed in place (retensor)."""
 
 from __future__ import annotations
+
+import struct
+from pathlib import Path
 
 import gguf
 import numpy as np
@@ -78,3 +81,21 @@ def tensors_of(path) -> dict:
     header = Header(path)
     data = np.memmap(path, np.uint8, mode="r")
     return {t.name: bytes(data[t.offset:t.offset + t.n_bytes]) for t in header.tensors}
+
+
+def retensor(source, target, name: str, n_dims=None, ne=None, offset=None):
+    """source with one tensor's description changed in place, byte for byte (a malformed
+    file no writer makes): its dimension count, its ne (ggml order, as many as it has) or
+    its offset. Returns target."""
+    data = bytearray(Path(source).read_bytes())
+    encoded = name.encode()
+    at = data.index(struct.pack("<Q", len(encoded)) + encoded) + 8 + len(encoded)
+    dims = struct.unpack_from("<I", data, at)[0]
+    if n_dims is not None:
+        struct.pack_into("<I", data, at, n_dims)
+    for i, n in enumerate(ne or ()):
+        struct.pack_into("<Q", data, at + 4 + 8 * i, n)
+    if offset is not None:
+        struct.pack_into("<Q", data, at + 4 + 8 * dims + 4, offset)
+    Path(target).write_bytes(bytes(data))
+    return target
