@@ -14,7 +14,7 @@ def pooling_of(meta: dict) -> str | None:
     value = meta.get(f"{meta.get('general.architecture')}.pooling_type")
     if value is None:
         return None
-    if value not in POOLING_TYPES:
+    if not isinstance(value, int) or value not in POOLING_TYPES:
         raise ValueError(f"Pooling type {value} is not supported; this runner pools by "
                          "mean, cls or last token.")
     return POOLING_TYPES[value]

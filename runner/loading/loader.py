@@ -83,16 +83,10 @@ def open_model(name_or_path, pull: bool = False, projector=None) -> Loaded:
     path = store.resolve(name_or_path, pull_missing=pull)
     gguf_file = pyggml.GGUFFile(path)
     meta = gguf_file.metadata
-    architecture = meta.get("general.architecture")
-    if architecture is None:
-        raise ValueError(f"{path} does not name its architecture (general.architecture).")
-    # an unknown architecture: a ValueError naming the known ones
-    cls: type[TextModel] = model_class(architecture, pooling_of(meta) is not None)
+    model, bound = bind_text_model(gguf_file)
     tokenizer = from_metadata(meta)
-    weights = Weights(gguf_file.tensors(aliases=TIED))
-    model = cls.from_metadata(meta, weights)
-    bound = {name: t for name, t in weights.tensors.items() if name in weights.taken}
-    loaded = Loaded(str(path), meta, architecture, model, tokenizer, gguf_file, bound)
+    loaded = Loaded(str(path), meta, meta["general.architecture"], model, tokenizer, gguf_file,
+                    bound)
     if projector is not None:
         projector_file = pyggml.GGUFFile(projector)
         _attach(loaded, projector_file, projector_file.metadata, projector_file.tensors(),
@@ -104,6 +98,22 @@ def open_model(name_or_path, pull: bool = False, projector=None) -> Loaded:
         found = gguf_file.tensors()                      # the towers' own, renamed
         _attach(loaded, gguf_file, clip, {new: found[old] for new, old in names.items()}, path)
     return loaded
+
+
+def bind_text_model(gguf_file: pyggml.GGUFFile) -> tuple[TextModel, dict[str, pyggml.Tensor]]:
+    """The file's text model bound to its tensors, which have no memory yet, and the tensors
+    it took. A ValueError with a sentence for any file it cannot be: one that names no
+    architecture or one this runner does not know (naming the known ones), metadata that
+    is malformed or disagrees with the tensors (ModelError, naming the key)."""
+    meta = gguf_file.metadata
+    architecture = meta.get("general.architecture")
+    if not isinstance(architecture, str):
+        raise ValueError(f"{gguf_file.path} does not name its architecture "
+                         "(general.architecture).")
+    cls: type[TextModel] = model_class(architecture, pooling_of(meta) is not None)
+    weights = Weights(gguf_file.tensors(aliases=TIED))
+    model = cls.from_metadata(meta, weights)
+    return model, {name: t for name, t in weights.tensors.items() if name in weights.taken}
 
 
 # modality -> the key saying an mmproj file has its encoder, and its projector type's key

@@ -2,38 +2,78 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any
-
-import gguf
 
 import pyggml
 
 from ..kvcache import LayerShape
-
-
-class ModelError(ValueError):
-    """The model file does not hold what its architecture needs."""
+from .keys import ROPE, ModelError  # noqa: F401  (the models import them from here)
+from .keys import ATTENTION, LLM, checked, malformed
+TOKENS = "tokenizer.ggml.tokens"
+BLOCK = re.compile(r"blk\.(\d+)\.")          # a repeating block's tensors: blk.<i>.<name>
 
 
 class Metadata:
-    """GGUF key lookup for one architecture, with gguf-py's key names."""
+    """GGUF key lookup for one architecture, with gguf-py's key names. A number is checked
+    against its key's rule as it is read (keys.py): one number, or with array=True (where
+    a model reads the key per layer) one number or an array of them."""
 
     def __init__(self, meta: dict, arch: str):
         self.meta, self.arch = meta, arch
 
-    def get(self, key: str, default=None):
-        value = self.meta.get(key.format(arch=self.arch))
-        return default if value is None else value
+    def name(self, key: str) -> str:
+        return key.format(arch=self.arch)
 
-    def require(self, key: str):
-        name = key.format(arch=self.arch)
+    def has(self, key: str) -> bool:
+        return self.name(key) in self.meta
+
+    def get(self, key: str, default=None, array: bool = False):
+        name = self.name(key)
+        value = self.meta.get(name)
+        return default if value is None else checked(key, name, value, array)
+
+    def require(self, key: str, array: bool = False):
+        name = self.name(key)
         if name not in self.meta:
             raise ModelError(f"The model file lacks the metadata key {name}.")
-        return self.meta[name]
+        return checked(key, name, self.meta[name], array)
 
+    def per_layer(self, key: str, layers: int, default=None) -> tuple:
+        """A value given once for all layers, or as an array of one per layer."""
+        value = self.require(key, array=True) if default is None else \
+            self.get(key, default, array=True)
+        values = tuple(value) if isinstance(value, list) else (value,) * layers
+        if len(values) != layers:
+            raise self.malformed(key, value, f"an array of {len(values)} values for "
+                                 f"{layers} layers")
+        return values
 
-LLM, ATTENTION, ROPE = gguf.Keys.LLM, gguf.Keys.Attention, gguf.Keys.Rope
+    def experts(self, required: bool = False, used_default: int = 0) -> tuple[int, int]:
+        """(experts per layer, experts each token uses): none (0, ...) unless required, and
+        where there are experts, between 1 and all of them used (ggml's top_k asserts)."""
+        experts = self.require(LLM.EXPERT_COUNT) if required else \
+            self.get(LLM.EXPERT_COUNT, 0)
+        if required and not experts:
+            raise self.malformed(LLM.EXPERT_COUNT, experts, "but this architecture routes "
+                                 "to experts")
+        used = self.get(LLM.EXPERT_USED_COUNT, used_default)
+        if experts and not 1 <= used <= experts:
+            raise self.malformed(LLM.EXPERT_USED_COUNT, used, "not between 1 and "
+                                 f"{self.name(LLM.EXPERT_COUNT)} ({experts})")
+        return experts, used
+
+    def token_count(self) -> int:
+        """The vocabulary's size: the count of tokenizer.ggml.tokens."""
+        tokens = self.meta.get(TOKENS)
+        if not isinstance(tokens, list):
+            raise ModelError(f"The model file lacks its vocabulary ({TOKENS}, an array of "
+                             "strings).")
+        return len(tokens)
+
+    def malformed(self, key: str, value, problem: str) -> ModelError:
+        return malformed(self.name(key), value, problem)
 
 
 class Weights:
@@ -57,7 +97,9 @@ class Weights:
                              "weights came without a reader of their file.")
         return self.reader(tensor.name)
 
-    def take(self, name: str, shape=None) -> pyggml.Tensor:
+    def take(self, name: str, shape=None, dtype: str | None = None) -> pyggml.Tensor:
+        """dtype: the one type the model reads it as (ggml asserts it, for a rope's
+        frequency factors)."""
         tensor = self.tensors.get(name)
         if tensor is None:
             raise ModelError(f"The model file has no tensor {name}.")
@@ -65,10 +107,14 @@ class Weights:
         if shape is not None and tensor.shape != tuple(shape):
             raise ModelError(f"The tensor {name} has shape {tensor.shape}, but the model's "
                              f"hyper-parameters need {tuple(shape)}.")
+        if dtype is not None and tensor.dtype.name != dtype:
+            raise ModelError(f"The tensor {name} is {tensor.dtype.name}, but the model reads "
+                             f"it as {dtype}; the file is malformed.")
         return tensor
 
-    def optional(self, name: str, shape=None) -> pyggml.Tensor | None:
-        return self.take(name, shape) if name in self.tensors else None
+    def optional(self, name: str, shape=None, dtype: str | None = None
+                 ) -> pyggml.Tensor | None:
+        return self.take(name, shape, dtype) if name in self.tensors else None
 
     def bind(self, block: "Block", prefix: str, shapes: dict,
              optional: dict | None = None) -> None:
@@ -131,7 +177,14 @@ class Transformer:
 
     @classmethod
     def from_metadata(cls, meta: dict, weights: Weights):
-        return cls(cls.config_of(meta), weights)
+        """The model bound to weights, once the metadata is checked against itself and the
+        tensors the file holds (ModelError naming the key otherwise)."""
+        m = Metadata(meta, meta["general.architecture"])
+        check_blocks(m, weights)
+        config = cls.config_of(meta)
+        config.check(m)
+        check_vocabulary(m, weights)
+        return cls(config, weights)
 
     def bind_ends(self, weights: Weights) -> None:
         """token_embd, output_norm, and output (the embeddings when the file ties them)."""
@@ -200,6 +253,41 @@ class TransformerConfig:
         """The layer's attention window (None: the whole context; kvcache.cells.first_seen
         says how each kind counts)."""
         return None
+
+    def check(self, m: Metadata) -> None:
+        """Refuse hyper-parameters that disagree with each other, naming the key (each key's
+        own range was checked as it was read, keys.py). A model with more to agree adds its
+        own checks after these."""
+        if self.head_dim < 1:
+            if m.has(ATTENTION.KEY_LENGTH):
+                raise m.malformed(ATTENTION.KEY_LENGTH, self.head_dim, "an empty head")
+            raise m.malformed(ATTENTION.HEAD_COUNT, self.heads, "more than "
+                              f"{m.name(LLM.EMBEDDING_LENGTH)} ({self.embd}), which leaves a "
+                              "head no dimensions")
+        if self.kv_heads < 1 or self.heads % self.kv_heads:
+            raise m.malformed(ATTENTION.HEAD_COUNT_KV, self.kv_heads, "which does not divide "
+                              f"{m.name(ATTENTION.HEAD_COUNT)} ({self.heads})")
+
+
+def check_blocks(m: Metadata, weights: Weights) -> None:
+    """block_count within the blocks whose tensors the file holds (and the layers a model
+    predicts ahead with, which a file may leave out), before any model sizes a list by it."""
+    layers = m.require(LLM.BLOCK_COUNT)
+    held = 1 + max((int(found.group(1)) for found in map(BLOCK.match, weights.tensors)
+                    if found), default=-1)
+    if layers > held + m.get(LLM.NEXTN_PREDICT_LAYERS, 0):
+        raise m.malformed(LLM.BLOCK_COUNT, layers, f"more than the {held} blocks whose "
+                          "tensors the file holds")
+
+
+def check_vocabulary(m: Metadata, weights: Weights) -> None:
+    """No more tokens than rows of the embedding table (a token beyond it would read past
+    the table)."""
+    tokens, table = m.meta.get(TOKENS), weights.tensors.get("token_embd.weight")
+    if isinstance(tokens, list) and table is not None and len(tokens) > table.shape[0]:
+        raise ModelError(f"{TOKENS} holds {len(tokens)} tokens, more than the "
+                         f"{table.shape[0]} rows of the embedding table (token_embd.weight); "
+                         "the file is malformed.")
 
 
 @dataclass

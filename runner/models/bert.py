@@ -20,7 +20,7 @@ class BertConfig(TransformerConfig):
         embd, heads = int(m.require(LLM.EMBEDDING_LENGTH)), int(m.require(ATTENTION.HEAD_COUNT))
         return cls(layers=int(m.require(LLM.BLOCK_COUNT)), embd=embd,
                    ffn=int(m.require(LLM.FEED_FORWARD_LENGTH)), heads=heads, kv_heads=heads,
-                   head_dim=embd // heads, vocab=len(meta["tokenizer.ggml.tokens"]),
+                   head_dim=embd // heads, vocab=m.token_count(),
                    context=int(m.get(LLM.CONTEXT_LENGTH, 512)),
                    norm_eps=float(m.get(ATTENTION.LAYERNORM_EPS, 1e-12)))
 

@@ -60,14 +60,14 @@ class Deepseek2Config(TransformerConfig):
         key_dim, value_dim = (int(m.require(key)) for key in (
             (ATTENTION.KEY_LENGTH_MLA, ATTENTION.VALUE_LENGTH_MLA) if latent else
             (ATTENTION.KEY_LENGTH, ATTENTION.VALUE_LENGTH)))
-        vocab = m.get(LLM.VOCAB_SIZE) or len(meta.get("tokenizer.ggml.tokens", []))
+        vocab = m.get(LLM.VOCAB_SIZE) or m.token_count()
         rope, kq_scale = _yarn(m, rotated, key_dim)
-        experts, layers = int(m.get(LLM.EXPERT_COUNT, 0)), int(m.require(LLM.BLOCK_COUNT))
+        (experts, used), layers = m.experts(), int(m.require(LLM.BLOCK_COUNT))
         gating = m.get(LLM.EXPERT_GATING_FUNC)
         if gating is None and layers in GLM_47_FLASH[0] and vocab == GLM_47_FLASH[1]:
             gating = 2
         routing = Routing(
-            experts, int(m.get(LLM.EXPERT_USED_COUNT, 0)),
+            experts, used,
             gating=GATING.get(int(gating or 0), "unknown"),
             normalize=bool(m.get(LLM.EXPERT_WEIGHTS_NORM, False)),
             scale=float(m.get(LLM.EXPERT_WEIGHTS_SCALE, 1.0)),
@@ -90,10 +90,25 @@ class Deepseek2Config(TransformerConfig):
                    expert_ffn=int(m.get(LLM.EXPERT_FEED_FORWARD_LENGTH, 0)),
                    shared_experts=int(m.get(LLM.EXPERT_SHARED_COUNT, 0)))
 
+    def check(self, m: Metadata) -> None:
+        """And experts in whole groups of two or more, of which some but not more than all
+        compete (_best_groups' top_k asserts)."""
+        super().check(m)
+        r = self.routing
+        if r is None or r.groups == 1:
+            return
+        if r.experts % r.groups or r.experts // r.groups < 2:
+            raise m.malformed(LLM.EXPERT_GROUP_COUNT, r.groups, "which does not split "
+                              f"{m.name(LLM.EXPERT_COUNT)} ({r.experts}) into groups of two "
+                              "or more")
+        if r.groups_used > r.groups:
+            raise m.malformed(LLM.EXPERT_GROUP_USED_COUNT, r.groups_used, "more than "
+                              f"{m.name(LLM.EXPERT_GROUP_COUNT)} ({r.groups})")
+
 
 def _yarn(m: Metadata, rotated: int, key_dim: int) -> tuple[RopeConfig, float]:
     """The rope and the score scale (float32 as llama.cpp computes them)."""
-    rope = RopeConfig.from_metadata(m, rotated, 10000.0)
+    rope = RopeConfig.from_metadata(m, rotated, 10000.0, head=key_dim)
     f32 = np.float32
     rope.attn_factor = float(m.get(ROPE.SCALING_ATTN_FACTOR, 1.0))
     if not rope.ext_factor:

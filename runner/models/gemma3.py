@@ -60,7 +60,7 @@ class Gemma3Config(TransformerConfig):
         return cls(layers=layers, embd=embd,
                    ffn=int(m.require(LLM.FEED_FORWARD_LENGTH)), heads=heads,
                    kv_heads=int(m.get(ATTENTION.HEAD_COUNT_KV, heads)), head_dim=head_dim,
-                   vocab=len(meta["tokenizer.ggml.tokens"]),
+                   vocab=m.token_count(),
                    context=int(m.get(LLM.CONTEXT_LENGTH, 32768)),
                    norm_eps=float(m.get(ATTENTION.LAYERNORM_RMS_EPS, 1e-6)),
                    window=int(m.get(ATTENTION.SLIDING_WINDOW, 512)),

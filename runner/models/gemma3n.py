@@ -32,7 +32,7 @@ from .attention import attend
 from .base import (ATTENTION, LLM, ROPE, Metadata, ModelError, Transformer, TransformerConfig,
                    weight)
 from .gemma3 import Gemma3Block
-from .gemma_parts import cache_donor, per_layer_inputs
+from .gemma_parts import cache_donor, check_shared_layers, per_layer_inputs
 from .rope import RopeConfig
 
 if TYPE_CHECKING:
@@ -68,19 +68,20 @@ class Gemma3nConfig(TransformerConfig):
         embd, heads = int(m.require(LLM.EMBEDDING_LENGTH)), int(m.require(ATTENTION.HEAD_COUNT))
         layers = int(m.require(LLM.BLOCK_COUNT))
         head_dim = int(m.get(ATTENTION.KEY_LENGTH) or m.require(OLLAMA_HEAD_DIM))
-        ffn = m.require(LLM.FEED_FORWARD_LENGTH)
-        if not isinstance(ffn, int) and len(set(ffn)) != 1:
+        ffn = m.per_layer(LLM.FEED_FORWARD_LENGTH, layers)
+        if len(set(ffn)) != 1:
             raise ModelError("Gemma 3n with FFN widths that differ by layer is not supported.")
         rope = RopeConfig.from_metadata(m, head_dim, 1e6)
-        sliding = [bool(s) for s in m.require(ATTENTION.SLIDING_WINDOW_PATTERN)]
+        pattern = m.require(ATTENTION.SLIDING_WINDOW_PATTERN)
+        sliding = [bool(s) for s in pattern] if isinstance(pattern, list) else []
         sparsity = [LLAMA_CPP_STD_MULTIPLIER if abs(s - LLAMA_CPP_STD_MULTIPLIER) < 1e-6
-                    else float(s) for s in m.get(LLM.ACTIVATION_SPARSITY_SCALE, [0.0] * layers)]
-        if len(sliding) != layers or len(sparsity) != layers:
-            raise ModelError("Gemma 3n's sliding window pattern and activation sparsity need "
-                             f"one value per layer ({layers}).")
-        return cls(layers=layers, embd=embd, ffn=int(ffn if isinstance(ffn, int) else ffn[0]),
+                    else s for s in m.per_layer(LLM.ACTIVATION_SPARSITY_SCALE, layers, 0.0)]
+        if len(sliding) != layers:
+            raise ModelError("Gemma 3n's sliding window pattern needs one value per layer "
+                             f"({layers}).")
+        return cls(layers=layers, embd=embd, ffn=ffn[0],
                    heads=heads, kv_heads=int(m.get(ATTENTION.HEAD_COUNT_KV, heads)),
-                   head_dim=head_dim, vocab=len(meta["tokenizer.ggml.tokens"]),
+                   head_dim=head_dim, vocab=m.token_count(),
                    context=int(m.get(LLM.CONTEXT_LENGTH, 32768)),
                    norm_eps=float(m.get(ATTENTION.LAYERNORM_RMS_EPS, 1e-6)),
                    window=int(m.require(ATTENTION.SLIDING_WINDOW)), sliding=sliding, rope=rope,
@@ -92,6 +93,13 @@ class Gemma3nConfig(TransformerConfig):
                    shared_kv_layers=int(m.get(ATTENTION.SHARED_KV_LAYERS, 0)),
                    sparsity=sparsity,
                    softcap=float(m.get(LLM.FINAL_LOGIT_SOFTCAPPING, 0.0)))
+
+    def check(self, m: Metadata) -> None:
+        super().check(m)
+        if self.active >= self.altup:
+            raise m.malformed(LLM.ALTUP_ACTIVE_IDX, self.active, "not one of the "
+                              f"{self.altup} copies of {m.name(LLM.ALTUP_NUM_INPUTS)}")
+        check_shared_layers(m, self.shared_kv_layers, self.layers)
 
     @property
     def cached_layers(self) -> int:

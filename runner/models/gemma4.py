@@ -33,7 +33,7 @@ from .attention import attend
 from .base import (ATTENTION, LLM, ROPE, Block, Metadata, ModelError, Transformer,
                    TransformerConfig, Weights, weight)
 from .experts import weighted_sum
-from .gemma_parts import cache_donor, per_layer_inputs
+from .gemma_parts import cache_donor, check_shared_layers, per_layer_inputs
 from .rope import RopeConfig
 
 if TYPE_CHECKING:
@@ -41,16 +41,6 @@ if TYPE_CHECKING:
 
 # ours, as llama.cpp has no key for it: the checkpoint's use_bidirectional_attention "vision"
 IMAGES_BOTH_WAYS = "{arch}.attention.bidirectional_vision"
-
-
-def _per_layer(value, layers: int) -> tuple[int, ...]:
-    """A metadata value given once for all layers or as a per-layer array."""
-    values = tuple(int(v) for v in value) if isinstance(value, (list, tuple)) else \
-        (int(value),) * layers
-    if len(values) != layers:
-        raise ModelError(f"A per-layer metadata array has {len(values)} entries for "
-                         f"{layers} layers.")
-    return values
 
 
 @dataclass
@@ -77,8 +67,8 @@ class Gemma4Config(TransformerConfig):
         heads = int(m.require(ATTENTION.HEAD_COUNT))
         head_dim = int(m.get(ATTENTION.KEY_LENGTH, 512))
         swa_head_dim = int(m.get(ATTENTION.KEY_LENGTH_SWA, head_dim))
-        ffn = _per_layer(m.require(LLM.FEED_FORWARD_LENGTH), layers)
-        kv_heads = _per_layer(m.get(ATTENTION.HEAD_COUNT_KV, heads), layers)
+        ffn = m.per_layer(LLM.FEED_FORWARD_LENGTH, layers)
+        kv_heads = m.per_layer(ATTENTION.HEAD_COUNT_KV, layers, heads)
         pattern = m.get(ATTENTION.SLIDING_WINDOW_PATTERN)
         if not isinstance(pattern, (list, tuple)) or len(pattern) != layers:
             key = ATTENTION.SLIDING_WINDOW_PATTERN.format(arch="gemma4")
@@ -86,8 +76,10 @@ class Gemma4Config(TransformerConfig):
         rope = RopeConfig.from_metadata(m, head_dim, 1e6)
         rope_swa = replace(rope, dims=int(m.get(ROPE.DIMENSION_COUNT_SWA, swa_head_dim)),
                            base=float(m.get(ROPE.FREQ_BASE_SWA, 10000.0)))
+        rope_swa.check(m, swa_head_dim, ROPE.DIMENSION_COUNT_SWA)
+        experts, experts_used = m.experts()
         return cls(layers=layers, embd=embd, ffn=max(ffn), heads=heads, kv_heads=max(kv_heads),
-                   head_dim=head_dim, vocab=len(meta["tokenizer.ggml.tokens"]),
+                   head_dim=head_dim, vocab=m.token_count(),
                    context=int(m.get(LLM.CONTEXT_LENGTH, 131072)),
                    norm_eps=float(m.get(ATTENTION.LAYERNORM_RMS_EPS, 1e-6)),
                    sliding=tuple(bool(s) for s in pattern), layer_ffn=ffn,
@@ -95,11 +87,21 @@ class Gemma4Config(TransformerConfig):
                    window=int(m.get(ATTENTION.SLIDING_WINDOW, 512)), rope=rope,
                    rope_swa=rope_swa, shared_kv_layers=int(m.get(ATTENTION.SHARED_KV_LAYERS, 0)),
                    per_layer_embd=int(m.get(LLM.EMBD_LENGTH_PER_LAYER_INP, 0)),
-                   experts=int(m.get(LLM.EXPERT_COUNT, 0)),
-                   experts_used=int(m.get(LLM.EXPERT_USED_COUNT, 0)),
+                   experts=experts, experts_used=experts_used,
                    expert_ffn=int(m.get(LLM.EXPERT_FEED_FORWARD_LENGTH, 0)),
                    softcap=float(m.get(LLM.FINAL_LOGIT_SOFTCAPPING, 0.0)),
                    images_both_ways=bool(m.get(IMAGES_BOTH_WAYS, False)))
+
+    def check(self, m: Metadata) -> None:
+        super().check(m)
+        if self.swa_head_dim < 1:
+            raise m.malformed(ATTENTION.KEY_LENGTH_SWA, self.swa_head_dim, "an empty head")
+        for kv_heads in self.layer_kv_heads:
+            if kv_heads < 1 or self.heads % kv_heads:
+                raise m.malformed(ATTENTION.HEAD_COUNT_KV, list(self.layer_kv_heads),
+                                  "with a layer's count that does not divide "
+                                  f"{m.name(ATTENTION.HEAD_COUNT)} ({self.heads})")
+        check_shared_layers(m, self.shared_kv_layers, self.layers)
 
     def head_dim_of(self, layer: int) -> int:
         return self.swa_head_dim if self.sliding[layer] else self.head_dim
@@ -187,7 +189,7 @@ class Gemma4(Transformer):
     def __init__(self, config: Gemma4Config, weights: Weights):
         c = self.config = config
         self.bind_ends(weights)
-        self.rope_freqs = weights.optional("rope_freqs.weight", (c.head_dim // 2,))
+        self.rope_freqs = weights.optional("rope_freqs.weight", (c.head_dim // 2,), "F32")
         self.per_layer_token_embd = None
         if c.per_layer_embd:
             width = c.layers * c.per_layer_embd

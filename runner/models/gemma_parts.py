@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .base import ModelError
+from .base import ATTENTION, Metadata, ModelError
 
 
 def per_layer_inputs(table, projection, norm, inputs, x, layers: int, width: int,
@@ -19,6 +19,13 @@ def per_layer_inputs(table, projection, norm, inputs, x, layers: int, width: int
     projected = projection.mul_mat(x).scale(embd ** -0.5) \
         .reshape(n, layers, width).rms_norm(eps).mul(norm)
     return projected.add(own).scale(2 ** -0.5).permute(1, 0, 2).cont()           # (L, T, P)
+
+
+def check_shared_layers(m: Metadata, shared: int, layers: int) -> None:
+    """Some layers keep a cache of their own (the first one at least)."""
+    if shared >= layers:
+        raise m.malformed(ATTENTION.SHARED_KV_LAYERS, shared, "not fewer than the "
+                          f"model's {layers} layers (one at least must keep a cache)")
 
 
 def cache_donor(layer: int, cached_layers: int, sliding: Sequence[bool], family: str) -> int:

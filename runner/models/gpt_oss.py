@@ -39,11 +39,10 @@ class GptOssConfig(LlamaConfig):
     def from_metadata(cls, meta: dict, arch: str = "gpt-oss") -> GptOssConfig:
         m = Metadata(meta, arch)
         base = LlamaConfig.from_metadata(meta, arch)
+        experts, used = m.experts(required=True)
         return cls(**vars(base), window=int(m.require(ATTENTION.SLIDING_WINDOW)),
                    expert_ffn=int(m.require(LLM.EXPERT_FEED_FORWARD_LENGTH)),
-                   routing=Routing(int(m.require(LLM.EXPERT_COUNT)),
-                                   int(m.require(LLM.EXPERT_USED_COUNT)),
-                                   gating="softmax_weight", normalize=False))
+                   routing=Routing(experts, used, gating="softmax_weight", normalize=False))
 
     def window_of(self, layer: int) -> int | None:
         return self.window if layer % SLIDING_PATTERN == 0 else None

@@ -46,7 +46,7 @@ class LlamaConfig(TransformerConfig):
         m = Metadata(meta, arch)
         embd, heads = int(m.require(LLM.EMBEDDING_LENGTH)), int(m.require(ATTENTION.HEAD_COUNT))
         head_dim = int(m.get(ATTENTION.KEY_LENGTH, embd // heads))
-        vocab = m.get(LLM.VOCAB_SIZE) or len(meta.get("tokenizer.ggml.tokens", []))
+        vocab = m.get(LLM.VOCAB_SIZE) or m.token_count()
         return cls(layers=int(m.require(LLM.BLOCK_COUNT)), embd=embd,
                    ffn=int(m.require(LLM.FEED_FORWARD_LENGTH)), heads=heads,
                    kv_heads=int(m.get(ATTENTION.HEAD_COUNT_KV, heads)), head_dim=head_dim,
@@ -73,7 +73,7 @@ class Llama(Transformer):
     def __init__(self, config: LlamaConfig, weights: Weights):
         self.config = config
         self.bind_ends(weights)
-        self.rope_freqs = weights.optional("rope_freqs.weight")
+        self.rope_freqs = weights.optional("rope_freqs.weight", (config.rope.dims // 2,), "F32")
         self.blocks = [self._bind_block(weights, i) for i in range(config.layers)]
 
     def _bind_block(self, weights: Weights, i: int) -> LlamaBlock:

@@ -50,8 +50,8 @@ class Llama4Config(LlamaConfig):
     def from_metadata(cls, meta: dict, arch: str = "llama4") -> "Llama4Config":
         base = LlamaConfig.from_metadata(meta, arch)
         m = Metadata(meta, arch)
-        return cls(**vars(base), experts=int(m.require(LLM.EXPERT_COUNT)),
-                   experts_used=int(m.get(LLM.EXPERT_USED_COUNT, 1)),
+        experts, experts_used = m.experts(required=True, used_default=1)
+        return cls(**vars(base), experts=experts, experts_used=experts_used,
                    expert_ffn=int(m.require(LLM.EXPERT_FEED_FORWARD_LENGTH)),
                    moe_step=int(m.get(LLM.INTERLEAVE_MOE_LAYER_STEP, 1)),
                    nope_interval=int(m.get("{arch}.no_rope_layer_interval", 4)),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .contract import register
-from .base import LLM, Metadata
+from .base import Metadata
 from .bert import Bert, BertBlock, BertConfig
 from .experts import Routing, route, weighted_sum
 from .rope import RopeConfig
@@ -79,9 +79,9 @@ class NomicBertMoeConfig(NomicBertConfig):
     @classmethod
     def from_metadata(cls, meta: dict, arch: str = "nomic-bert-moe") -> NomicBertMoeConfig:
         base, m = NomicBertConfig.from_metadata(meta, arch), Metadata(meta, arch)
+        experts, used = m.experts(required=True)
         return cls(**vars(base), moe_every=int(m.require("{arch}.moe_every_n_layers")),
-                   routing=Routing(int(m.require(LLM.EXPERT_COUNT)),
-                                   int(m.require(LLM.EXPERT_USED_COUNT)), normalize=False))
+                   routing=Routing(experts, used, normalize=False))
 
 
 @dataclass

@@ -90,8 +90,8 @@ class Qwen3MoeConfig(LlamaConfig):
     @classmethod
     def from_metadata(cls, meta: dict, arch: str = "qwen3moe") -> Qwen3MoeConfig:
         base, m = LlamaConfig.from_metadata(meta, arch), Metadata(meta, arch)
-        return cls(**vars(base), experts=int(m.require(LLM.EXPERT_COUNT)),
-                   experts_used=int(m.require(LLM.EXPERT_USED_COUNT)),
+        experts, experts_used = m.experts(required=True)
+        return cls(**vars(base), experts=experts, experts_used=experts_used,
                    expert_ffn=int(m.require(LLM.EXPERT_FEED_FORWARD_LENGTH)))
 
 

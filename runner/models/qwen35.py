@@ -63,10 +63,17 @@ class Qwen35Config(LlamaConfig):
     @classmethod
     def from_metadata(cls, meta: dict, arch: str = "qwen35") -> Qwen35Config:
         m = Metadata(meta, arch)
-        kv_heads = m.get(ATTENTION.HEAD_COUNT_KV)
-        layers = int(m.require(LLM.BLOCK_COUNT)) - int(m.get(LLM.NEXTN_PREDICT_LAYERS, 0))
+        kv_heads = m.get(ATTENTION.HEAD_COUNT_KV, array=True)
+        blocks, ahead = m.require(LLM.BLOCK_COUNT), m.get(LLM.NEXTN_PREDICT_LAYERS, 0)
+        if ahead >= blocks:
+            raise m.malformed(LLM.NEXTN_PREDICT_LAYERS, ahead, "not fewer than "
+                              f"{m.name(LLM.BLOCK_COUNT)} ({blocks})")
+        layers = blocks - ahead
         # Ollama's files give head_count_kv per layer, 0 for a DeltaNet's
-        per_layer = isinstance(kv_heads, (list, tuple))
+        per_layer = isinstance(kv_heads, list)
+        if per_layer and len(kv_heads) < layers:
+            raise m.malformed(ATTENTION.HEAD_COUNT_KV, kv_heads, f"fewer values than the "
+                              f"{layers} layers")
         fixed = dict(meta)
         fixed[ATTENTION.HEAD_COUNT_KV.format(arch=arch)] = max(kv_heads) if per_layer else \
             kv_heads
@@ -74,27 +81,29 @@ class Qwen35Config(LlamaConfig):
         fixed[LLM.BLOCK_COUNT.format(arch=arch)] = layers
         base = LlamaConfig.from_metadata(fixed, arch)
         recurrent = m.get(RECURRENT_LAYERS)
+        if recurrent is not None and not isinstance(recurrent, list):
+            raise m.malformed(RECURRENT_LAYERS, recurrent, "not an array of one flag per layer")
         if recurrent is None and per_layer:
             recurrent = [n == 0 for n in kv_heads]
         if recurrent is None:
             interval = int(m.get(LLM.FULL_ATTENTION_INTERVAL, 4))
             recurrent = [(i + 1) % interval != 0 for i in range(layers)]
+        experts, experts_used = m.experts()
         config = cls(**vars(base), arch=arch, conv_kernel=int(m.require(SSM.CONV_KERNEL)),
                      state=int(m.require(SSM.STATE_SIZE)),
                      key_heads=int(m.require(SSM.GROUP_COUNT)),
                      value_heads=int(m.require(SSM.TIME_STEP_RANK)),
                      recurrent=[bool(r) for r in recurrent[:layers]],
                      tiled=arch != "qwen3next" and bool(m.get(V_HEAD_REORDERED, True)),
-                     experts=int(m.get(LLM.EXPERT_COUNT, 0)),
-                     experts_used=int(m.get(LLM.EXPERT_USED_COUNT, 0)),
+                     experts=experts, experts_used=experts_used,
                      expert_ffn=int(m.get(LLM.EXPERT_FEED_FORWARD_LENGTH, 0)),
                      shared_ffn=int(m.get(LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, 0)))
-        config.check(m)
         config.rope.interleaved = bool(config.rope.sections)     # llama.cpp's IMROPE
         return config
 
     def check(self, m: Metadata) -> None:
         """Refuse sizes that disagree with each other, naming the key."""
+        super().check(m)
         inner = int(m.require(SSM.INNER_SIZE))
         if inner != self.state * self.value_heads:
             raise ModelError(f"{SSM.INNER_SIZE.format(arch=m.arch)} is {inner}, but "

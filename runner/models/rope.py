@@ -10,11 +10,12 @@ NEOX's rope, so a context shift (every axis moved alike) rotates as NEOX does.""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .base import LLM, ROPE, Metadata
+from .base import LLM, ROPE, Metadata, ModelError
 
 AXES = 4                    # positions per token with M-RoPE (ggml's rope_multi reads four)
 OLLAMA_SECTIONS = "rope.mrope_section"          # Ollama's qwen25vl files' name for them
@@ -50,7 +51,10 @@ class RopeConfig:
     interleaved: bool = False       # M-RoPE's axes interleaved over the pairs (Qwen3-VL)
 
     @classmethod
-    def from_metadata(cls, m: Metadata, dims: int, base_default: float) -> "RopeConfig":
+    def from_metadata(cls, m: Metadata, dims: int, base_default: float,
+                      head: int | None = None) -> "RopeConfig":
+        """dims: the rotated dimensions where the file does not say; head: the head they lie
+        in (dims by default)."""
         kind = m.get(ROPE.SCALING_TYPE, "none")
         factor = float(m.get(ROPE.SCALING_FACTOR, 1.0)) or 1.0
         rope = cls(dims=int(m.get(ROPE.DIMENSION_COUNT, dims)),
@@ -58,19 +62,45 @@ class RopeConfig:
                    original_context=int(m.get(ROPE.SCALING_ORIG_CTX_LEN, 0)
                                         or m.get(LLM.CONTEXT_LENGTH, 0)),
                    attn_factor=float(m.get(ROPE.SCALING_ATTN_FACTOR, 1.0)))
-        sections = m.get(ROPE.DIMENSION_SECTIONS) or m.get(OLLAMA_SECTIONS)
+        sections = m.get(ROPE.DIMENSION_SECTIONS, array=True) or \
+            m.get(OLLAMA_SECTIONS, array=True)
         if sections:
-            rope.sections = tuple(int(x) for x in sections)[:AXES]
+            rope.sections = tuple(sections if isinstance(sections, list) else [sections])[:AXES]
             rope.sections += (0,) * (AXES - len(rope.sections))
-        if kind in ("linear", "yarn"):
-            rope.freq_scale = float(np.float32(1) / np.float32(factor))     # as llama.cpp
-        if kind == "yarn":
-            rope.ext_factor = float(m.get(ROPE.SCALING_YARN_EXT_FACTOR, 1.0))
-            rope.attn_factor *= yarn_attn_factor(factor,
-                                                 float(m.get(ROPE.SCALING_YARN_LOG_MUL, 0.0)))
-            rope.beta_fast = float(m.get(ROPE.SCALING_YARN_BETA_FAST, 32.0))
-            rope.beta_slow = float(m.get(ROPE.SCALING_YARN_BETA_SLOW, 1.0))
+        with np.errstate(all="ignore"):       # a factor float32 cannot hold: check()'s
+            if kind in ("linear", "yarn"):
+                rope.freq_scale = float(np.float32(1) / np.float32(factor))  # as llama.cpp
+            if kind == "yarn":
+                rope.ext_factor = float(m.get(ROPE.SCALING_YARN_EXT_FACTOR, 1.0))
+                rope.attn_factor *= yarn_attn_factor(
+                    factor, float(m.get(ROPE.SCALING_YARN_LOG_MUL, 0.0)))
+                rope.beta_fast = float(m.get(ROPE.SCALING_YARN_BETA_FAST, 32.0))
+                rope.beta_slow = float(m.get(ROPE.SCALING_YARN_BETA_SLOW, 1.0))
+        rope.check(m, dims if head is None else head)
         return rope
+
+    def check(self, m: Metadata, head: int, key: str = ROPE.DIMENSION_COUNT) -> None:
+        """What ggml's rope asserts (pairs of dimensions within the head; M-RoPE sections
+        that give some axis a share) and a usable scale, naming the key (key: the one that
+        gives dims). A head without dimensions is its config's to refuse."""
+        if head < 1:
+            return
+        if not m.has(key) and self.dims % 2:
+            raise ModelError(f"The head has {self.dims} dimensions, an odd number, and the "
+                             f"file gives no {m.name(key)} for the rope to turn fewer, in "
+                             "pairs; the file is malformed.")
+        if self.dims % 2:
+            raise m.malformed(key, self.dims, "an odd number, but the rope turns pairs of "
+                              "dimensions")
+        if self.dims > head:
+            raise m.malformed(key, self.dims, f"larger than the head ({head})")
+        if not (math.isfinite(self.freq_scale) and self.freq_scale > 0):
+            raise m.malformed(ROPE.SCALING_FACTOR, m.get(ROPE.SCALING_FACTOR),
+                              "too small to scale positions by")
+        if self.sections and not any(self.sections[:3]):
+            key = ROPE.DIMENSION_SECTIONS if m.has(ROPE.DIMENSION_SECTIONS) else OLLAMA_SECTIONS
+            raise m.malformed(key, list(self.sections), "which gives none of the axes of a "
+                              "position a share of the rotated pairs")
 
     @property
     def axes(self) -> int:

@@ -54,3 +54,10 @@ def test_pooled_embeddings_match_the_formulas(tmp_path, kind, flash):
 def test_rank_pooling_is_refused():
     with pytest.raises(ValueError, match="Pooling type 4"):
         pooling_of({"general.architecture": "llama", "llama.pooling_type": 4})
+
+
+@pytest.mark.parametrize("value", [[1, 2], "mean", 1.5])
+def test_a_pooling_type_that_is_no_number_is_refused(value):
+    """An array of them was a TypeError (unhashable) rather than the refusal."""
+    with pytest.raises(ValueError, match="Pooling type .* is not supported"):
+        pooling_of({"general.architecture": "bert", "bert.pooling_type": value})
