@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from gguf import GGML_QUANT_SIZES, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFValueType
+from gguf import (GGML_QUANT_SIZES, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGMLQuantizationType,
+                  GGUFValueType)
 
 # GGUFValueType -> struct format, keyed by int: the type ids read from a file look it up
 SCALARS: dict[int, str] = {
@@ -146,7 +147,7 @@ class Header:
         the file."""
         if ggml_type not in GGML_QUANT_SIZES:
             raise GGUFFormatError(f"{self.path}: tensor {name} has unknown type {ggml_type}.")
-        block, size = GGML_QUANT_SIZES[ggml_type]
+        block, size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
         count = math.prod(ne)
         if max(ne) > MAX_ELEMENTS or count > MAX_ELEMENTS:
             raise GGUFFormatError(f"{self.path}: tensor {name} has shape {ne}, larger than "
