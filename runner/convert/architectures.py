@@ -19,7 +19,8 @@ from .experts import fused_experts_split
 from .gemma3n import gemma3n_hparams, gemma3n_hyper, gemma3n_shape, stack_altup
 from .gemma4 import gemma4_extra, gemma4_hparams, gemma4_hyper, gemma4_shape, gemma4_split
 from .gpt_oss import gpt_oss_hparams, gpt_oss_split, pair_mxfp4
-from .hyper import Hyper, expected_shape, extra_tensors
+from .hyper import Hyper, expected_shape, extra_tensors, fused_shape
+from .phi3 import phi3_extra, phi3_hparams, phi3_hyper
 from .qwen35 import qwen35_hparams, qwen35_hyper, qwen35_prepare, qwen35_split
 from .nomic import (NOMIC_NAMES, nomic_hparams, nomic_hyper, nomic_moe_hparams,
                     nomic_moe_hyper, nomic_moe_split)
@@ -340,6 +341,8 @@ ARCHITECTURES = {
     "qwen3_5_moe_text": Architecture(gguf.MODEL_ARCH.QWEN35MOE, **QWEN35_PARTS,
                                      names={"moe_intermediate_size": "intermediate_size"}),
     "qwen3_next": Architecture(gguf.MODEL_ARCH.QWEN3NEXT, **QWEN35_PARTS),
+    "phi3": Architecture(gguf.MODEL_ARCH.PHI3, hyper=phi3_hyper, hparams=phi3_hparams,
+                         extra=phi3_extra, shape=fused_shape),
 }
 # multimodal checkpoints (model_type) whose text model we convert: their config.json nests it
 # under text_config, their text tensors live under one of TEXT_PREFIXES (as transformers

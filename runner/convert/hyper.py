@@ -146,3 +146,15 @@ def expected_shape(name: str, h: Hyper) -> tuple[int, ...] | None:
         "post_ffw_norm.weight": (h.embd,), "ffn_gate.weight": (h.ffn, h.embd),
         "ffn_up.weight": (h.ffn, h.embd), "ffn_down.weight": (h.embd, h.ffn),
     }.get(base)
+
+
+def fused_shape(name: str, h: Hyper, config: dict) -> tuple[int, ...] | None:
+    """expected_shape for checkpoints whose FFN gate and up are one tensor (ffn_up: the
+    gate's rows, then up's) and whose Q, K and V may be (attn_qkv): Phi-3, GLM-4."""
+    assert isinstance(h.kv_heads, int) and isinstance(h.ffn, int)
+    base = name.split(".", 2)[-1] if name.startswith("blk.") else name
+    if base == "ffn_up.weight":
+        return (2 * h.ffn, h.embd)
+    if base == "attn_qkv.weight":
+        return ((h.heads + 2 * h.kv_heads) * h.head_dim, h.embd)
+    return expected_shape(name, h)

@@ -87,6 +87,7 @@ class CausalCache:
             raise ValueError(f"A KV cache needs at least one cell, not {cells}.")
         self.layers, self.size, self.flash = layers, cells, flash
         self.cache_type = cache_type
+        self.sequences = 1                  # the sequences that share the cells (partition())
         self.pools: dict[Window, Cells] = {None: Cells(cells)}   # window (None: whole) -> cells
         for window in {s.window for s in layers if s.window is not None and window_cells}:
             size = pool_size(window, cells, *window_cells)
@@ -156,8 +157,15 @@ class CausalCache:
 
     def partition(self, sequences: int) -> None:
         """Give each of sequences a home region in every pool (Cells.partition)."""
+        self.sequences = sequences
         for pool in self.pools.values():
             pool.partition(sequences)
+
+    @property
+    def sequence_context(self) -> int:
+        """Positions one sequence may hold: the cells over the sequences that share them
+        (llama.cpp's n_ctx_seq, which decides Phi-3's LongRoPE factors)."""
+        return self.size // self.sequences
 
     # -- runner side: the whole pool answers for what a sequence holds ---------------------
 

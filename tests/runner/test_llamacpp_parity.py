@@ -16,7 +16,7 @@ from runner.kvcache import CausalCache, new_cache
 from runner.tokenizer.bpe import PRE_TOKENIZERS
 
 from tests.support.corpus import corpus
-from tests.support.hf_tiny import OLMO3_YARN
+from tests.support.hf_tiny import OLMO3_YARN, PHI3_ROPE
 
 from .conftest import MODELS, SPECIAL
 
@@ -206,6 +206,8 @@ CONVERTED = {
     # takes for the DeltaNet's L2 norm (transformers' and ours: a fixed 1e-6)
     **{kind: (kind, dict(rms_norm_eps=1e-6)) for kind in ("qwen3_5", "qwen3_5_moe",
                                                           "qwen3_next")},
+    # in a context of 256: LongRoPE's short factors (test_llamacpp_phi3.py: the long ones)
+    "phi3": ("phi3", {}),
 }
 # the largest logit difference allowed where not 0 (bit for bit); the Qwen 3.5 MoE's and
 # Qwen3-Next's experts and shared expert summed in another order (measured 2.3e-5, 3.8e-5)
@@ -469,6 +471,8 @@ QUANTIZED_SHAPE = dict(hidden_size=256, intermediate_size=512, head_dim=64,
     ("olmo2", {}),
     ("ministral3", {}),
     ("gemma3n", dict(num_hidden_layers=22)),
+    ("phi3", dict(rope_parameters=dict(PHI3_ROPE, long_factor=[1.0 + i for i in range(24)],
+                                       short_factor=[1.0 + i / 24 for i in range(24)]))),
     ("deepseek_v3", dict(kv_lora_rank=256, q_lora_rank=256,
                          qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
                          moe_intermediate_size=256)),

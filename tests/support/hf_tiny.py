@@ -30,6 +30,7 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "glm4_moe_lite": ["[gMASK]", "<sop>", "<|user|>", "<|endoftext|>"],
            "gpt_oss": ["<|startoftext|>", "<|start|>", "<|message|>", "<|end|>",
                        "<|return|>"],
+           "phi3": ["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"],
            **{kind: ["<|endoftext|>", "<think>", "</think>", "<|im_start|>", "<|im_end|>"]
               for kind in ("qwen3_5", "qwen3_5_moe", "qwen3_next")}}
 PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_think": QWEN2,
@@ -38,6 +39,7 @@ PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_think": QWEN2
            "gemma3n": QWEN2, "llama4": LLAMA3, "gemma4": QWEN2, "gemma4_moe": QWEN2,
            "deepseek_v2": QWEN2, "deepseek_v3": QWEN2, "glm4_moe_lite": QWEN2,
            "gpt_oss": GPT4O, "qwen3_5": QWEN2, "qwen3_5_moe": QWEN2, "qwen3_next": QWEN2}
+PATTERN["phi3"] = GPT4O
 SLIDING, FULL = "sliding_attention", "full_attention"
 # gpt-oss as the released models are, shrunk: biases everywhere, sinks, the even layers
 # sliding, experts chosen by raw logits; YaRN with its correction range rounded (truncate,
@@ -48,6 +50,16 @@ GPT_OSS = dict(head_dim=16, num_hidden_layers=4, sliding_window=8, num_local_exp
                rope_parameters={"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0,
                                 "beta_slow": 1.0, "truncate": True, "rope_theta": 150000.0,
                                 "original_max_position_embeddings": 16})
+# Phi-4-mini's kind, shrunk: three quarters of each head rotated, LongRoPE 4x over an
+# original context of 256 (two sets of factors, which differ, and the attention factor that
+# scales both), a sliding window as its files give one (longer than any test's text: llama.cpp
+# does not apply it)
+PHI3_ROPE = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
+             "original_max_position_embeddings": 256,
+             "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 9.0],
+             "short_factor": [1.0, 1.05, 1.1, 1.2, 1.3, 1.5]}
+PHI3 = dict(max_position_embeddings=1024, original_max_position_embeddings=256,
+            sliding_window=512, pad_token_id=None, rope_parameters=PHI3_ROPE)
 # Gemma 4 as its small models are (per-layer embeddings; the last layers share the cache
 # of the last cached layer of their kind and have double-wide FFNs; as in the released
 # models, and as llama.cpp requires, the last cached layer is full and the one before it
@@ -193,6 +205,7 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM"),
                "glm4_moe_lite": ("Glm4MoeLiteConfig", "Glm4MoeLiteForCausalLM"),
                "gpt_oss": ("GptOssConfig", "GptOssForCausalLM"),
+               "phi3": ("Phi3Config", "Phi3ForCausalLM"),
                "qwen3_5": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM"),
                "qwen3_5_moe": ("Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM"),
                "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM")}
@@ -234,11 +247,13 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
         settings.update(GPT_OSS)  # of 32, 2 a token; YaRN 4x over 16 positions
     if kind in QWEN35_KINDS:
         settings.update(QWEN35_KINDS[kind])
+    if kind == "phi3":
+        settings.update(PHI3)
     settings.update(config)
     torch.manual_seed(seed)
     model = model_class(config_class(**settings)).eval()
     if kind in GEMMA4_KINDS or kind in DEEPSEEK_KINDS or kind in QWEN35_KINDS or \
-            kind in ("gemma3n", "gpt_oss"):
+            kind in ("gemma3n", "gpt_oss", "phi3"):
         _vary_unit_weights(model, kind)
     model.save_pretrained(directory)
     tok.save_pretrained(directory)
