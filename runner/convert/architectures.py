@@ -19,7 +19,9 @@ from .experts import fused_experts_split
 from .gemma3n import gemma3n_hparams, gemma3n_hyper, gemma3n_shape, stack_altup
 from .gemma4 import gemma4_extra, gemma4_hparams, gemma4_hyper, gemma4_shape, gemma4_split
 from .gpt_oss import gpt_oss_hparams, gpt_oss_split, pair_mxfp4
+from .granite import granite_hparams, granite_hyper, granitemoe_hparams, granitemoe_split
 from .hyper import Hyper, expected_shape, extra_tensors, fused_shape
+from .llama_variants import mixtral_hparams, seed_oss_hparams, smollm3_hparams
 from .phi3 import phi3_extra, phi3_hparams, phi3_hyper
 from .qwen35 import qwen35_hparams, qwen35_hyper, qwen35_prepare, qwen35_split
 from .nomic import (NOMIC_NAMES, nomic_hparams, nomic_hyper, nomic_moe_hparams,
@@ -343,6 +345,18 @@ ARCHITECTURES = {
     "qwen3_next": Architecture(gguf.MODEL_ARCH.QWEN3NEXT, **QWEN35_PARTS),
     "phi3": Architecture(gguf.MODEL_ARCH.PHI3, hyper=phi3_hyper, hparams=phi3_hparams,
                          extra=phi3_extra, shape=fused_shape),
+    "granite": Architecture(gguf.MODEL_ARCH.GRANITE, permute_qk=True, hyper=granite_hyper,
+                            hparams=granite_hparams),
+    "granitemoe": Architecture(gguf.MODEL_ARCH.GRANITE_MOE, permute_qk=True,
+                               hyper=granite_hyper, hparams=granitemoe_hparams,
+                               split=granitemoe_split),
+    "granitemoeshared": Architecture(gguf.MODEL_ARCH.GRANITE_MOE, permute_qk=True,
+                                     hyper=granite_hyper, hparams=granitemoe_hparams,
+                                     split=granitemoe_split),
+    "smollm3": Architecture(gguf.MODEL_ARCH.SMOLLM3, permute_qk=True, hparams=smollm3_hparams),
+    "seed_oss": Architecture(gguf.MODEL_ARCH.SEED_OSS, hparams=seed_oss_hparams),
+    "mixtral": Architecture(gguf.MODEL_ARCH.LLAMA, permute_qk=True, hparams=mixtral_hparams,
+                            split=fused_experts_split),      # llama.cpp's llama with experts
 }
 # multimodal checkpoints (model_type) whose text model we convert: their config.json nests it
 # under text_config, their text tensors live under one of TEXT_PREFIXES (as transformers
@@ -404,9 +418,9 @@ def permute(weights: np.ndarray, heads: int) -> np.ndarray:
 def transform(arch: Architecture, name: str, data: np.ndarray, h: Hyper) -> np.ndarray:
     if arch.norm_shift and name.endswith("norm.weight"):
         return data + arch.norm_shift
-    if arch.permute_qk and name.endswith("attn_q.weight"):
+    if arch.permute_qk and name.endswith(("attn_q.weight", "attn_q.bias")):
         return permute(data, h.heads)
-    if arch.permute_qk and name.endswith("attn_k.weight"):
+    if arch.permute_qk and name.endswith(("attn_k.weight", "attn_k.bias")):
         assert isinstance(h.kv_heads, int)          # per-layer KV heads are Gemma 4's only
         return permute(data, h.kv_heads)
     return data

@@ -33,18 +33,28 @@ def fused_experts_split(entry, config: dict) -> dict | None:
             f"blk.{layer}.ffn_up_exps.weight": (half, part(1))}
 
 
-PER_EXPERT = re.compile(r"^(.*layers\.\d+\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
+# one tensor per expert, as released checkpoints name them: a pattern giving the layer, the
+# expert and its part, and the parts' names -> gate, up, down
+PER_EXPERT = (
+    (re.compile(r"^(.*layers\.\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight$"),
+     {"gate": "gate", "up": "up", "down": "down"}),
+    (re.compile(r"^(.*layers\.\d+)\.block_sparse_moe\.experts\.(\d+)\.(w1|w2|w3)\.weight$"),
+     {"w1": "gate", "w3": "up", "w2": "down"}),                          # Mixtral's
+)
 
 
 def fuse_experts(checkpoint) -> None:
-    """Released MoE checkpoints hold one tensor per expert (mlp.experts.<e>.gate_proj ...):
-    make them the fused tensors transformers builds from them (in place)."""
+    """Released MoE checkpoints hold one tensor per expert (mlp.experts.<e>.gate_proj ...,
+    Mixtral's block_sparse_moe.experts.<e>.w1 ...): make them the fused tensors transformers
+    builds from them, <layer>.mlp.experts.gate_up_proj and down_proj (in place)."""
     groups: dict[str, dict[int, dict[str, TensorEntry]]] = {}
     for name, entry in checkpoint.tensors.items():
-        found = PER_EXPERT.match(name)
-        if found:
-            prefix, expert, kind = found.groups()
-            groups.setdefault(prefix, {}).setdefault(int(expert), {})[kind] = entry
+        for pattern, roles in PER_EXPERT:
+            found = pattern.match(name)
+            if found:
+                layer, expert, part = found.groups()
+                groups.setdefault(f"{layer}.mlp.experts", {}).setdefault(
+                    int(expert), {})[roles[part]] = entry
     for prefix, experts in groups.items():
         order = [experts[e] for e in sorted(experts)]
         if sorted(experts) != list(range(len(experts))) or \

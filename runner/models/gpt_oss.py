@@ -32,7 +32,6 @@ SWIGLU_ALPHA, SWIGLU_LIMIT = 1.702, 7.0
 @dataclass
 class GptOssConfig(LlamaConfig):
     window: int = 128
-    routing: Routing | None = None
     expert_ffn: int = 0
 
     @classmethod
@@ -40,9 +39,10 @@ class GptOssConfig(LlamaConfig):
         m = Metadata(meta, arch)
         base = LlamaConfig.from_metadata(meta, arch)
         experts, used = m.experts(required=True)
-        return cls(**vars(base), window=int(m.require(ATTENTION.SLIDING_WINDOW)),
-                   expert_ffn=int(m.require(LLM.EXPERT_FEED_FORWARD_LENGTH)),
-                   routing=Routing(experts, used, gating="softmax_weight", normalize=False))
+        return cls(**{**vars(base), "routing": Routing(experts, used, gating="softmax_weight",
+                                                       normalize=False)},
+                   window=int(m.require(ATTENTION.SLIDING_WINDOW)),
+                   expert_ffn=int(m.require(LLM.EXPERT_FEED_FORWARD_LENGTH)))
 
     def window_of(self, layer: int) -> int | None:
         return self.window if layer % SLIDING_PATTERN == 0 else None

@@ -194,6 +194,8 @@ CONVERTED = {
                                      "ministral3", "gemma2", "gemma3", "gemma4",
                                      "gemma4_moe", "deepseek_v2", "deepseek_v3", "gemma3n",
                                      "glm4_moe_lite", "gpt_oss")},
+    **{kind: (kind, {}) for kind in ("granite", "granitemoe", "granitemoeshared", "smollm3",
+                                     "seed_oss", "mixtral")},
     "llama4": ("llama4", dict(attention_chunk_size=8192, floor_scale=8192, attn_scale=0.1)),
     "qwen2_yarn": ("qwen2", dict(max_position_embeddings=64, rope_parameters={
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
@@ -208,6 +210,7 @@ CONVERTED = {
                                                           "qwen3_next")},
     # in a context of 256: LongRoPE's short factors (test_llamacpp_phi3.py: the long ones)
     "phi3": ("phi3", {}),
+    "glm4": ("glm4", {}),
 }
 # the largest logit difference allowed where not 0 (bit for bit); the Qwen 3.5 MoE's and
 # Qwen3-Next's experts and shared expert summed in another order (measured 2.3e-5, 3.8e-5)
@@ -239,6 +242,25 @@ def test_converted_models_run_in_llama_cpp_as_in_ours(tmp_path, backend, name):
     ids = model.tokenizer.encode("The capital of France is Paris.\n\nAnd  then \u2603 more.")
     ours, theirs = both_logits(llm, model, backend, ids, "f32", False)
     assert np.abs(ours - theirs).max() <= CONVERTED_TOLERANCE.get(kind, 0.0)
+
+
+def test_granite_with_its_rope_switched_off_runs_in_llama_cpp_as_in_ours(tmp_path, backend):
+    """granite.rope.scaling.finetuned false: llama.cpp's granite rotates no layer, nor do
+    we (bit for bit)."""
+    from runner.convert import convert
+    from runner.loading.loader import load_model
+
+    from tests.support.gguf_edit import rewrite
+    from tests.support.hf_tiny import checkpoint
+
+    path = rewrite(convert(checkpoint("granite", tmp_path / "hf"), tmp_path / "f32.gguf",
+                           "f32", progress=False), tmp_path / "nope.gguf",
+                   values={"granite.rope.scaling.finetuned": False})
+    model = load_model(path, backend)
+    llm = reference(path, n_ctx=256, logits_all=True, flash_attn=False, type_k=0, type_v=0)
+    ids = model.tokenizer.encode("The capital of France is Paris.\n\nAnd  then \u2603 more.")
+    ours, theirs = both_logits(llm, model, backend, ids, "f32", False)
+    assert np.abs(ours - theirs).max() == 0.0
 
 
 def test_gpt_oss_mxfp4_experts_run_and_quantize_in_llama_cpp_as_in_ours(tmp_path, backend):
@@ -473,6 +495,9 @@ QUANTIZED_SHAPE = dict(hidden_size=256, intermediate_size=512, head_dim=64,
     ("gemma3n", dict(num_hidden_layers=22)),
     ("phi3", dict(rope_parameters=dict(PHI3_ROPE, long_factor=[1.0 + i for i in range(24)],
                                        short_factor=[1.0 + i / 24 for i in range(24)]))),
+    ("glm4", {}),
+    ("granite", {}), ("granitemoeshared", dict(shared_intermediate_size=256)),
+    ("smollm3", {}), ("seed_oss", {}), ("mixtral", {}),
     ("deepseek_v3", dict(kv_lora_rank=256, q_lora_rank=256,
                          qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
                          moe_intermediate_size=256)),

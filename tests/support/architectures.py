@@ -11,6 +11,9 @@ TEXT_ARCHITECTURE_OF = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
                         "olmo2": "olmo2", "ministral3": "mistral3", "olmo3": "olmo2",
                         "deepseek_v2": "deepseek2", "deepseek_v3": "deepseek2",
                         "gemma3n": "gemma3n", "glm4_moe_lite": "deepseek2",
+                        "granite": "granite", "granitemoe": "granitemoe",
+                        "granitemoeshared": "granitemoe", "smollm3": "smollm3",
+                        "seed_oss": "seed_oss", "mixtral": "llama",
                         "gpt_oss": "gpt-oss", "phi3": "phi3"}
 # Qwen 3.5 and Qwen3-Next (convert/test_qwen35.py)
 QWEN35_ARCHITECTURE_OF = {"qwen3_5": "qwen35", "qwen3_5_moe": "qwen35moe",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.tokenizer.bpe import GPT4O, LLAMA3, QWEN2
+from runner.tokenizer.bpe import GPT2, GPT4O, LLAMA3, QWEN2, SEED_CODER
 
 from tests.support.corpus import corpus
 
@@ -31,6 +31,12 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "gpt_oss": ["<|startoftext|>", "<|start|>", "<|message|>", "<|end|>",
                        "<|return|>"],
            "phi3": ["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"],
+           **{kind: ["<|start_of_role|>", "<|end_of_role|>", "<|tool_call|>",
+                     "<|end_of_text|>"] for kind in ("granite", "granitemoe", "granitemoeshared")},
+           "smollm3": ["<|im_start|>", "<think>", "</think>", "<|im_end|>"],
+           "seed_oss": ["<seed:bos>", "<seed:think>", "</seed:think>", "<seed:tool_call>",
+                        "</seed:tool_call>", "<seed:eos>"],
+           "mixtral": ["<s>", "[INST]", "[/INST]", "</s>"],
            **{kind: ["<|endoftext|>", "<think>", "</think>", "<|im_start|>", "<|im_end|>"]
               for kind in ("qwen3_5", "qwen3_5_moe", "qwen3_next")}}
 PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_think": QWEN2,
@@ -39,6 +45,8 @@ PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_think": QWEN2
            "gemma3n": QWEN2, "llama4": LLAMA3, "gemma4": QWEN2, "gemma4_moe": QWEN2,
            "deepseek_v2": QWEN2, "deepseek_v3": QWEN2, "glm4_moe_lite": QWEN2,
            "gpt_oss": GPT4O, "qwen3_5": QWEN2, "qwen3_5_moe": QWEN2, "qwen3_next": QWEN2}
+PATTERN.update({"granite": GPT2, "granitemoe": GPT2, "granitemoeshared": GPT2,
+                "smollm3": LLAMA3, "seed_oss": SEED_CODER, "mixtral": LLAMA3})
 PATTERN["phi3"] = GPT4O
 SLIDING, FULL = "sliding_attention", "full_attention"
 # gpt-oss as the released models are, shrunk: biases everywhere, sinks, the even layers
@@ -60,6 +68,18 @@ PHI3_ROPE = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_fac
              "short_factor": [1.0, 1.05, 1.1, 1.2, 1.3, 1.5]}
 PHI3 = dict(max_position_embeddings=1024, original_max_position_embeddings=256,
             sliding_window=512, pad_token_id=None, rope_parameters=PHI3_ROPE)
+# Llama's kin, each with its every optional part: Granite's multipliers (as Granite 3.3's,
+# the attention's bigger than 1/sqrt(16)) and biases on every projection; Granite MoE's 8
+# experts of 32, 2 a token, and the shared one's; SmolLM3's fourth layer without rope;
+# Seed-OSS's Q/K/V biases and its own head size; Mixtral's 8 experts, 2 a token
+GRANITE = dict(embedding_multiplier=12.0, residual_multiplier=0.22, attention_multiplier=0.3,
+               logits_scaling=8.0, attention_bias=True)
+GRANITE_MOE = dict(GRANITE, num_local_experts=8, num_experts_per_tok=2, intermediate_size=32)
+LLAMA_KIN = {"granite": dict(GRANITE, mlp_bias=True), "granitemoe": GRANITE_MOE,
+             "granitemoeshared": dict(GRANITE_MOE, shared_intermediate_size=48),
+             "smollm3": dict(num_hidden_layers=4, pad_token_id=None),
+             "seed_oss": dict(head_dim=24, pad_token_id=None),
+             "mixtral": dict(num_local_experts=8, num_experts_per_tok=2, intermediate_size=32)}
 # Gemma 4 as its small models are (per-layer embeddings; the last layers share the cache
 # of the last cached layer of their kind and have double-wide FFNs; as in the released
 # models, and as llama.cpp requires, the last cached layer is full and the one before it
@@ -206,6 +226,12 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                "glm4_moe_lite": ("Glm4MoeLiteConfig", "Glm4MoeLiteForCausalLM"),
                "gpt_oss": ("GptOssConfig", "GptOssForCausalLM"),
                "phi3": ("Phi3Config", "Phi3ForCausalLM"),
+               "granite": ("GraniteConfig", "GraniteForCausalLM"),
+               "granitemoe": ("GraniteMoeConfig", "GraniteMoeForCausalLM"),
+               "granitemoeshared": ("GraniteMoeSharedConfig", "GraniteMoeSharedForCausalLM"),
+               "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM"),
+               "seed_oss": ("SeedOssConfig", "SeedOssForCausalLM"),
+               "mixtral": ("MixtralConfig", "MixtralForCausalLM"),
                "qwen3_5": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM"),
                "qwen3_5_moe": ("Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM"),
                "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM")}
@@ -249,11 +275,14 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
         settings.update(QWEN35_KINDS[kind])
     if kind == "phi3":
         settings.update(PHI3)
+    settings.update(LLAMA_KIN.get(kind, {}))
     settings.update(config)
     torch.manual_seed(seed)
     model = model_class(config_class(**settings)).eval()
     if kind in GEMMA4_KINDS or kind in DEEPSEEK_KINDS or kind in QWEN35_KINDS or \
             kind in ("gemma3n", "gpt_oss", "phi3"):
+        _vary_unit_weights(model, kind)
+    if kind in LLAMA_KIN:
         _vary_unit_weights(model, kind)
     model.save_pretrained(directory)
     tok.save_pretrained(directory)
@@ -284,6 +313,11 @@ def _unused_shared_kv(directory: Path, settings: dict) -> None:
     save_file(tensors, weights_file, metadata={"format": "pt"})
 
 
+# the kinds whose biases are made random (transformers starts them at 0, which a model that
+# ignored them would match)
+RANDOM_BIASES = {"gpt_oss", "granite", "granitemoe", "granitemoeshared", "seed_oss"}
+
+
 def _vary_unit_weights(model, kind: str = "") -> None:
     """Norm weights and scales start at one; make them differ so that a model which
     ignored one would not match."""
@@ -296,7 +330,7 @@ def _vary_unit_weights(model, kind: str = "") -> None:
                 value.copy_(1 + 0.3 * torch.randn_like(value))
             if name.endswith("e_score_correction_bias"):        # DeepSeek V3's router bias
                 value.copy_(0.05 * torch.randn_like(value))
-            if name.endswith("sinks") or (kind == "gpt_oss" and name.endswith("bias")):
+            if name.endswith("sinks") or (kind in RANDOM_BIASES and name.endswith("bias")):
                 value.copy_(0.5 * torch.randn_like(value))      # gpt-oss's: not initialised
 
 

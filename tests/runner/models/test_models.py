@@ -203,7 +203,7 @@ def test_bad_model_files(tmp_path, backend):
         load_model(write_llama_gguf(tmp_path / "b.gguf",
                                     reshape={"blk.0.ffn_up.weight": (64, 16)}), backend)
     with pytest.raises(ValueError,
-                       match="Unknown architecture 'mamba9'.*gemma4, gpt-oss, gptoss, llama"):
+                       match="Unknown architecture 'mamba9'.*gemma4, .*gptoss, .*llama, "):
         load_model(write_llama_gguf(tmp_path / "c.gguf", arch="mamba9"), backend)
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"\0" * 1000)
