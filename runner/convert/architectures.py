@@ -22,6 +22,7 @@ from .gpt_oss import gpt_oss_hparams, gpt_oss_split, pair_mxfp4
 from .granite import granite_hparams, granite_hyper, granitemoe_hparams, granitemoe_split
 from .hyper import Hyper, expected_shape, extra_tensors, fused_shape
 from .llama_variants import mixtral_hparams, seed_oss_hparams, smollm3_hparams
+from .glm4 import glm4_hyper
 from .phi3 import phi3_extra, phi3_hparams, phi3_hyper
 from .qwen35 import qwen35_hparams, qwen35_hyper, qwen35_prepare, qwen35_split
 from .nomic import (NOMIC_NAMES, nomic_hparams, nomic_hyper, nomic_moe_hparams,
@@ -345,6 +346,7 @@ ARCHITECTURES = {
     "qwen3_next": Architecture(gguf.MODEL_ARCH.QWEN3NEXT, **QWEN35_PARTS),
     "phi3": Architecture(gguf.MODEL_ARCH.PHI3, hyper=phi3_hyper, hparams=phi3_hparams,
                          extra=phi3_extra, shape=fused_shape),
+    "glm4": Architecture(gguf.MODEL_ARCH.GLM4, hyper=glm4_hyper, shape=fused_shape),
     "granite": Architecture(gguf.MODEL_ARCH.GRANITE, permute_qk=True, hyper=granite_hyper,
                             hparams=granite_hparams),
     "granitemoe": Architecture(gguf.MODEL_ARCH.GRANITE_MOE, permute_qk=True,

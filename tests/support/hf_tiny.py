@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner.tokenizer.bpe import GPT2, GPT4O, LLAMA3, QWEN2, SEED_CODER
+from runner.tokenizer.bpe import CHATGLM4
 
 from tests.support.corpus import corpus
 
@@ -31,6 +32,7 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "gpt_oss": ["<|startoftext|>", "<|start|>", "<|message|>", "<|end|>",
                        "<|return|>"],
            "phi3": ["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"],
+           "glm4": ["[gMASK]", "<sop>", "<|user|>", "<|assistant|>", "<|endoftext|>"],
            **{kind: ["<|start_of_role|>", "<|end_of_role|>", "<|tool_call|>",
                      "<|end_of_text|>"] for kind in ("granite", "granitemoe", "granitemoeshared")},
            "smollm3": ["<|im_start|>", "<think>", "</think>", "<|im_end|>"],
@@ -48,6 +50,7 @@ PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_think": QWEN2
 PATTERN.update({"granite": GPT2, "granitemoe": GPT2, "granitemoeshared": GPT2,
                 "smollm3": LLAMA3, "seed_oss": SEED_CODER, "mixtral": LLAMA3})
 PATTERN["phi3"] = GPT4O
+PATTERN["glm4"] = CHATGLM4
 SLIDING, FULL = "sliding_attention", "full_attention"
 # gpt-oss as the released models are, shrunk: biases everywhere, sinks, the even layers
 # sliding, experts chosen by raw logits; YaRN with its correction range rounded (truncate,
@@ -80,6 +83,10 @@ LLAMA_KIN = {"granite": dict(GRANITE, mlp_bias=True), "granitemoe": GRANITE_MOE,
              "smollm3": dict(num_hidden_layers=4, pad_token_id=None),
              "seed_oss": dict(head_dim=24, pad_token_id=None),
              "mixtral": dict(num_local_experts=8, num_experts_per_tok=2, intermediate_size=32)}
+# GLM-4-0414's kind, shrunk: Q/K/V biases (made random), half of each head rotated in
+# interleaved pairs, norms after the attention and the FFN
+GLM4 = dict(head_dim=16, pad_token_id=None, attention_bias=True, rope_parameters={
+    "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5})
 # Gemma 4 as its small models are (per-layer embeddings; the last layers share the cache
 # of the last cached layer of their kind and have double-wide FFNs; as in the released
 # models, and as llama.cpp requires, the last cached layer is full and the one before it
@@ -226,6 +233,7 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                "glm4_moe_lite": ("Glm4MoeLiteConfig", "Glm4MoeLiteForCausalLM"),
                "gpt_oss": ("GptOssConfig", "GptOssForCausalLM"),
                "phi3": ("Phi3Config", "Phi3ForCausalLM"),
+               "glm4": ("Glm4Config", "Glm4ForCausalLM"),
                "granite": ("GraniteConfig", "GraniteForCausalLM"),
                "granitemoe": ("GraniteMoeConfig", "GraniteMoeForCausalLM"),
                "granitemoeshared": ("GraniteMoeSharedConfig", "GraniteMoeSharedForCausalLM"),
@@ -275,12 +283,14 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
         settings.update(QWEN35_KINDS[kind])
     if kind == "phi3":
         settings.update(PHI3)
+    if kind == "glm4":
+        settings.update(GLM4)
     settings.update(LLAMA_KIN.get(kind, {}))
     settings.update(config)
     torch.manual_seed(seed)
     model = model_class(config_class(**settings)).eval()
     if kind in GEMMA4_KINDS or kind in DEEPSEEK_KINDS or kind in QWEN35_KINDS or \
-            kind in ("gemma3n", "gpt_oss", "phi3"):
+            kind in ("gemma3n", "gpt_oss", "phi3", "glm4"):
         _vary_unit_weights(model, kind)
     if kind in LLAMA_KIN:
         _vary_unit_weights(model, kind)
@@ -315,7 +325,7 @@ def _unused_shared_kv(directory: Path, settings: dict) -> None:
 
 # the kinds whose biases are made random (transformers starts them at 0, which a model that
 # ignored them would match)
-RANDOM_BIASES = {"gpt_oss", "granite", "granitemoe", "granitemoeshared", "seed_oss"}
+RANDOM_BIASES = {"gpt_oss", "granite", "granitemoe", "granitemoeshared", "seed_oss", "glm4"}
 
 
 def _vary_unit_weights(model, kind: str = "") -> None:
