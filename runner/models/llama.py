@@ -18,9 +18,10 @@ import numpy as np
 
 from .contract import register
 from .attention import attention
-from .base import ATTENTION, LLM, Block, Metadata, Transformer, TransformerConfig, Weights, weight
+from .base import (ATTENTION, LLM, ROPE, Block, Metadata, Transformer, TransformerConfig,
+                   Weights, weight)
 from .experts import Routing, route, swiglu_experts
-from .rope import RopeConfig
+from .rope import MULTI_MODES, RopeConfig
 
 if TYPE_CHECKING:
     from pyggml import Tensor
@@ -128,7 +129,12 @@ class Llama(Transformer):
 
     @classmethod
     def config_of(cls, meta: dict):
-        return cls.config_class.from_metadata(meta, meta["general.architecture"])
+        m = Metadata(meta, meta["general.architecture"])
+        config = cls.config_class.from_metadata(meta, m.arch)
+        if config.rope.sections and cls.rope_mode not in MULTI_MODES:
+            raise m.malformed(ROPE.DIMENSION_SECTIONS, list(config.rope.sections),
+                              f"but {cls.__name__}'s rope turns positions of one axis")
+        return config
 
     def __init__(self, config: LlamaConfig, weights: Weights):
         self.config = config

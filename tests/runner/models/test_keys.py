@@ -55,6 +55,13 @@ MALFORMED = {
             name: array, **({"rope_freqs.weight": np.ones(3, np.float32)}
                             if name == "output.weight" else {})}),
          r"rope_freqs.weight has shape \(3,\).*\(4,\)"),
+    "M-RoPE sections for a rope of one axis": (
+        dict(values={"llama.rope.dimension_sections": [2, 1, 1, 0]}),
+        r"llama.rope.dimension_sections is \[2, 1, 1, 0\], but Llama's rope turns positions "
+        "of one axis"),
+    "M-RoPE sections that give no axis a share": (
+        dict(values={"llama.rope.dimension_sections": [0, 0, 0, 4]}),
+        "llama.rope.dimension_sections is .*, which gives none of the axes"),
     # a core spinning for minutes
     "rope of no dimensions": (dict(values={"llama.rope.dimension_count": 0}),
                               "llama.rope.dimension_count is 0, not a positive whole number"),
