@@ -1,12 +1,14 @@
 """Rewriting a GGUF file the way another converter would have written it (the tests' way to
 make Ollama's layouts of a model from ours): keys renamed, dropped or given new values,
 tensors renamed or replaced; DeepSeek 2's file in Ollama's layout; a file's tensors read back
-as bytes; a tensor's description changed in place (retensor)."""
+as bytes; a value of any type (Typed); a tensor's description changed in place (retensor)."""
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
@@ -14,10 +16,19 @@ import numpy as np
 from pyggml.gguf_reader import Header
 
 
+@dataclass(frozen=True)
+class Typed:
+    """A value for rewrite() written as this GGUF type whatever the file's (a negative int,
+    an array of numbers where one belongs)."""
+    value: Any
+    kind: gguf.GGUFValueType
+    sub_type: gguf.GGUFValueType | None = None
+
+
 def rewrite(source, target, keys=None, values=None, tensors=None, arch=None):
     """keys: old key -> new key (None drops it); values: key -> new value (a key the file
     lacks, or one keys drops, is added anew: ints as uint32, floats as float32, strings,
-    bools, lists as arrays);
+    bools, lists as arrays; a Typed value as its type);
     tensors: function (name, float32 array) -> {new name: array} (an empty dict drops it);
     arch: a new general.architecture (its keys renamed by the caller). Returns target."""
     keys, values = keys or {}, values or {}
@@ -30,14 +41,20 @@ def rewrite(source, target, keys=None, values=None, tensors=None, arch=None):
         if new is None:
             continue
         kind, sub = header.value_types[name]
-        writer.add_key_value(new, values.get(name, value), gguf.GGUFValueType(kind),
+        value = values.get(name, value)
+        if isinstance(value, Typed):
+            writer.add_key_value(new, value.value, value.kind, sub_type=value.sub_type)
+            continue
+        writer.add_key_value(new, value, gguf.GGUFValueType(kind),
                              sub_type=None if sub is None else gguf.GGUFValueType(sub))
     added = {bool: gguf.GGUFValueType.BOOL, int: gguf.GGUFValueType.UINT32,
              float: gguf.GGUFValueType.FLOAT32, str: gguf.GGUFValueType.STRING}
     for name, value in values.items():
         if name in header.metadata and keys.get(name, name) is not None:
             continue                                   # written above, with its own type
-        if isinstance(value, list):
+        if isinstance(value, Typed):
+            writer.add_key_value(name, value.value, value.kind, sub_type=value.sub_type)
+        elif isinstance(value, list):
             writer.add_array(name, value)
         else:
             writer.add_key_value(name, value, added[type(value)])

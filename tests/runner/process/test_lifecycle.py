@@ -107,3 +107,31 @@ def test_a_port_in_use_is_a_clear_error(model_paths, workdir):
                                  str(model_paths["smollm2"]), "--port", str(port)],
                                 cwd=workdir, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in result.stderr
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("op", [None, 0])
+def test_a_malformed_file_is_a_load_error_naming_its_key(workdir, op):
+    """rope.dimension_count past the head made ggml assert (SIGABRT) at the first batch; the
+    runner now refuses the file as it reads it: loading at start, health says so (status 5,
+    error); driven (--no-load), /load's fit answers 400 with the sentence."""
+    import numpy as np
+
+    from tests.support.gguf_edit import rewrite
+    from tests.support.tiny import llama_tensors, write_llama
+
+    plain = write_llama(workdir / "plain.gguf", llama_tensors(np.random.default_rng(0)))
+    path = rewrite(plain, workdir / "malformed.gguf",
+                   values={"llama.rope.dimension_count": 512})
+    sentence = "llama.rope.dimension_count is 512, larger than the head (8)"
+    runner = RunnerProcess(path, workdir, *(() if op is None else ("--no-load",)))
+    try:
+        if op is None:
+            runner.wait_status(5, timeout=60)
+            assert sentence in runner.health()["error"]
+        else:
+            refused = load(runner, op, KvSize=256, BatchSize=64)
+            assert refused.status_code == 400 and sentence in refused.json()["error"]
+        assert runner.proc.poll() is None
+    finally:
+        runner.stop()
