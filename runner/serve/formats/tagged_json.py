@@ -2,8 +2,9 @@
 (<tool_calls>[...]</tool_calls>, M1 an object a line), Nemotron Nano 2 (<TOOLCALL>),
 GigaChat 3.1 (<|function_call|>) and 3 (a "function call" message), Command R7B and
 Cohere 2 (<|START_ACTION|>, calls naming a "tool_name"), Apertus ([{"NAME": {arguments}}]
-between its tools tokens), FireFunction v2 (" functools[...]"); Command R+ writes "Action:"
-and a JSON list of them in a code fence."""
+between its tools tokens), FireFunction v2 (" functools[...]"), Granite 3.x (<|tool_call|>
+and a JSON list, its answer after thinking wrapped in <response>); Command R+ writes
+"Action:" and a JSON list of them in a code fence."""
 
 from __future__ import annotations
 
@@ -75,4 +76,9 @@ FIREFUNCTION = register(Format(
     "firefunction", lambda t: "functools[" in t, tool=("functools", None),
     parse_call=json_call,
     call_text=lambda name, args: f' functools[{{"name": "{name}", "arguments": {args}}}]'),
+    rank=25)
+GRANITE = register(Format(                       # Granite 3.x (4.x writes Qwen's <tool_call>)
+    "granite", lambda t: "<|tool_call|>" in t, think=("<think>", "</think>"),
+    tool=("<|tool_call|>", None), parse_call=json_call, drop=("<response>", "</response>"),
+    call_text=lambda name, args: f'<|tool_call|>[{{"name": "{name}", "arguments": {args}}}]'),
     rank=25)

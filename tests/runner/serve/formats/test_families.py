@@ -47,6 +47,9 @@ FAMILIES = {      # template file -> the format it is recognized as
     "openai-gpt-oss-120b.jinja": "harmony",
     "google-gemma-4-31B-it.jinja": "gemma4",
     "meta-llama-Llama-3.1-8B-Instruct.jinja": "llama3",
+    "ByteDance-Seed-OSS.jinja": "seed-oss",
+    "ibm-granite-granite-3.3-2B-Instruct.jinja": "granite",
+    "HuggingFaceTB-SmolLM3-3B.jinja": "qwen",       # llama.cpp's copy writes no calls
 }
 BOS, EOS = "<s>", "</s>"
 
@@ -70,10 +73,14 @@ def transformers_render(template: str, messages, tools, generation: bool = True)
 
 RENDERED = ["Qwen3-Coder.jinja", "Qwen3.5-4B.jinja", "Mistral-Small-3.2-24B-Instruct-2506.jinja",
             "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
-            "unsloth-mistral-Devstral-Small-2507.jinja", "deepseek-ai-DeepSeek-V3.1.jinja"]
+            "unsloth-mistral-Devstral-Small-2507.jinja", "deepseek-ai-DeepSeek-V3.1.jinja",
+            "ByteDance-Seed-OSS.jinja"]
+# templates that render a conversation with tools but write no assistant's calls
+RENDERED_WITHOUT_CALLS = ["ibm-granite-granite-3.3-2B-Instruct.jinja",
+                          "HuggingFaceTB-SmolLM3-3B.jinja"]
 
 
-@pytest.mark.parametrize("name", RENDERED)
+@pytest.mark.parametrize("name", RENDERED + RENDERED_WITHOUT_CALLS)
 def test_a_conversation_with_tools_renders_as_transformers_renders_it(name):
     template = official_template(name)
     today = datetime.date.today()
@@ -95,7 +102,7 @@ def test_the_rendered_call_parses_back(name):
     turn = after[len(before):].removesuffix(EOS)
     for marker in ("<think></think>", "</think>"):          # DeepSeek's empty thinking
         turn = turn.split(marker, 1)[-1]
-    for end in ("<|im_end|>\n", "<｜end▁of▁sentence｜>"):
+    for end in ("<|im_end|>\n", "<｜end▁of▁sentence｜>", "<seed:eos>"):
         turn = turn.removesuffix(end)
     content, _, calls = run(Extractor(format_for(template), tools=TOOLS), [turn])
     assert content.strip() == ""
@@ -148,6 +155,25 @@ REPLIES = {   # (template, reply) -> (content, thinking, [(name, arguments)], id
         "meetkai-functionary-medium-v3.2.jinja",
         'all\nChecking.>>>get_weather\n{"location": "Paris", "days": 2}>>>now\n{}',
         ("Checking.", "", [PARIS, ("now", {})], None)),
+    "seed-oss thinking then a call": (
+        "ByteDance-Seed-OSS.jinja",
+        "<seed:think>The user wants weather.</seed:think><seed:tool_call>\n"
+        "<function=get_weather>\n<parameter=location>\nParis\n</parameter>\n<parameter=days>\n2"
+        "\n</parameter>\n</function>\n</seed:tool_call>",
+        ("", "The user wants weather.", [PARIS], None)),
+    "granite 3.3 thinking then its wrapped response": (
+        "ibm-granite-granite-3.3-2B-Instruct.jinja",
+        "<think>Two days of Paris.</think><response>It is sunny.</response>",
+        ("It is sunny.", "Two days of Paris.", [], None)),
+    "granite 3.3, text then two calls": (
+        "ibm-granite-granite-3.3-2B-Instruct.jinja",
+        'Checking.<|tool_call|>[{"name": "get_weather", "arguments": {"location": "Paris", '
+        '"days": 2}}, {"name": "now", "arguments": {}}]',
+        ("Checking.", "", [PARIS, ("now", {})], None)),
+    "smollm3 thinking then a call": (
+        "HuggingFaceTB-SmolLM3-3B.jinja",
+        '<think>\nA call.\n</think>\n<tool_call>\n{"name": "get_weather", "arguments": '
+        '{"location": "Paris", "days": 2}}\n</tool_call>', ("", "\nA call.\n", [PARIS], None)),
     "deepseek without the calls' wrapper": (
         "deepseek-ai-DeepSeek-V3.1.jinja",
         '<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"location": "Paris", "days": 2}'
@@ -184,9 +210,14 @@ def test_a_call_cut_by_the_length_limit_says_so_in_every_family():
                                '<parameter name="location">Par',
            "meetkai-functionary-medium-v3.2.jinja": 'get_weather\n{"location": "Par',
            "moonshotai-Kimi-K2.jinja": "<|tool_call_begin|>functions.get_weather:0"
-                                       '<|tool_call_argument_begin|>{"location": "Par'}
+                                       '<|tool_call_argument_begin|>{"location": "Par',
+           "ibm-granite-granite-3.3-2B-Instruct.jinja":
+               '<|tool_call|>[{"name": "get_weather", "arguments": {"location": "Par',
+           "ByteDance-Seed-OSS.jinja": "<seed:tool_call>\n<function=get_weather>\n"
+                                       "<parameter=location>\nPar"}
     written = {name: '{"location": "Par"'                    # text values: so far
-               for name in ("Qwen3-Coder.jinja", "GLM-4.6.jinja", "MiniMax-M2.jinja")}
+               for name in ("Qwen3-Coder.jinja", "GLM-4.6.jinja", "MiniMax-M2.jinja",
+                            "ByteDance-Seed-OSS.jinja")}
     for name, reply in cut.items():
         _, _, calls = run(make_extractor(format_for(official_template(name)), tools=TOOLS), [reply])
         assert [(c["function"]["name"], c["function"]["arguments"], c["cut"])

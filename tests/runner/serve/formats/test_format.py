@@ -103,6 +103,8 @@ ROWS = {
              "<|tool_call_start|>[get_weather(location='Paris')]<|tool_call_end|>"),
     "firefunction": ("{{ ns.content + ' functools[' + calls | join(', ') + ']' }}",
                      ' functools[{"name": "get_weather", "arguments": {"location": "Paris"}}]'),
+    "granite": ("<|start_of_role|>assistant<|end_of_role|><|tool_call|>{{ calls | tojson }}",
+                '<|tool_call|>[{"name": "get_weather", "arguments": {"location": "Paris"}}]'),
     "functionary-v3.2": ("Respond in this format:\n>>>${recipient}\n${content}",
                          'get_weather\n{"location": "Paris"}'),
     "olmo3": ("<function_calls>{{ calls }}</function_calls>",
