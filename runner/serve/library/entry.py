@@ -126,7 +126,11 @@ class Entry:
 
     @property
     def context_length(self) -> int:
-        return int(self.metadata.get(f"{self.architecture}.context_length") or 2048)
+        """The file's context_length (a maximum), 2048 where it gives none; a value that is
+        no positive whole number counts as none here, and its runner refuses the file
+        naming the key (runner/models/keys.py)."""
+        value = self.metadata.get(f"{self.architecture}.context_length")
+        return value if type(value) is int and value > 0 else 2048
 
     def capabilities(self) -> list[str]:
         meta, arch = self.metadata, self.architecture

@@ -12,10 +12,11 @@ import math
 import re
 from pathlib import Path
 
+import gguf
 import numpy as np
 import pytest
 
-from tests.support.gguf_edit import retensor, rewrite
+from tests.support.gguf_edit import Typed, retensor, rewrite
 from tests.support.server import ServerProcess
 from tests.support.tiny import llama_tensors, write_llama
 from tests.support.watchdog import MemoryWatchdog, tree_rss
@@ -84,6 +85,13 @@ MALFORMED = {
     "KV heads not dividing the heads": (values({"llama.attention.head_count_kv": 3}),
                                         "llama.attention.head_count_kv is 3, which does not "
                                         "divide"),
+    "a context length that is no number": (
+        values({"llama.context_length": Typed("long", gguf.GGUFValueType.STRING)}),
+        "llama.context_length is 'long', not a positive whole number"),
+    "a context length that is an array": (
+        values({"llama.context_length": Typed([1, 2], gguf.GGUFValueType.ARRAY,
+                                              gguf.GGUFValueType.UINT32)}),
+        r"llama.context_length is \[1, 2\], an array where one number belongs"),
     "no blocks": (values({"llama.block_count": 0}), "llama.block_count is 0"),
     "blocks the file lacks": (values({"llama.block_count": 9}),
                               "llama.block_count is 9, more than the 2 blocks"),
