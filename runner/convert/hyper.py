@@ -88,11 +88,12 @@ def write_hparams(writer: gguf.GGUFWriter, h: Hyper) -> None:
 def write_yarn(writer: gguf.GGUFWriter, scaling: dict, h: Hyper) -> None:
     """YaRN as llama.cpp reads it: factor, the original context, the betas where they are
     not its defaults, and an explicit attention factor as the part beyond YaRN's own
-    1 + 0.1 ln(factor) (which ggml's rope applies itself)."""
-    if scaling.get("truncate", True) is not True or "mscale" in scaling or \
-            "mscale_all_dim" in scaling:
-        raise CheckpointError("YaRN without truncation or with mscale (DeepSeek's) is not "
-                              "supported.")
+    1 + 0.1 ln(factor) (which ggml's rope applies itself). truncate is not written: ggml
+    always rounds the correction range to whole dimensions (transformers' truncate true), and
+    llama.cpp's converter converts truncate false (gpt-oss's released configs) so too
+    (docs/models.md: what that costs against transformers)."""
+    if "mscale" in scaling or "mscale_all_dim" in scaling:
+        raise CheckpointError("YaRN with mscale (DeepSeek's) is not supported.")
     factor = float(scaling["factor"])
     writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
     writer.add_rope_scaling_factor(factor)

@@ -99,6 +99,37 @@ def test_quantize_keeps_the_mxfp4_experts(converted, backend, tmp_path):
     assert np.corrcoef(ours.ravel(), expected.ravel())[0, 1] > 0.99          # logits by 0.3
 
 
+# gpt-oss's released rope_scaling (and head size): YaRN 32x over 4096 positions, its
+# correction range not rounded to whole dimensions (truncate false)
+RELEASED_YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                 "truncate": False, "rope_theta": 150000.0,
+                 "original_max_position_embeddings": 4096}
+
+
+def test_the_released_yarn_converts_as_llama_cpp_converts_it(tmp_path, backend):
+    """truncate false converts to the file truncate true gives (llama.cpp's converter does
+    not read it; ggml always rounds the correction range, here dimensions 8.1-17.4 of 32 to
+    8-18): the logits are transformers' with truncate true, and differ from its own by the
+    rounding (docs/models.md: measured 1.2e-3 and 2.2e-3 here, up to 0.6 over 4,000
+    tokens)."""
+    shape = dict(head_dim=64, max_position_embeddings=131072)
+    released = checkpoint("gpt_oss", tmp_path / "released", rope_parameters=RELEASED_YARN,
+                          **shape)
+    rounded = checkpoint("gpt_oss", tmp_path / "rounded", **shape,
+                         rope_parameters=dict(RELEASED_YARN, truncate=True))
+    paths = [convert(hf, tmp_path / f"{hf.name}.gguf", "f32", progress=False)
+             for hf in (released, rounded)]
+    with pyggml.GGUFFile(paths[0]) as ours, pyggml.GGUFFile(paths[1]) as theirs:
+        named = {"general.name"}                        # the checkpoints' folders' names
+        assert {k: v for k, v in ours.metadata.items() if k not in named} == \
+            {k: v for k, v in theirs.metadata.items() if k not in named}
+    model, run = executor(paths[0], backend)
+    ids = model.tokenizer.encode(PROMPT, add_special=True)
+    ours = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
+    assert np.abs(ours - reference(rounded, ids)).max() < 1e-5
+    assert 1e-4 < np.abs(ours - reference(released, ids)).max() < 5e-3
+
+
 def ollama_layout():
     """Our tensors as Ollama's converter writes OpenAI's own checkpoints: Q, K and V in one
     attn_qkv (weight and bias); as its older files name them, attn_out, attn_sinks and
