@@ -31,8 +31,10 @@ SKIPPED = ("rotary_emb.inv_freq", "position_ids", "pooler.", "cls.predictions")
 # F32 whatever the output type, as llama.cpp's converter keeps them: token types are read
 # as a row and added; an expert router's small errors would flip which experts it picks;
 # biases, the experts' (gpt-oss: (experts, rows)) too, as every tensor not named .weight;
-# a recurrent layer's convolution kernel (ggml's ssm_conv reads F32)
-KEEP_F32 = ("token_types.weight", "ffn_gate_inp.weight", ".bias", "ssm_conv1d.weight")
+# a recurrent layer's convolution kernel (ggml's ssm_conv reads F32); norms, whatever their
+# shape (Command R+'s weights per head: ggml's CPU multiplies F32 by no F16)
+KEEP_F32 = ("token_types.weight", "ffn_gate_inp.weight", ".bias", "ssm_conv1d.weight",
+            "_norm.weight")
 
 
 def convert(hf_dir, out, outtype: str = "f16", progress: bool = True,

@@ -14,6 +14,8 @@ import numpy as np
 from ..models.gemma2 import LAYERS_27B as GEMMA2_27B_LAYERS
 from ..models.gemma3 import query_pre_attn_scalar
 from .checkpoint import CheckpointError
+from .command_r import (cohere2_hparams, cohere2_hyper, cohere_shape, cohere_split,
+                        command_r_hparams, command_r_hyper)
 from .deepseek2 import deepseek2_hparams, deepseek2_hyper, deepseek2_shape, deepseek2_split
 from .experts import fused_experts_split
 from .gemma3n import gemma3n_hparams, gemma3n_hyper, gemma3n_shape, stack_altup
@@ -359,6 +361,10 @@ ARCHITECTURES = {
     "seed_oss": Architecture(gguf.MODEL_ARCH.SEED_OSS, hparams=seed_oss_hparams),
     "mixtral": Architecture(gguf.MODEL_ARCH.LLAMA, permute_qk=True, hparams=mixtral_hparams,
                             split=fused_experts_split),      # llama.cpp's llama with experts
+    "cohere": Architecture(gguf.MODEL_ARCH.COMMAND_R, hyper=command_r_hyper,
+                           hparams=command_r_hparams, split=cohere_split, shape=cohere_shape),
+    "cohere2": Architecture(gguf.MODEL_ARCH.COHERE2, hyper=cohere2_hyper, hparams=cohere2_hparams,
+                            split=cohere_split, shape=cohere_shape),
 }
 # multimodal checkpoints (model_type) whose text model we convert: their config.json nests it
 # under text_config, their text tensors live under one of TEXT_PREFIXES (as transformers

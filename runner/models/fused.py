@@ -2,12 +2,13 @@
 SwiGLU (Phi-3, GLM-4): Q, K and V as one product (attn_qkv, its rows Q's, then K's, then
 V's) or three, each with an optional bias; the FFN's gate and up projections as one
 (ffn_up, (2F, E): the gate's rows first, as transformers' gate_up_proj.chunk(2) reads
-them)."""
+them). The attention's part (AttentionBlock, bind_attention, qkv) is also that of the
+models with their own FFN that llama.cpp reads so (Command R, StarCoder2)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .base import Block, TransformerConfig, Weights, weight
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class FusedBlock(Block):
+class AttentionBlock(Block):
     attn_norm: Tensor = weight()
     attn_qkv: Tensor | None = None          # (H*D + 2*KVH*D, E), or the three below
     attn_qkv_bias: Tensor | None = None
@@ -27,29 +28,45 @@ class FusedBlock(Block):
     attn_v: Tensor | None = None
     attn_v_bias: Tensor | None = None
     attn_output: Tensor = weight()
+
+
+@dataclass
+class FusedBlock(AttentionBlock):
     ffn_norm: Tensor = weight()
     ffn_up: Tensor = weight()               # (2F, E): gate rows, then up rows
     ffn_down: Tensor = weight()
 
 
-def bind_fused(block: FusedBlock, weights: Weights, prefix: str, c: TransformerConfig,
-               more: dict | None = None) -> FusedBlock:
-    """Bind block's weights under prefix (blk.<i>.): attention, the fused FFN and more
-    (name -> shape, a model's own norms)."""
+Bound = TypeVar("Bound", bound=AttentionBlock)
+
+
+def bind_attention(block: Bound, weights: Weights, prefix: str, c: TransformerConfig,
+                   more: dict | None = None) -> Bound:
+    """Bind block's attention weights under prefix (blk.<i>.): its norm, Q, K and V (one
+    tensor or three, optional biases), the output projection, and more (name -> shape:
+    the rest of a model's block)."""
     q, kv = c.heads * c.head_dim, c.kv_heads * c.head_dim
     fused = f"{prefix}attn_qkv.weight" in weights.tensors
     projections = {"attn_qkv": q + 2 * kv} if fused else \
         {"attn_q": q, "attn_k": kv, "attn_v": kv}
     weights.bind(block, prefix, {
         **{name: (rows, c.embd) for name, rows in projections.items()},
-        "attn_norm": (c.embd,), "attn_output": (c.embd, q), "ffn_norm": (c.embd,),
-        "ffn_up": (2 * c.ffn, c.embd), "ffn_down": (c.embd, c.ffn), **(more or {})})
+        "attn_norm": (c.embd,), "attn_output": (c.embd, q), **(more or {})})
     for name, rows in projections.items():
         setattr(block, f"{name}_bias", weights.optional(f"{prefix}{name}.bias", (rows,)))
     return block
 
 
-def qkv(block: FusedBlock, h, c: TransformerConfig):
+def bind_fused(block: FusedBlock, weights: Weights, prefix: str, c: TransformerConfig,
+               more: dict | None = None) -> FusedBlock:
+    """Bind block's weights under prefix (blk.<i>.): attention, the fused FFN and more
+    (name -> shape, a model's own norms)."""
+    return bind_attention(block, weights, prefix, c, {
+        "ffn_norm": (c.embd,), "ffn_up": (2 * c.ffn, c.embd), "ffn_down": (c.embd, c.ffn),
+        **(more or {})})
+
+
+def qkv(block: AttentionBlock, h, c: TransformerConfig):
     """h (T, E) -> queries (T, H, D), keys and values (T, KVH, D), biases added. Fused, Q
     and K are views of the product (the rope reads them so, as llama.cpp's); V a copy (the
     cache writes contiguous rows)."""

@@ -211,6 +211,11 @@ CONVERTED = {
     # in a context of 256: LongRoPE's short factors (test_llamacpp_phi3.py: the long ones)
     "phi3": ("phi3", {}),
     "glm4": ("glm4", {}),
+    # llama.cpp's command-r reads Q/K norms from files of 64 layers or more only (Command
+    # R+'s), and refuses them in others
+    "cohere": ("cohere", dict(use_qk_norm=False)),
+    "cohere_plus": ("cohere", dict(num_hidden_layers=64)),
+    "cohere2": ("cohere2", {}),
 }
 # the largest logit difference allowed where not 0 (bit for bit); the Qwen 3.5 MoE's and
 # Qwen3-Next's experts and shared expert summed in another order (measured 2.3e-5, 3.8e-5)
@@ -498,6 +503,7 @@ QUANTIZED_SHAPE = dict(hidden_size=256, intermediate_size=512, head_dim=64,
     ("glm4", {}),
     ("granite", {}), ("granitemoeshared", dict(shared_intermediate_size=256)),
     ("smollm3", {}), ("seed_oss", {}), ("mixtral", {}),
+    ("cohere", {}), ("cohere2", {}),
     ("deepseek_v3", dict(kv_lora_rank=256, q_lora_rank=256,
                          qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
                          moe_intermediate_size=256)),

@@ -39,6 +39,9 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "seed_oss": ["<seed:bos>", "<seed:think>", "</seed:think>", "<seed:tool_call>",
                         "</seed:tool_call>", "<seed:eos>"],
            "mixtral": ["<s>", "[INST]", "[/INST]", "</s>"],
+           **{kind: ["<BOS_TOKEN>", "<|START_OF_TURN_TOKEN|>", "<|USER_TOKEN|>",
+                     "<|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<EOS_TOKEN>"]
+              for kind in ("cohere", "cohere2")},
            **{kind: ["<|endoftext|>", "<think>", "</think>", "<|im_start|>", "<|im_end|>"]
               for kind in ("qwen3_5", "qwen3_5_moe", "qwen3_next")}}
 PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_think": QWEN2,
@@ -51,6 +54,9 @@ PATTERN.update({"granite": GPT2, "granitemoe": GPT2, "granitemoeshared": GPT2,
                 "smollm3": LLAMA3, "seed_oss": SEED_CODER, "mixtral": LLAMA3})
 PATTERN["phi3"] = GPT4O
 PATTERN["glm4"] = CHATGLM4
+# digits split one by one before GPT-2's expression (llama.cpp's command-r)
+DIGITS_FIRST = {"cohere", "cohere2"}
+PATTERN.update({kind: GPT2 for kind in DIGITS_FIRST})
 SLIDING, FULL = "sliding_attention", "full_attention"
 # gpt-oss as the released models are, shrunk: biases everywhere, sinks, the even layers
 # sliding, experts chosen by raw logits; YaRN with its correction range rounded (truncate,
@@ -87,6 +93,14 @@ LLAMA_KIN = {"granite": dict(GRANITE, mlp_bias=True), "granitemoe": GRANITE_MOE,
 # interleaved pairs, norms after the attention and the FFN
 GLM4 = dict(head_dim=16, pad_token_id=None, attention_bias=True, rope_parameters={
     "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5})
+# Command R's kind with its every part: Q/K/V biases (made random; the output's stays 0, as
+# llama.cpp reads none), Command R+'s per-head Q/K norms, the output tied to the embeddings,
+# a logit scale; Command R7B's: three sliding layers (a window of 8) and a global one
+# without rope
+COHERE = dict(attention_bias=True, tie_word_embeddings=True, logit_scale=0.25,
+              pad_token_id=None)
+PARALLEL_KIN = {"cohere": dict(COHERE, use_qk_norm=True),
+                "cohere2": dict(COHERE, head_dim=16, num_hidden_layers=4, sliding_window=8)}
 # Gemma 4 as its small models are (per-layer embeddings; the last layers share the cache
 # of the last cached layer of their kind and have double-wide FFNs; as in the released
 # models, and as llama.cpp requires, the last cached layer is full and the one before it
@@ -166,8 +180,9 @@ def tokenizer(kind: str):
         return sentence_bpe_tokenizer(kind)
 
     tok = Tokenizer(models.BPE(ignore_merges=family in ("llama", "llama4")))
+    digits = [pre_tokenizers.Digits(individual_digits=True)] if family in DIGITS_FIRST else []
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PATTERN[kind]), behavior="isolated"),
+        *digits, pre_tokenizers.Split(Regex(PATTERN[kind]), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=SPECIAL[kind],
@@ -240,6 +255,8 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM"),
                "seed_oss": ("SeedOssConfig", "SeedOssForCausalLM"),
                "mixtral": ("MixtralConfig", "MixtralForCausalLM"),
+               "cohere": ("CohereConfig", "CohereForCausalLM"),
+               "cohere2": ("Cohere2Config", "Cohere2ForCausalLM"),
                "qwen3_5": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM"),
                "qwen3_5_moe": ("Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM"),
                "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM")}
@@ -286,13 +303,14 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
     if kind == "glm4":
         settings.update(GLM4)
     settings.update(LLAMA_KIN.get(kind, {}))
+    settings.update(PARALLEL_KIN.get(kind, {}))
     settings.update(config)
     torch.manual_seed(seed)
     model = model_class(config_class(**settings)).eval()
     if kind in GEMMA4_KINDS or kind in DEEPSEEK_KINDS or kind in QWEN35_KINDS or \
             kind in ("gemma3n", "gpt_oss", "phi3", "glm4"):
         _vary_unit_weights(model, kind)
-    if kind in LLAMA_KIN:
+    if kind in LLAMA_KIN or kind in PARALLEL_KIN:
         _vary_unit_weights(model, kind)
     model.save_pretrained(directory)
     tok.save_pretrained(directory)
@@ -325,7 +343,10 @@ def _unused_shared_kv(directory: Path, settings: dict) -> None:
 
 # the kinds whose biases are made random (transformers starts them at 0, which a model that
 # ignored them would match)
-RANDOM_BIASES = {"gpt_oss", "granite", "granitemoe", "granitemoeshared", "seed_oss", "glm4"}
+RANDOM_BIASES = {"gpt_oss", "granite", "granitemoe", "granitemoeshared", "seed_oss", "glm4",
+                 "cohere", "cohere2"}
+# the biases a kind has that llama.cpp does not read: left at 0 (the converter drops them)
+UNREAD_BIASES = {"cohere": ("o_proj.bias",), "cohere2": ("o_proj.bias",)}
 
 
 def _vary_unit_weights(model, kind: str = "") -> None:
@@ -340,7 +361,9 @@ def _vary_unit_weights(model, kind: str = "") -> None:
                 value.copy_(1 + 0.3 * torch.randn_like(value))
             if name.endswith("e_score_correction_bias"):        # DeepSeek V3's router bias
                 value.copy_(0.05 * torch.randn_like(value))
-            if name.endswith("sinks") or (kind in RANDOM_BIASES and name.endswith("bias")):
+            unread = name.endswith(UNREAD_BIASES.get(kind, ()))
+            if name.endswith("sinks") or (kind in RANDOM_BIASES and name.endswith("bias")
+                                          and not unread):
                 value.copy_(0.5 * torch.randn_like(value))      # gpt-oss's: not initialised
 
 
