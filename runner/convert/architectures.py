@@ -26,6 +26,7 @@ from .hyper import Hyper, expected_shape, extra_tensors, fused_shape
 from .llama_variants import mixtral_hparams, seed_oss_hparams, smollm3_hparams
 from .glm4 import glm4_hyper
 from .phi3 import phi3_extra, phi3_hparams, phi3_hyper
+from .starcoder2 import starcoder2_hparams
 from .qwen35 import qwen35_hparams, qwen35_hyper, qwen35_prepare, qwen35_split
 from .nomic import (NOMIC_NAMES, nomic_hparams, nomic_hyper, nomic_moe_hparams,
                     nomic_moe_hyper, nomic_moe_split)
@@ -365,6 +366,7 @@ ARCHITECTURES = {
                            hparams=command_r_hparams, split=cohere_split, shape=cohere_shape),
     "cohere2": Architecture(gguf.MODEL_ARCH.COHERE2, hyper=cohere2_hyper, hparams=cohere2_hparams,
                             split=cohere_split, shape=cohere_shape),
+    "starcoder2": Architecture(gguf.MODEL_ARCH.STARCODER2, hparams=starcoder2_hparams),
 }
 # multimodal checkpoints (model_type) whose text model we convert: their config.json nests it
 # under text_config, their text tensors live under one of TEXT_PREFIXES (as transformers

@@ -216,6 +216,7 @@ CONVERTED = {
     "cohere": ("cohere", dict(use_qk_norm=False)),
     "cohere_plus": ("cohere", dict(num_hidden_layers=64)),
     "cohere2": ("cohere2", {}),
+    "starcoder2": ("starcoder2", {}),
 }
 # the largest logit difference allowed where not 0 (bit for bit); the Qwen 3.5 MoE's and
 # Qwen3-Next's experts and shared expert summed in another order (measured 2.3e-5, 3.8e-5)
@@ -503,7 +504,7 @@ QUANTIZED_SHAPE = dict(hidden_size=256, intermediate_size=512, head_dim=64,
     ("glm4", {}),
     ("granite", {}), ("granitemoeshared", dict(shared_intermediate_size=256)),
     ("smollm3", {}), ("seed_oss", {}), ("mixtral", {}),
-    ("cohere", {}), ("cohere2", {}),
+    ("cohere", {}), ("cohere2", {}), ("starcoder2", {}),
     ("deepseek_v3", dict(kv_lora_rank=256, q_lora_rank=256,
                          qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
                          moe_intermediate_size=256)),

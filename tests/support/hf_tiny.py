@@ -42,6 +42,7 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            **{kind: ["<BOS_TOKEN>", "<|START_OF_TURN_TOKEN|>", "<|USER_TOKEN|>",
                      "<|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<EOS_TOKEN>"]
               for kind in ("cohere", "cohere2")},
+           "starcoder2": ["<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<|endoftext|>"],
            **{kind: ["<|endoftext|>", "<think>", "</think>", "<|im_start|>", "<|im_end|>"]
               for kind in ("qwen3_5", "qwen3_5_moe", "qwen3_next")}}
 PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_think": QWEN2,
@@ -54,8 +55,8 @@ PATTERN.update({"granite": GPT2, "granitemoe": GPT2, "granitemoeshared": GPT2,
                 "smollm3": LLAMA3, "seed_oss": SEED_CODER, "mixtral": LLAMA3})
 PATTERN["phi3"] = GPT4O
 PATTERN["glm4"] = CHATGLM4
-# digits split one by one before GPT-2's expression (llama.cpp's command-r)
-DIGITS_FIRST = {"cohere", "cohere2"}
+# digits split one by one before GPT-2's expression (llama.cpp's command-r and starcoder)
+DIGITS_FIRST = {"cohere", "cohere2", "starcoder2"}
 PATTERN.update({kind: GPT2 for kind in DIGITS_FIRST})
 SLIDING, FULL = "sliding_attention", "full_attention"
 # gpt-oss as the released models are, shrunk: biases everywhere, sinks, the even layers
@@ -96,11 +97,12 @@ GLM4 = dict(head_dim=16, pad_token_id=None, attention_bias=True, rope_parameters
 # Command R's kind with its every part: Q/K/V biases (made random; the output's stays 0, as
 # llama.cpp reads none), Command R+'s per-head Q/K norms, the output tied to the embeddings,
 # a logit scale; Command R7B's: three sliding layers (a window of 8) and a global one
-# without rope
+# without rope. StarCoder2's biases and norm biases are made random, its output untied.
 COHERE = dict(attention_bias=True, tie_word_embeddings=True, logit_scale=0.25,
               pad_token_id=None)
 PARALLEL_KIN = {"cohere": dict(COHERE, use_qk_norm=True),
-                "cohere2": dict(COHERE, head_dim=16, num_hidden_layers=4, sliding_window=8)}
+                "cohere2": dict(COHERE, head_dim=16, num_hidden_layers=4, sliding_window=8),
+                "starcoder2": dict(pad_token_id=None)}
 # Gemma 4 as its small models are (per-layer embeddings; the last layers share the cache
 # of the last cached layer of their kind and have double-wide FFNs; as in the released
 # models, and as llama.cpp requires, the last cached layer is full and the one before it
@@ -257,6 +259,7 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                "mixtral": ("MixtralConfig", "MixtralForCausalLM"),
                "cohere": ("CohereConfig", "CohereForCausalLM"),
                "cohere2": ("Cohere2Config", "Cohere2ForCausalLM"),
+               "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM"),
                "qwen3_5": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM"),
                "qwen3_5_moe": ("Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM"),
                "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM")}
@@ -344,7 +347,7 @@ def _unused_shared_kv(directory: Path, settings: dict) -> None:
 # the kinds whose biases are made random (transformers starts them at 0, which a model that
 # ignored them would match)
 RANDOM_BIASES = {"gpt_oss", "granite", "granitemoe", "granitemoeshared", "seed_oss", "glm4",
-                 "cohere", "cohere2"}
+                 "cohere", "cohere2", "starcoder2"}
 # the biases a kind has that llama.cpp does not read: left at 0 (the converter drops them)
 UNREAD_BIASES = {"cohere": ("o_proj.bias",), "cohere2": ("o_proj.bias",)}
 

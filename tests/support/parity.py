@@ -52,8 +52,9 @@ def reference(hf_dir, ids, gelu=None) -> np.ndarray:
 
     model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
     for module in model.modules():
-        if isinstance(getattr(module, "act_fn", None), GELUTanh):
-            module.act_fn = gelu or table_gelu()
+        for attribute in ("act_fn", "act"):            # StarCoder2's MLP names it act
+            if isinstance(getattr(module, attribute, None), GELUTanh):
+                setattr(module, attribute, gelu or table_gelu())
         if hasattr(module, "_gaussian_topk"):
             module._gaussian_topk = functools.partial(gaussian_top_k_over_n_minus_1, module)
     with torch.no_grad():
