@@ -28,6 +28,8 @@ from .app import create_app
 from .state import Layout, RunnerState
 
 log = logging.getLogger("runner.process")
+# seconds past --grace after which a runner told to stop exits whether or not it has stopped
+EXIT_MARGIN = 10.0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -76,6 +78,8 @@ class Server(uvicorn.Server):
 
     def handle_exit(self, sig, frame) -> None:
         engine = self.state.engine
+        if not self.should_exit:
+            _exit_after(self.grace + EXIT_MARGIN)
         if not self.should_exit and engine is not None:
             log.info("Stopping: in-flight requests have %.0f s to finish.", self.grace)
             engine.drain()
@@ -85,6 +89,22 @@ class Server(uvicorn.Server):
             timer.daemon = True
             timer.start()
         super().handle_exit(sig, frame)
+
+
+def _exit_after(seconds: float) -> None:
+    """Exit after seconds, stopped or not: a runner whose batch loop never returns (a graph
+    stuck in ggml, a device that stopped answering mid-compute) cannot finish its shutdown,
+    which waits for that loop, and would outlive its server (SIGTERM is also what it gets
+    when the server dies)."""
+    def leave() -> None:
+        log.error("The runner did not stop within %.0f s of being told to; it exits now.",
+                  seconds)
+        logging.shutdown()
+        os._exit(1)
+
+    timer = threading.Timer(seconds, leave)
+    timer.daemon = True
+    timer.start()
 
 
 def _commit(state: RunnerState, layout: Layout) -> None:

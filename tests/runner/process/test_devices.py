@@ -4,6 +4,7 @@ GPULayers and memory report), and what happens when that server is killed mid-st
 from __future__ import annotations
 
 import json
+import signal
 import time
 
 import pytest
@@ -120,3 +121,28 @@ def test_killing_the_rpc_server_mid_stream_ends_the_request_and_spares_the_runne
     finally:
         runner.stop()
         doomed.kill()
+
+
+def test_a_runner_whose_compute_never_returns_still_exits_when_told_to(model_paths, workdir):
+    """An RPC server that stops (SIGSTOP) mid-stream leaves the runner's graph waiting for
+    it for ever, and its batch loop with it: the runner used to wait for that loop on
+    SIGTERM and never exit (a runner of a model whose rope spun outlived its server by an
+    hour, spinning). It exits once its grace and a margin have passed."""
+    stopped = RPCServer(threads=2)
+    runner = RunnerProcess(model_paths["smollm2"], workdir, "--rpc", stopped.endpoint,
+                           "--ctx-size", "2048", "--grace", "1")
+    try:
+        runner.wait_status(0)
+        body = {"Prompt": "Count: 1, 2, 3,", "Options": {"temperature": 0, "num_predict": 1500}}
+        with runner.client.stream("POST", "/completion", json=body) as response:
+            for n, _ in enumerate(response.iter_lines()):
+                if n == 5:
+                    stopped.proc.send_signal(signal.SIGSTOP)
+                    break
+        runner.proc.send_signal(signal.SIGTERM)
+        assert runner.proc.wait(60) == 1
+        assert "did not stop within" in runner.log.read_text()
+    finally:
+        stopped.proc.send_signal(signal.SIGCONT)
+        runner.stop()
+        stopped.kill()
