@@ -18,9 +18,13 @@ import pytest
 
 RSS_LIMIT_MB = 1024
 TIMEOUT = 10                      # seconds one input may take
+# the editable install's own finder loads runner and pyggml through a loader atheris does not
+# instrument (no coverage, so libFuzzer mutates blindly): the plain path finder goes first
 RUNNER = """
+import importlib.machinery
 import sys
 import atheris
+sys.meta_path.insert(0, importlib.machinery.PathFinder)
 with atheris.instrument_imports(include=["runner", "pyggml"]):
     import importlib
     target = importlib.import_module(sys.argv[1])
