@@ -5,7 +5,8 @@ The engine calls the request's emit() from its own thread with one event per cal
     {"done": True, "done_reason": "stop"|"length"|"closed", counts (prompt_eval_count: the
      whole prompt; prompt_cached_count: what the cache held of it) and nanosecond durations}
     {"embedding": [float], "prompt_eval_count": int}     an embedding request's only event
-    {"error": str}                                        the sequence failed; nothing follows
+    {"error": str, "status"?: int}     the sequence failed (status 400: the request's fault,
+                                       a grammar past its limits); nothing follows
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 from ..multimodal.media import largest_run, run_end, run_start
 from ..sample import Sampler, SamplingOptions, logprobs, takes_candidates
 from ..sample.budget import ThinkingBudget
-from ..sample.grammar import AfterThinking, Constraint
+from ..sample.grammar import AfterThinking, Constraint, GrammarError
 from ..tokenizer import TextStream, Tokenizer
 from .executor import CANDIDATES
 from .options import GenerateOptions, StopScanner
@@ -165,7 +166,11 @@ class Active:
         else:
             assert logits is not None                      # neither chosen nor candidates
             if request.constraint is not None:
-                logits = request.constraint.apply(logits)
+                try:
+                    logits = request.constraint.apply(logits)
+                except GrammarError as error:              # past its limits: this one ends
+                    self.fail(str(error), 400)
+                    return "stop"
             token = self.sampler.sample(logits, self.history)
         if self.tokenizer.is_eog(token):
             return "stop"
@@ -180,7 +185,11 @@ class Active:
         go on."""
         token = self._chosen
         constraint = self.request.constraint
-        complete = constraint is not None and not constraint.accept(token)
+        try:
+            complete = constraint is not None and not constraint.accept(token)
+        except GrammarError as error:
+            self.fail(str(error), 400)
+            return "stop"
         if self.request.budget is not None:
             self.request.budget.accept(token)
         self.generated += 1
@@ -251,10 +260,12 @@ class Active:
         self.request.emit({"embedding": vector.tolist(),
                            "prompt_eval_count": self.prompt_eval_count})
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str, status: int | None = None) -> None:
+        """End the sequence with an error; status: an HTTP status the request earned (a
+        grammar past its limits: 400), where the runner's failure is not to blame."""
         if not self.done:
             self.done = True
-            self.request.emit({"error": message})
+            self.request.emit({"error": message, **({"status": status} if status else {})})
 
 
 def truncate_prompt(tokens: list, limit: int, num_keep: int) -> list:

@@ -7,13 +7,21 @@ full-sentence error for a bad one. A Constraint follows one sequence: before eac
 gives the mask of the tokens the grammar allows next; after it, it consumes the chosen token
 and starts computing the next mask on a helper thread (llguidance releases the GIL), so the
 mask is ready when the next logits are, instead of stalling the batch loop.
+
+A grammar comes from a stranger, so what it may cost is bounded (docs/serve.md): its text's
+length and a schema's nesting, a GBNF grammar's rules (llguidance's converter is quadratic in
+them), llguidance's own limits on compiling and on each token's mask (LIMITS: the first mask
+is computed while compiling, so a grammar too complex for it is refused before generating),
+and the stack it compiles on (llguidance's compiler recurses once per link of a chain of
+rules or $refs: a few thousand crash a thread of 8 MiB).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import weakref
-from typing import Any
+from typing import Any, Callable, TypeVar
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -25,12 +33,55 @@ LARK = "%llguidance"          # a grammar that starts so is llguidance's Lark, n
 # whitespace between JSON tokens as llama.cpp's schema grammars allow it: none, a space, or a
 # newline and some indentation; never unbounded (a small model could pad for ever)
 JSON_OPTIONS: Any = {"whitespace_flexible": True, "whitespace_pattern": r"(?: |\n[ \t]{0,20})?"}
+MAX_TEXT = 128 << 10          # characters of a schema's JSON or of a grammar
+MAX_DEPTH = 128               # a schema's nesting (llguidance's JSON reader's own limit)
+MAX_GBNF_RULES = 1000         # about 0.7 s of llguidance's GBNF converter, at worst
+COMPILE_STACK = 256 << 20     # bytes: a chain as long as MAX_TEXT allows needs about 50 MiB
+# llguidance's limits, its defaults made explicit (about 20 ms to compile the lexer, 15 ms
+# of lexer and 3 ms of parser work a token) but for the lexer's states (1-2 kB each),
+# fewer; its errors without the grammar and parser state they would otherwise carry
+LIMITS: dict[str, Any] = {"initial_lexer_fuel": 1_000_000, "step_lexer_fuel": 200_000,
+                          "step_max_items": 50_000, "max_items_in_row": 2000,
+                          "max_lexer_states": 50_000, "max_grammar_size": 500_000,
+                          "verbose_errors": False}
 _masks = ThreadPoolExecutor(max_workers=2, thread_name_prefix="grammar")
 _vocabularies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_stack_size = threading.Lock()
+T = TypeVar("T")
 
 
 class GrammarError(ValueError):
     """The format or grammar of a request cannot be compiled."""
+
+
+def limits():
+    import llguidance
+
+    return llguidance.LLParserLimits(**LIMITS)
+
+
+def on_deep_stack(work: Callable[[], T]) -> T:
+    """work() on a thread of its own with COMPILE_STACK bytes of stack (only what it touches
+    is memory), for llguidance's recursive compiler."""
+    found: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            found["value"] = work()
+        except BaseException as error:          # noqa: BLE001 - raised again below
+            found["error"] = error
+
+    with _stack_size:
+        previous = threading.stack_size(COMPILE_STACK)
+        try:
+            thread = threading.Thread(target=run, name="grammar-compile")
+            thread.start()
+        finally:
+            threading.stack_size(previous)
+    thread.join()
+    if "error" in found:
+        raise found["error"]
+    return found["value"]
 
 
 def compile_grammar(tokenizer: Tokenizer, vocab_size: int, format=None,
@@ -47,21 +98,41 @@ def compile_grammar(tokenizer: Tokenizer, vocab_size: int, format=None,
             raise GrammarError("A request takes a format or a grammar, not both.")
         from llguidance.gbnf_to_lark import gbnf_to_lark
 
+        _check_length("grammar", grammar)
+        lark = grammar.startswith(LARK)
+        rules = 0 if lark else grammar.count("::=")
+        if rules > MAX_GBNF_RULES:
+            raise GrammarError(f"The GBNF grammar has {rules} rules; at most "
+                               f"{MAX_GBNF_RULES} are enforced.")
         try:
-            lark = grammar if grammar.startswith(LARK) else gbnf_to_lark(grammar)
-            text = llguidance.LLMatcher.grammar_from_lark(lark)
+            text = llguidance.LLMatcher.grammar_from_lark(grammar if lark else
+                                                          gbnf_to_lark(grammar))
         except Exception as error:               # noqa: BLE001 - its parser's message
             raise GrammarError(f"The grammar is not valid GBNF: {str(error).rstrip('.')}.") \
                 from None
     else:
-        text = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema),
-                                                             overrides=JSON_OPTIONS)
-    failed, messages = llguidance.LLMatcher.validate_grammar_with_warnings(
-        text, vocabulary(tokenizer, vocab_size))
+        encoded = json.dumps(schema)
+        _check_length("JSON schema", encoded)
+        text = llguidance.LLMatcher.grammar_from_json_schema(encoded, overrides=JSON_OPTIONS)
+    words = vocabulary(tokenizer, vocab_size)
+    failed, messages = on_deep_stack(lambda: llguidance.LLMatcher
+                                     .validate_grammar_with_warnings(text, words,
+                                                                     limits=limits()))
     if failed:
         raise GrammarError(f"The {'grammar' if grammar else 'JSON schema'} cannot be "
-                           f"enforced: {'; '.join(messages) or 'it is invalid'}.")
+                           f"enforced: {_sentence('; '.join(messages)) or 'it is invalid'}.")
     return text
+
+
+def _check_length(what: str, text: str) -> None:
+    if len(text) > MAX_TEXT:
+        raise GrammarError(f"The {what} is {len(text)} characters long; at most {MAX_TEXT} "
+                           "are enforced.")
+
+
+def _sentence(message: str) -> str:
+    """llguidance's message as a clause: its first line, without a final period."""
+    return message.strip().split("\n", 1)[0].rstrip(".")
 
 
 def schema_of(format) -> dict | None:
@@ -79,7 +150,23 @@ def schema_of(format) -> dict | None:
                 from None
     if not isinstance(format, dict):
         raise GrammarError(f'A format is "json" or a JSON Schema object, not {format!r}.')
+    depth = nesting(format)
+    if depth > MAX_DEPTH:
+        raise GrammarError(f"The JSON schema is nested {depth} levels deep; at most "
+                           f"{MAX_DEPTH} are enforced.")
     return closed(format)
+
+
+def nesting(value) -> int:
+    """How many objects and lists deep value is (counted without recursing)."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            pending += [(child, depth + 1)
+                        for child in (item.values() if isinstance(item, dict) else item)]
+    return deepest
 
 
 SUBSCHEMAS = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
@@ -149,20 +236,30 @@ class Constraint:
     """One sequence's grammar state: the mask of allowed tokens, then the token taken."""
 
     def __init__(self, tokenizer: Tokenizer, vocab_size: int, grammar: str):
+        """The grammar's matcher, built and asked for its first mask on a deep stack
+        (GrammarError if either fails: a grammar too complex for llguidance's limits)."""
         import llguidance
 
-        self.matcher = llguidance.LLMatcher(vocabulary(tokenizer, vocab_size), grammar,
-                                            log_level=0)
+        words = vocabulary(tokenizer, vocab_size)
         self.size = vocab_size
         self._bits = np.zeros((vocab_size + 31) // 32, dtype=np.int32)
-        self._next: Future | None = None
-        self._prepare()
+
+        def start():
+            self.matcher = llguidance.LLMatcher(words, grammar, log_level=0, limits=limits())
+            return self._compute()
+
+        first = on_deep_stack(start)
+        self._next: Future | None = Future()
+        self._next.set_result(first)
 
     def _prepare(self) -> None:
         self._next = _masks.submit(self._compute)
 
     def _compute(self) -> np.ndarray:
         self.matcher.unsafe_compute_mask_ptr(self._bits.ctypes.data, self._bits.nbytes)
+        if self.matcher.is_error():
+            raise GrammarError(f"The grammar cannot be enforced: "
+                               f"{_sentence(self.matcher.get_error())}.")
         return np.unpackbits(self._bits.view(np.uint8), bitorder="little")[:self.size] \
             .astype(bool)
 
@@ -179,7 +276,7 @@ class Constraint:
         """Take the sampled token; False when the grammar is complete (nothing may follow)."""
         if not self.matcher.consume_token(token):
             raise GrammarError(f"The grammar refused token {token}: "
-                               f"{self.matcher.get_error() or 'not allowed'}.")
+                               f"{_sentence(self.matcher.get_error()) or 'not allowed'}.")
         if self.matcher.is_stopped():
             return False
         self._prepare()

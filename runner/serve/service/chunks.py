@@ -45,8 +45,8 @@ async def reply_chunks(call: Call, model: str, events, runner, arrived: int,
     pieces: list[str] = []
     try:
         async for event in events:
-            if "error" in event:
-                yield {"error": event["error"]}
+            if "error" in event:                # with the status the runner gave it
+                yield {key: event[key] for key in ("error", "status") if key in event}
                 return
             if event.get("done"):
                 tail = extractor.finish() if extractor else ("", "", [])

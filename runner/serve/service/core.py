@@ -18,6 +18,7 @@ from ..web.errors import ServeError
 from ..library.store import Library, ModelNotFound
 from .options import Settings, layered, load_choice, think_level
 from ...protocol import CompletionRequest, Image
+from ...sample.grammar import MAX_TEXT as MAX_GRAMMAR
 from ..formats import forced_call_grammar, make_extractor
 from ..formats.prompts import Prompt, chat_prompt, generate_prompt, reply_format
 from .scheduler import Busy, Loaded, Scheduler
@@ -284,6 +285,10 @@ class Service:
             tags[tag] = ids[0] if len(ids) == 1 else None
         grammar = forced_call_grammar(fmt, tools, tags.get,
                                       in_thinking=call.extra.get("start_thinking", False))
+        if grammar is not None and len(grammar) > MAX_GRAMMAR:
+            raise ServeError(400, f"The tools' parameter schemas make a grammar of "
+                                  f"{len(grammar)} characters to force a call (tool_choice); "
+                                  f"at most {MAX_GRAMMAR} are enforced.")
         if grammar is not None:
             # the grammar writes the reply, a call from its first token: no thinking to bound
             if call.body.thinking_budget is not None and not call.body.format:

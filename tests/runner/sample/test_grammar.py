@@ -4,6 +4,7 @@ on the real SmolLM2: what it returns parses and validates, every time."""
 from __future__ import annotations
 
 import json
+import queue
 
 import jsonschema
 import numpy as np
@@ -149,3 +150,82 @@ def test_the_schema_holds_the_answer_after_the_thinking(thinker):
                                     thinker.constraint(schema)))
     assert "</think>" not in plain
     jsonschema.validate(json.loads(plain), schema)
+
+
+def _chain(links: int) -> dict:
+    """A schema whose $defs each refer to the next, links long (llguidance's compiler
+    recurses once a link)."""
+    defs = {f"d{i}": {"type": "array", "items": {"$ref": f"#/$defs/d{i + 1}"}}
+            for i in range(links)}
+    return {"$defs": {**defs, f"d{links}": {"type": "integer"}}, "$ref": "#/$defs/d0"}
+
+
+def _nested(levels: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+    return schema
+
+
+@pytest.mark.parametrize("format, grammar, message", [
+    ({"enum": [f"value{i}" for i in range(20000)]}, "", "characters long; at most 131072"),
+    (_nested(100), "", "nested 201 levels deep; at most 128"),
+    (None, "\n".join([f'r{i} ::= "a" r{i + 1} | "b"' for i in range(1200)] +
+                     ['r1200 ::= "z"', "root ::= r0"]), "1202 rules; at most 1000"),
+    (None, "%llguidance {}\nstart: " + " | ".join(f'"w{i}"' for i in range(30000)),
+     "characters long"),
+])
+def test_a_grammar_past_its_bounds_is_refused_with_a_sentence(model, format, grammar,
+                                                              message):
+    with pytest.raises(GrammarError, match=message) as refused:
+        compile_grammar(model.tokenizer, model.loaded.model.config.vocab, format, grammar)
+    assert "\n" not in str(refused.value) and str(refused.value).endswith(".")
+
+
+def test_a_long_chain_of_refs_or_rules_compiles_without_crashing(model_paths, tmp_path):
+    """llguidance's compiler recurses once per link of a chain of $refs or rules: 2,000
+    links crashed the process (SIGSEGV, a thread's 8 MiB of stack) before grammars were
+    compiled on a deep stack. In a child process, so that a crash fails only this test."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import json, sys, runner\n"
+        "from runner.sample.grammar import Constraint, compile_grammar\n"
+        "model = runner.load(sys.argv[1], num_ctx=64, threads=1)\n"
+        "vocab = model.loaded.model.config.vocab\n"
+        "schema = json.loads(sys.stdin.read())\n"
+        "lark = '%llguidance {}\\n' + '\\n'.join([f'r{i}: \"a\" r{i + 1} | \"b\"' "
+        "for i in range(5000)] + ['r5000: \"z\"', 'start: r0'])\n"
+        "for fmt, grammar in ((schema, ''), (None, lark)):\n"
+        "    text = compile_grammar(model.tokenizer, vocab, fmt, grammar)\n"
+        "    assert Constraint(model.tokenizer, vocab, text).allowed().any()\n"
+        "print('compiled')\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(model_paths["smollm2"])],
+                          input=json.dumps(_chain(2000)), capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0 and "compiled" in done.stdout, done.stderr[-2000:]
+
+
+def test_a_grammar_past_llguidances_limits_midway_ends_its_sequence_alone(model):
+    """1,000 optional properties compile, but the parser's row after the object's opening
+    passes llguidance's limit (2,000 items): that sequence ends with a one-line error (and
+    status 400), the one batched beside it goes on."""
+    from runner.engine.request import Request
+
+    many = {"type": "object", "properties": {
+        f"p{i}": {"anyOf": [{"type": "string"}, {"type": "number"}]} for i in range(1000)}}
+    constraint = model.constraint(many)
+    prompt = model.tokenize("A JSON object:", add_special=True)
+    options = runner.api.split_options({"num_predict": 8, "temperature": 0})
+    ended: queue.Queue = queue.Queue()
+
+    def ends(key):
+        return lambda event: ("done" in event or "error" in event) and ended.put((key, event))
+
+    model.engine.submit(*(Request(prompt, ends(key), *options, constraint=held)
+                          for key, held in (("bad", constraint), ("plain", None))))
+    events = dict(ended.get(timeout=120) for _ in range(2))
+    assert events["bad"].get("status") == 400 and "grammar" in events["bad"]["error"], events
+    assert "\n" not in events["bad"]["error"] and "<grammar>" not in events["bad"]["error"]
+    assert events["plain"].get("done"), events["plain"]
