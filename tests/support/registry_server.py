@@ -111,8 +111,9 @@ class Handler(BaseHTTPRequestHandler):
         tree = re.fullmatch(r"/api/models/(.+)/tree/main", path)
         if tree and tree.group(1) in s.repos:
             return self._json([{"type": "file", "path": name, "size": b.size,
-                                "oid": b.digest[7:47]} for name, b in
-                               s.repos[tree.group(1)].items()])
+                                "oid": b.digest[7:47], "lfs": {"oid": b.digest[7:],
+                                                               "size": b.size}}
+                               for name, b in s.repos[tree.group(1)].items()])
         resolve = re.fullmatch(r"/(.+)/resolve/main/(.+)", path)
         if resolve and resolve.group(2) in s.repos.get(resolve.group(1), {}):
             found = s.repos[resolve.group(1)][resolve.group(2)]
@@ -126,7 +127,9 @@ class Handler(BaseHTTPRequestHandler):
         wanted = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range") or "")
         if wanted:
             start = int(wanted.group(1))
-            stop = int(wanted.group(2)) + 1 if wanted.group(2) else blob.size
+            stop = min(int(wanted.group(2)) + 1 if wanted.group(2) else blob.size, blob.size)
+            if start >= blob.size:                          # past its end: 416, as HTTP says
+                return self._send(416, b"", {"Content-Range": f"bytes */{blob.size}"})
             headers["Content-Range"] = f"bytes {start}-{stop - 1}/{blob.size}"
         if head:
             return self._send(200, b"", dict(headers, **{"Content-Length": str(blob.size)}),
@@ -178,9 +181,9 @@ class Handler(BaseHTTPRequestHandler):
 class RegistryServer:
     """The server on a free loopback port, in a thread, until close()."""
 
-    def __init__(self, served: Served | None = None):
+    def __init__(self, served: Served | None = None, handler_class: type = Handler):
         self.served = served or Served()
-        handler = type("BoundHandler", (Handler,), {"served": self.served})
+        handler = type("BoundHandler", (handler_class,), {"served": self.served})
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.http.daemon_threads = True
         self.host = f"127.0.0.1:{self.http.server_address[1]}"

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from runner.loading import store
-from runner.registry import transfer
+from runner.registry import download, transfer
 from runner.registry.pull import pull
 from runner.registry.transfer import PullError
 from runner.serve.library.store import Library, ModelNotFound
@@ -44,8 +44,8 @@ def registry(layers):
 @pytest.fixture()
 def quick(monkeypatch):
     """Retries without waiting, parts of 8 MiB (the blob in several, fetched in parallel)."""
-    monkeypatch.setattr(transfer, "BACKOFF", 0.0)
-    monkeypatch.setattr(transfer, "PART_MIN", 8 * MiB)
+    monkeypatch.setattr(download, "BACKOFF", 0.0)
+    monkeypatch.setattr(download, "PART_MIN", 8 * MiB)
 
 
 def name_at(registry, name="library/tiny:1b"):
@@ -106,9 +106,9 @@ def test_a_cut_connection_is_resumed_where_it_stopped(registry, tmp_path, quick)
 
 
 def test_a_pull_cut_short_is_resumed_by_the_next(registry, tmp_path, quick, monkeypatch):
-    monkeypatch.setattr(transfer, "MAX_TRIES", 2)
-    monkeypatch.setattr(transfer, "PARTS", 1)
-    monkeypatch.setattr(transfer, "PART_MIN", 1 << 40)              # one part: a clear count
+    monkeypatch.setattr(download, "MAX_TRIES", 2)
+    monkeypatch.setattr(download, "PARTS", 1)
+    monkeypatch.setattr(download, "PART_MIN", 1 << 40)              # one part: a clear count
     digest, library = model_digest(registry), Library(tmp_path / "store")
     registry.served.cut[digest] = 5 * MiB
     registry.served.refuse_after_cut = True
@@ -169,7 +169,7 @@ def test_a_full_disk_is_said_plainly_and_keeps_the_parts(registry, tmp_path, qui
     def pwrite(fd, data, offset):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(transfer.os, "pwrite", pwrite)
+    monkeypatch.setattr(download.os, "pwrite", pwrite)
     library = Library(tmp_path / "store")
     with pytest.raises(PullError, match="No space left on the disk") as error:
         pull(name_at(registry), library, insecure=True)
