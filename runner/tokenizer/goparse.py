@@ -52,6 +52,8 @@ def _parse(source: str) -> list[Node]:
             segments.append(("trim", ""))
         position = match.end()
     tail = source[position:]
+    if "{{" in tail:
+        raise GoTemplateError("an unclosed action (a {{ without its }})")
     if segments and segments[-1][0] == "trim":
         tail = tail.lstrip()
         segments.pop()
@@ -59,8 +61,9 @@ def _parse(source: str) -> list[Node]:
     return _block(segments, 0, top=True)[0]
 
 
-def _block(segments, i: int, top: bool = False):
-    """Nodes from segments[i] to the end of their block: (nodes, index after, stopper)."""
+def _block(segments, i: int, top: bool = False, in_range: bool = False):
+    """Nodes from segments[i] to the end of their block: (nodes, index after, stopper);
+    in_range: inside a range's body, where break and continue may stand."""
     nodes = []
     while i < len(segments):
         kind, text = segments[i]
@@ -78,17 +81,20 @@ def _block(segments, i: int, top: bool = False):
             return nodes, (i, head, rest)
         if head in ("if", "range", "with"):
             node = _control(head, rest)
-            node.body, (i, stop, after) = _block(segments, i)
+            node.body, (i, stop, after) = _block(segments, i,
+                                                 in_range=in_range or head == "range")
             if stop == "else" and head == "if" and after.startswith("if "):
                 nested = Node("if")
-                nodes_else, i = _else_if(segments, i, after[3:], nested)
+                nodes_else, i = _else_if(segments, i, after[3:], nested, in_range)
                 node.otherwise = nodes_else
-            elif stop == "else":
-                node.otherwise, (i, stop, _) = _block(segments, i)
+            elif stop == "else":             # a range's else runs outside its loop, as Go's
+                node.otherwise, (i, stop, _) = _block(segments, i, in_range=in_range)
                 if stop != "end":
                     raise GoTemplateError(f"{{{{{head}}}}} has two {{{{else}}}} branches")
             nodes.append(node)
         elif head in ("break", "continue"):
+            if not in_range:
+                raise GoTemplateError(f"{{{{{head}}}}} outside {{{{range}}}}")
             nodes.append(Node(head))
         else:
             names, declare, pipe = _assignment(text)
@@ -99,14 +105,14 @@ def _block(segments, i: int, top: bool = False):
     return nodes, (i, None, "")
 
 
-def _else_if(segments, i: int, condition: str, node: Node):
+def _else_if(segments, i: int, condition: str, node: Node, in_range: bool):
     """An {{else if}} chain as a nested if; (its nodes, index after the chain's end)."""
     node.pipe = _pipeline(_tokens(condition))
-    node.body, (i, stop, after) = _block(segments, i)
+    node.body, (i, stop, after) = _block(segments, i, in_range=in_range)
     if stop == "else" and after.startswith("if "):
-        node.otherwise, i = _else_if(segments, i, after[3:], Node("if"))
+        node.otherwise, i = _else_if(segments, i, after[3:], Node("if"), in_range)
     elif stop == "else":
-        node.otherwise, (i, _, _) = _block(segments, i)
+        node.otherwise, (i, _, _) = _block(segments, i, in_range=in_range)
     return [node], i
 
 

@@ -108,7 +108,10 @@ def _run(nodes, dot, scopes, out, stop_after):
             if node.declare:
                 scopes[-1][node.names[0]] = value
             else:
-                next(s for s in reversed(scopes) if node.names[0] in s)[node.names[0]] = value
+                scope = next((s for s in reversed(scopes) if node.names[0] in s), None)
+                if scope is None:
+                    raise GoTemplateError(f"undefined variable {node.names[0]}")
+                scope[node.names[0]] = value
         elif node.kind == "break":
             raise _Break
         elif node.kind == "continue":
@@ -160,33 +163,48 @@ def _pipe(pipe, dot, scopes):
     return value
 
 
+CONSTANTS = {"true": True, "false": False, "nil": None}
+
+
 def _command(command, dot, scopes, extra):
     head = command[0]
-    if head[0] == "ident" and head[1] not in ("true", "false", "nil"):
-        if head[1] not in FUNCTIONS:
-            raise GoTemplateError(f'function "{head[1]}" not defined')
+    if head[0] == "ident" and head[1] not in CONSTANTS:
         args = [_operand(op, dot, scopes) for op in command[1:]] + (extra or [])
-        try:
-            value = FUNCTIONS[head[1]](*args)
-        except (TypeError, IndexError, KeyError, ValueError) as error:
-            raise GoTemplateError(f"error calling {head[1]}: {error}") from None
-        if isinstance(value, str) and len(value) > LONGEST:
-            raise GoTemplateError(f"{head[1]} made a value of more than {LONGEST} characters")
-        return value
+        return _call(head[1], args)
     if len(command) > 1 or extra:
         raise GoTemplateError("a value cannot take arguments")
     return _operand(head, dot, scopes)
 
 
+def _call(name: str, args: list):
+    if name not in FUNCTIONS:
+        raise GoTemplateError(f'function "{name}" not defined')
+    try:
+        value = FUNCTIONS[name](*args)
+    except (TypeError, IndexError, KeyError, ValueError, ArithmeticError) as error:
+        raise GoTemplateError(f"error calling {name}: {error}") from None
+    if isinstance(value, str) and len(value) > LONGEST:
+        raise GoTemplateError(f"{name} made a value of more than {LONGEST} characters")
+    return value
+
+
+def _constant(kind: str, text: str):
+    """A string or number constant's value (a GoTemplateError where Python cannot read it:
+    an escape JSON does not know, a number of thousands of digits)."""
+    try:
+        if kind == "str":
+            return json.loads(text) if text.startswith('"') else text[1:-1]
+        return float(text) if "." in text else int(text)
+    except ValueError as error:
+        raise GoTemplateError(f"cannot read the constant {text[:20]!r}: {error}") from None
+
+
 def _operand(op, dot, scopes):
     kind = op[0]
-    if kind == "str":
-        return json.loads(op[1]) if op[1].startswith('"') else op[1][1:-1]
-    if kind == "num":
-        return float(op[1]) if "." in op[1] else int(op[1])
+    if kind in ("str", "num"):
+        return _constant(kind, op[1])
     if kind == "ident":
-        return {"true": True, "false": False, "nil": None}[op[1]] if op[1] in (
-            "true", "false", "nil") else FUNCTIONS[op[1]]()
+        return CONSTANTS[op[1]] if op[1] in CONSTANTS else _call(op[1], [])
     if kind == "field":
         return dot if op[1] == "." else _fields(dot, op[1])
     if kind == "var":

@@ -49,6 +49,17 @@ def test_the_language_writes_what_go_writes(source, data, expected):
     ("x{{ end }}", "unexpected"),
     ("{{ nosuch .A }}", 'function "nosuch" not defined'),
     ("{{ $x }}", "undefined variable"),
+    ("{{ break }}", r"\{\{break\}\} outside \{\{range\}\}"),
+    ("{{ if .A }}{{ continue }}{{ end }}", r"\{\{continue\}\} outside"),
+    ("{{ range .L }}x{{ else }}{{ break }}{{ end }}", "outside"),
+    ("a {{ .A ", "an unclosed action"),
+    ("{{ $x = 1 }}", r"undefined variable \$x"),
+    ("{{ print nosuch }}", 'function "nosuch" not defined'),
+    ("{{ print len }}", "error calling len"),
+    ('{{ print "\\x" }}', "cannot read the constant"),
+    pytest.param("{{ " + "9" * 5000 + " }}", "cannot read the constant", id="5000 digits"),
+    ('{{ printf "%c" 99999999999 }}', "error calling printf"),
+    ('{{ template "x" }}', 'function "template" not defined'),
 ])
 def test_bad_templates_are_clear_errors(source, message):
     with pytest.raises(GoTemplateError, match=message):
@@ -69,6 +80,11 @@ def test_a_strangers_template_is_bounded(source, message):
     """A pulled model's template is anyone's: it stops with an error, never runs away."""
     with pytest.raises(GoTemplateError, match=message):
         execute(parse(source), {}, budget=Budget(seconds=0.2))
+
+
+def test_break_and_continue_stand_in_a_ranges_body_at_any_depth():
+    assert go("{{ range .L }}{{ with . }}{{ if eq . 2 }}{{ break }}{{ end }}{{ end }}{{ . }}"
+              "{{ end }}", {"L": [1, 2, 3]}) == "1"
 
 
 def test_render_go_names_the_template_in_its_error():
