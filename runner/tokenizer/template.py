@@ -13,6 +13,7 @@ from jinja2 import TemplateError, meta
 
 from . import harmony
 from .messages import check_messages
+from . import sandbox
 from .sandbox import BoundedSandbox, TemplateLimit, render_bounded
 
 # Gemma has no system role: its own template puts the system text before the first turn's
@@ -42,8 +43,18 @@ def _jsonable(value):
 
 
 def _tojson(value, indent=None, ensure_ascii=False, sort_keys=False, separators=None):
-    return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, sort_keys=sort_keys,
-                      separators=separators, default=_jsonable)
+    """json.dumps's text, written a piece at a time up to the sandbox's LONGEST characters
+    (a list may hold one long string many times over)."""
+    encoder = json.JSONEncoder(indent=indent, ensure_ascii=ensure_ascii, sort_keys=sort_keys,
+                               separators=separators, default=_jsonable)
+    pieces, size = [], 0
+    for piece in encoder.iterencode(value):
+        size += len(piece)
+        if size > sandbox.LONGEST:
+            raise TemplateLimit(f"the template would write a value of more than "
+                                f"{sandbox.LONGEST} characters")
+        pieces.append(piece)
+    return "".join(pieces)
 
 
 # variables a template may read without setting, that no chat API passes: FireFunction v2
@@ -116,7 +127,7 @@ def render(template: str, messages: list[dict], bos: str = "", eos: str = "",
                 raise
             return render_bounded(compiled, **copy.deepcopy(dict(context, messages=as_text)))
     except Exception as error:
-        raise ValueError(f"The chat template failed: {error}") from error
+        raise ValueError(f"The chat template failed: {str(error).rstrip('.')}.") from error
 
 
 def _described(tool):

@@ -23,6 +23,16 @@ HOSTILE = {
     "format width": "{{ '{:>999999999}'.format('a') }}",
     "format_map width": "{{ '{x:>999999999}'.format_map({'x': 1}) }}",
     "long output": "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}",
+    # a list may hold one long string many times at no cost; its text may not
+    "replace filter": "{{ ('a' * 2000) | replace('a', 'a' * 2000) | length }}",
+    "replace method": "{{ ('a' * 2000).replace('a', 'a' * 2000) | length }}",
+    "join filter": "{{ ([('a' * 500000)] * 20) | join | length }}",
+    "join method": "{{ ''.join([('a' * 500000)] * 20) | length }}",
+    "string filter": "{{ ([('a' * 500000)] * 20) | string | length }}",
+    "nested list": "{% set l = [('a' * 500000)] %}{{ ([l] * 20) | string | length }}",
+    "tojson filter": "{{ ([('a' * 500000)] * 20) | tojson | length }}",
+    "escape filter": "{{ ('<' * 500000) | e | length }}",
+    "expandtabs": "{{ ('\t' * 2000).expandtabs(2000) | length }}",
 }
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -71,3 +81,20 @@ def test_the_generation_mark_renders_its_body():
     template = ("{% for m in messages %}<{{ m.role }}>{% generation %}{{ m.content }}"
                 "{% endgeneration %}{% endfor %}")
     assert render(template, MESSAGES) == "<user>hi"
+
+
+def test_lipsum_is_not_offered():
+    """Jinja's filler text runs for minutes at lipsum(1000000), and no chat template uses
+    it."""
+    with pytest.raises(ValueError, match="'lipsum' is undefined"):
+        render("{{ lipsum(1000000) }}", MESSAGES)
+
+
+def test_the_text_weight_counts_a_string_each_time_a_list_holds_it():
+    long = "a" * 1000
+    shared = [long]
+    assert sandbox.text_weight([long] * 10) >= 10_000
+    assert sandbox.text_weight({"k": [shared, shared, shared]}) >= 3000
+    looped: list = [long]
+    looped.append(looped)
+    assert 1000 <= sandbox.text_weight(looped) < 2000
