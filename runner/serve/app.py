@@ -27,6 +27,7 @@ from .service.options import Settings
 from .service.scheduler import Scheduler
 from .service.core import ServeError, Service
 from .web.access_log import AccessLog
+from .web.gone import CancelWhenGone
 from .web.guard import Guard, allowed_origins
 from .web.reading import DOCUMENTED, sentence
 
@@ -85,6 +86,7 @@ def create_app(settings: Settings | None = None, library: Library | None = None,
         app.include_router(module.api)
     # FastAPI's documented way to give the app its own schema
     app.openapi = lambda: app.openapi_schema or published(app)  # type: ignore[method-assign]
+    app.add_middleware(CancelWhenGone)         # innermost: around the route alone
     app.add_middleware(Guard, origins=allowed_origins(), check_host=loopback)
     app.add_middleware(AccessLog)              # outermost: refused requests are logged too
     return app

@@ -7,7 +7,8 @@ a 503). Loading evicts the least recently used idle model when max_loaded_models
 or when the new layout does not fit the free memory its runner measured. A released model
 stays loaded for its keep_alive (0: unloaded when idle; infinite: never). A runner that
 dies is noticed: its requests end with an error and the model is dropped, so the next
-request starts a new one.
+request starts a new one. A request whose client leaves while it waits is cancelled
+(web/gone.py): it leaves the queue, and nothing is loaded or unloaded for it.
 """
 
 from __future__ import annotations
@@ -156,8 +157,8 @@ class Scheduler:
         while True:
             runner = self.runner_class(entry.path, choice, self.settings, parallel,
                                        entry.projector)
-            await runner.start()
-            try:
+            try:                  # a request cancelled meanwhile (its client left) stops it
+                await runner.start()
                 await runner.load()
                 break
             except OutOfMemory:
