@@ -21,6 +21,7 @@ class Script:
     budget: int | None = None
     failing: set[str] = field(default_factory=set)
     tokens: int = 3
+    starting: asyncio.Event | None = None      # set: a runner's start waits for it
     started: list[str] = field(default_factory=list)       # model names, in order
     stopped: list[str] = field(default_factory=list)
     running: list["FakeRunner"] = field(default_factory=list)
@@ -42,6 +43,8 @@ class FakeRunner:
     async def start(self) -> None:
         self.script.started.append(self.name)
         self.script.running.append(self)
+        if self.script.starting is not None:
+            await self.script.starting.wait()
 
     async def load(self) -> dict:
         if self.name in self.script.failing:

@@ -282,6 +282,35 @@ def test_a_model_that_fits_nowhere_is_refused_and_frees_its_place_in_the_queue()
     asyncio.run(scenario())
 
 
+def test_requests_cancelled_while_they_wait_load_nothing_and_stop_a_starting_runner():
+    """What a request whose client left (web/gone.py cancels it) leaves behind: waiting for
+    a busy model's place, nothing (the busy one stays); starting its own runner, that
+    runner stopped."""
+    async def scenario():
+        script = Script()
+        scheduler = scheduled(script, max_loaded_models=1)
+        busy = await lease(scheduler, "a")
+        waiters = [asyncio.ensure_future(lease(scheduler, "b")) for _ in range(6)]
+        await asyncio.sleep(0.01)
+        for waiter in waiters:
+            waiter.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+        scheduler.release(busy)
+        await asyncio.sleep(0.01)
+        assert list(scheduler.loaded) == ["a"] and script.started == ["a"]
+        script.starting = asyncio.Event()
+        await scheduler.unload("a")
+        starting = asyncio.ensure_future(lease(scheduler, "b"))
+        while "b" not in script.started:
+            await asyncio.sleep(0)
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        assert script.stopped == ["a", "b"] and script.running == []
+        assert scheduler.in_flight == 0 and scheduler.loaded == {}
+
+    asyncio.run(scenario())
+
+
 def test_requests_beyond_the_queue_are_refused_as_busy():
     async def scenario():
         scheduler = scheduled(Script(), max_queue=2)
