@@ -1,6 +1,7 @@
-"""The Phi-3, Phi-4 and GLM-4 chat templates of llama.cpp's own test cases (its
+"""The Phi-3, Phi-4, GLM-4 and Command R+ chat templates of llama.cpp's own test cases (its
 tests/test-chat-template.cpp, read from the pinned archive: llama.cpp's set of real templates
-has only Phi-3.5's, and GLM-4.6's and 4.7's, which serve/formats/test_templates.py renders):
+has only Phi-3.5's, GLM-4.6's and 4.7's, and Command R+'s and R7B's tool-use ones, which
+serve/formats/test_templates.py and test_families.py render):
 rendered as transformers renders them and to the prompt llama.cpp's Jinja engine writes.
 None of them writes tool calls (ChatGLM4's reads tools from a message's own `tools`), so
 there is no call to parse back (llama.cpp has no parser for them either): their replies are
@@ -15,7 +16,8 @@ from runner.tokenizer.template import render
 
 from tests.support.official_templates import CHAT_CASE_CONVERSATION, llama_cpp_chat_cases
 
-CASES = ["Phi-3-mini", "Phi-3-small", "Phi-3-medium", "Phi-3-vision", "phi-4", "ChatGLM4"]
+CASES = ["Phi-3-mini", "Phi-3-small", "Phi-3-medium", "Phi-3-vision", "phi-4", "ChatGLM4",
+         "CohereForAI/c4ai-command-r-plus"]
 # templates that render no system message: llama.cpp's Jinja path merges it into the first
 # user turn (its polyfill); transformers and this server render the template as written
 DROP_SYSTEM = {"Phi-3-mini", "Phi-3-medium"}

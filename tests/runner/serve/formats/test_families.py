@@ -22,7 +22,7 @@ WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather of a city.",
     "parameters": {"type": "object", "required": ["location"],
                    "properties": {"location": {"type": "string", "description": "A city."},
-                                  "days": {"type": "integer"}}}}}
+                                  "days": {"type": "integer", "description": "How many."}}}}}
 CLOCK = {"type": "function", "function": {"name": "now", "description": "The time.",
                                           "parameters": {"type": "object", "properties": {}}}}
 TOOLS = [WEATHER, CLOCK]
@@ -50,6 +50,9 @@ FAMILIES = {      # template file -> the format it is recognized as
     "ByteDance-Seed-OSS.jinja": "seed-oss",
     "ibm-granite-granite-3.3-2B-Instruct.jinja": "granite",
     "HuggingFaceTB-SmolLM3-3B.jinja": "qwen",       # llama.cpp's copy writes no calls
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": "cohere",
+    "Cohere2MoE.jinja": "cohere",
+    "CohereForAI-c4ai-command-r-plus-tool_use.jinja": "command-r-plus",
 }
 BOS, EOS = "<s>", "</s>"
 
@@ -78,9 +81,15 @@ RENDERED = ["Qwen3-Coder.jinja", "Qwen3.5-4B.jinja", "Mistral-Small-3.2-24B-Inst
 # templates that render a conversation with tools but write no assistant's calls
 RENDERED_WITHOUT_CALLS = ["ibm-granite-granite-3.3-2B-Instruct.jinja",
                           "HuggingFaceTB-SmolLM3-3B.jinja"]
+# templates whose written calls parse back in test_templates.py, cut off where their turn
+# ends (Command R+'s generation prompt opens otherwise than the turn with its calls; Command
+# R7B's turn is followed by the next one's opening). Command R+'s writes every parameter's
+# description (transformers fails on one without, as we do)
+RENDERED_CALLS_ELSEWHERE = ["CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
+                            "CohereForAI-c4ai-command-r-plus-tool_use.jinja"]
 
 
-@pytest.mark.parametrize("name", RENDERED + RENDERED_WITHOUT_CALLS)
+@pytest.mark.parametrize("name", RENDERED + RENDERED_WITHOUT_CALLS + RENDERED_CALLS_ELSEWHERE)
 def test_a_conversation_with_tools_renders_as_transformers_renders_it(name):
     template = official_template(name)
     today = datetime.date.today()
@@ -174,6 +183,22 @@ REPLIES = {   # (template, reply) -> (content, thinking, [(name, arguments)], id
         "HuggingFaceTB-SmolLM3-3B.jinja",
         '<think>\nA call.\n</think>\n<tool_call>\n{"name": "get_weather", "arguments": '
         '{"location": "Paris", "days": 2}}\n</tool_call>', ("", "\nA call.\n", [PARIS], None)),
+    "command r7b thinking then two calls": (
+        "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
+        '<|START_THINKING|>I will look it up.<|END_THINKING|><|START_ACTION|>[\n    '
+        '{"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"location": "Paris", '
+        '"days": 2}},\n    {"tool_call_id": "1", "tool_name": "now", "parameters": {}}\n]'
+        "<|END_ACTION|>", ("", "I will look it up.", [PARIS, ("now", {})], None)),
+    "command r7b thinking then its wrapped response": (
+        "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
+        "<|START_THINKING|>Sunny it was.<|END_THINKING|><|START_RESPONSE|>It is sunny."
+        "<|END_RESPONSE|>", ("It is sunny.", "Sunny it was.", [], None)),
+    "command r+ plan then two calls": (
+        "CohereForAI-c4ai-command-r-plus-tool_use.jinja",
+        'I will look up the weather.\nAction:\n```json\n[\n    {\n        "tool_name": '
+        '"get_weather",\n        "parameters": {"location": "Paris", "days": 2}\n    },\n    '
+        '{\n        "tool_name": "now",\n        "parameters": {}\n    }\n]\n```',
+        ("I will look up the weather.\n", "", [PARIS, ("now", {})], None)),
     "deepseek without the calls' wrapper": (
         "deepseek-ai-DeepSeek-V3.1.jinja",
         '<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"location": "Paris", "days": 2}'
