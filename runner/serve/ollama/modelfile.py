@@ -10,9 +10,10 @@ import json
 from ..library.entry import Entry
 
 
-def quoted(value: str) -> str:
+def quoted(value) -> str:
     """As Ollama quotes: only a value with a newline or an edge space, in triple quotes when
-    it holds a quote."""
+    it holds a quote (a value that is not text, a pulled manifest's, as its JSON)."""
+    value = value if isinstance(value, str) else json.dumps(value)
     if "\n" in value or value.startswith(" ") or value.endswith(" "):
         return f'"""{value}"""' if '"' in value else f'"{value}"'
     return value
@@ -35,6 +36,7 @@ def modelfile(entry: Entry) -> str:
             lines.append(f"PARAMETER {name} {quoted(text)}")
     if entry.license:
         lines.append(f"LICENSE {quoted(entry.license)}")
-    for message in entry.messages or []:
-        lines.append(f"MESSAGE {message['role']} {quoted(message['content'])}")
+    for message in entry.messages or []:      # a pulled manifest's may lack either
+        lines.append(f"MESSAGE {quoted(message.get('role', ''))} "
+                     f"{quoted(message.get('content', ''))}")
     return "\n".join(lines) + "\n"
