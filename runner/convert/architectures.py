@@ -151,13 +151,16 @@ def mistral3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", director
 
 
 def olmo3_hparams(writer: gguf.GGUFWriter, config: dict, h: "Hyper", directory) -> None:
-    """OLMo 3: a window on three layers of four, one rope base for both kinds; the global
-    layers' rope may be scaled (YaRN, written as the common keys), the sliding layers' not
-    (llama.cpp's olmo2 rotates them unscaled)."""
-    pattern = ["full_attention" if i % 4 == 3 else "sliding_attention" for i in range(h.layers)]
-    if config.get("layer_types", pattern) != pattern:
-        raise CheckpointError("This OLMo 3's layer pattern is not every fourth layer global, "
-                              "the only one llama.cpp's olmo2 knows.")
+    """OLMo 3: a window on the layers layer_types names sliding (three of four where it
+    names none), one bool per layer as llama.cpp's converter writes them; one rope base for
+    both kinds; the global layers' rope may be scaled (YaRN, written as the common keys), the
+    sliding layers' not (llama.cpp's olmo2 rotates them unscaled)."""
+    kinds = config.get("layer_types") or \
+        ["full_attention" if i % 4 == 3 else "sliding_attention" for i in range(h.layers)]
+    if len(kinds) != h.layers:
+        raise CheckpointError(f"This OLMo 3's layer_types names {len(kinds)} layers, not its "
+                              f"{h.layers}.")
+    writer.add_sliding_window_pattern([kind == "sliding_attention" for kind in kinds])
     rope = config.get("rope_parameters") or {}
     kinds = [p for p in rope.values() if isinstance(p, dict)]
     sliding = rope.get("sliding_attention") or {}

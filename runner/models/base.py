@@ -10,7 +10,7 @@ import pyggml
 
 from ..kvcache import LayerShape
 from .keys import ROPE, ModelError  # noqa: F401  (the models import them from here)
-from .keys import ATTENTION, LLM, checked, malformed
+from .keys import ATTENTION, LLM, SIZE, checked, malformed
 TOKENS = "tokenizer.ggml.tokens"
 BLOCK = re.compile(r"blk\.(\d+)\.")          # a repeating block's tensors: blk.<i>.<name>
 
@@ -63,6 +63,20 @@ class Metadata:
             raise self.malformed(LLM.EXPERT_USED_COUNT, used, "not between 1 and "
                                  f"{self.name(LLM.EXPERT_COUNT)} ({experts})")
         return experts, used
+
+    def sliding_layers(self, layers: int, default: int) -> tuple[bool, ...]:
+        """Which of the layers slide, as llama.cpp's load_swa_pattern reads
+        attention.sliding_window_pattern: one bool per layer, or a number n (default where
+        the file has none) that makes every n-th layer global (0: none is)."""
+        key = ATTENTION.SLIDING_WINDOW_PATTERN
+        pattern = self.get(key, default)
+        if isinstance(pattern, list):
+            if len(pattern) != layers or not all(isinstance(s, bool) for s in pattern):
+                raise self.malformed(key, pattern, f"not one bool for each of the {layers} "
+                                     "layers")
+            return tuple(pattern)
+        n = SIZE.checked(self.name(key), pattern)
+        return tuple(n == 0 or i % n < n - 1 for i in range(layers))
 
     def token_count(self) -> int:
         """The vocabulary's size: the count of tokenizer.ggml.tokens."""

@@ -27,7 +27,6 @@ from .attention import attention
 from .base import ATTENTION, LLM, Metadata, Transformer, Weights, weight
 from .contract import register
 from .fused import AttentionBlock, bind_attention, qkv
-from .keys import SIZE
 from .llama import LlamaConfig, scaled
 
 if TYPE_CHECKING:
@@ -80,23 +79,9 @@ class Cohere2Config(CommandRConfig):
         if window < 1:
             raise m.malformed(ATTENTION.SLIDING_WINDOW, window, "but a sliding layer must "
                               "see at least its own position")
-        sliding = sliding_layers(m, base.layers, SLIDING_PATTERN)
+        sliding = m.sliding_layers(base.layers, SLIDING_PATTERN)
         return cls(**{**vars(base), "logit_scale": float(m.require(LLM.LOGIT_SCALE)),
                       "window": window, "sliding": sliding, "rope_layers": sliding})
-
-
-def sliding_layers(m: Metadata, layers: int, default: int) -> tuple[bool, ...]:
-    """Which layers slide, as llama.cpp's load_swa_pattern reads
-    attention.sliding_window_pattern: one bool per layer, or a number n (default: default)
-    for every n-th layer global (0: none)."""
-    key = ATTENTION.SLIDING_WINDOW_PATTERN
-    pattern = m.get(key, default)
-    if isinstance(pattern, list):
-        if len(pattern) != layers or not all(isinstance(s, bool) for s in pattern):
-            raise m.malformed(key, pattern, f"not one bool for each of the {layers} layers")
-        return tuple(pattern)
-    n = SIZE.checked(m.name(key), pattern)
-    return tuple(n == 0 or i % n < n - 1 for i in range(layers))
 
 
 @register("command-r")

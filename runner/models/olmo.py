@@ -1,8 +1,14 @@
 """OLMo 2: norms after each sublayer instead of before it (the attention's and the FFN's
 outputs are RMS-normed, then added to the residual), Q and K RMS-normed over all heads at
 once (before the split into heads), NEOX rope, SwiGLU. OLMo 3 is the same file architecture
-with a sliding window on three layers of every four (llama.cpp's olmo2 with a window); a
-file's rope scaling (YaRN) is the global layers', the sliding ones rotate unscaled."""
+with a sliding window (llama.cpp's olmo2 with a window) on the layers
+attention.sliding_window_pattern names (three of every four where the file does not say);
+a file's rope scaling (YaRN) is the global layers', the sliding ones rotate unscaled.
+
+Ollama's converter wrote OLMo 3 as architecture olmo3, olmo2's keys under that name (its
+YaRN attn_factor as transformers' attention_factor, which llama.cpp, reading those files
+through Ollama's compatibility layer, multiplies onto YaRN's own as it does olmo2's): read
+alike."""
 
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ from .base import ATTENTION, Block, Metadata, Transformer, Weights, weight
 from .llama import LlamaConfig
 from .rope import RopeConfig
 
-SLIDING_PATTERN = 4          # with a window, layers i with i % 4 == 3 attend globally
+SLIDING_PATTERN = 4          # with a window and no pattern, layers i % 4 == 3 are global
 
 if TYPE_CHECKING:
     from pyggml import Tensor
@@ -40,19 +46,21 @@ class Olmo2Block(Block):
 @dataclass
 class Olmo2Config(LlamaConfig):
     window: int | None = None            # OLMo 3's sliding layers'
+    sliding: tuple[bool, ...] = ()       # which layers slide (with a window)
     rope_local: RopeConfig | None = None  # theirs: the rope without its scaling
 
     @classmethod
     def from_metadata(cls, meta: dict, arch: str = "olmo2") -> Olmo2Config:
-        window = Metadata(meta, arch).get(ATTENTION.SLIDING_WINDOW)
+        m = Metadata(meta, arch)
+        window = m.get(ATTENTION.SLIDING_WINDOW)
         base = LlamaConfig.from_metadata(meta, arch)
         return cls(**vars(base), window=int(window) if window else None,
+                   sliding=m.sliding_layers(base.layers, SLIDING_PATTERN) if window else (),
                    rope_local=replace(base.rope, freq_scale=1.0, ext_factor=0.0,
                                       attn_factor=1.0))
 
     def window_of(self, layer: int) -> int | None:
-        sliding = layer % SLIDING_PATTERN != SLIDING_PATTERN - 1
-        return self.window if sliding else None
+        return self.window if self.sliding and self.sliding[layer] else None
 
     def rope_of(self, layer: int) -> RopeConfig:
         if not self.window_of(layer):
@@ -61,12 +69,17 @@ class Olmo2Config(LlamaConfig):
         return self.rope_local
 
 
+@register("olmo3")                  # Ollama's files' name for OLMo 3
 @register("olmo2")
 class Olmo2(Transformer):
     attends_in_streams = True
     config_class = Olmo2Config
     config: Olmo2Config
     rope_mode = "neox"
+
+    @classmethod
+    def config_of(cls, meta: dict):
+        return cls.config_class.from_metadata(meta, meta["general.architecture"])
 
     def windows(self) -> tuple:
         return (None,) if self.config.window is None else (None, self.config.window)

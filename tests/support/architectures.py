@@ -31,6 +31,10 @@ NOMIC_MOE_ARCHITECTURE = "nomic-bert-moe"
 EMBEDDING_GEMMA_ARCHITECTURE = "gemma-embedding"    # convert/test_embedding_gemma.py
 EMBEDDING_GEMMA_OLLAMA_ARCHITECTURE = "gemma3_embed"   # the class reading Ollama's layout
 GPT_OSS_OLLAMA_ARCHITECTURE = "gptoss"              # older Ollama files' (convert/test_gpt_oss.py)
+# Ollama's files' names for GLM-4.7-Flash (deepseek2, convert/test_deepseek2.py) and OLMo 3
+# (olmo2, convert/test_olmo.py)
+GLM4_MOE_LITE_OLLAMA_ARCHITECTURE = "glm4moelite"
+OLMO3_OLLAMA_ARCHITECTURE = "olmo3"
 
 # each tiny vision checkpoint kind and its clip.projector_type (vision/test_encoders.py)
 PROJECTOR_OF = {"gemma3": "gemma3", "llava": "mlp", "gemma4": "gemma4v", "mistral3": "pixtral",

@@ -94,6 +94,43 @@ def deepseek2_ollama_layout(source, target):
     return rewrite(source, target, keys=keys, values=values, tensors=expanded)
 
 
+def renamed_architecture(source, target, arch: str, values=None, dropped=()):
+    """source with its architecture named arch and every key of the old one under the new
+    name; values: old key -> new value; dropped: keys (their part after the architecture's
+    name) left out. Returns target."""
+    meta = Header(source).metadata
+    old = meta["general.architecture"]
+    keys = {name: None if name[len(old) + 1:] in dropped else arch + name[len(old):]
+            for name in meta if name.startswith(old + ".")}
+    return rewrite(source, target, keys=keys, values=values, arch=arch)
+
+
+def glm4moelite_ollama_layout(source, target, latent: bool = True):
+    """source (a deepseek2 GGUF of ours, GLM-4.7-Flash's kind) as Ollama's converter wrote
+    it, architecture glm4moelite: KV heads the heads, key_length and value_length per head
+    and the *_mla keys the latent row's (llama.cpp's meanings swapped); before it split kv_b
+    (latent False), kv_b whole and no *_mla keys, as deepseek2_ollama_layout."""
+    if not latent:
+        expanded = deepseek2_ollama_layout(source, Path(target).with_suffix(".expanded"))
+        return renamed_architecture(expanded, target, "glm4moelite")
+    meta = Header(source).metadata
+    arch = meta["general.architecture"]
+    attention = f"{arch}.attention."
+    swapped = {f"{attention}{kind}_length{mla}": meta[f"{attention}{kind}_length{other}"]
+               for kind in ("key", "value") for mla, other in (("", "_mla"), ("_mla", ""))}
+    return renamed_architecture(source, target, "glm4moelite", values={
+        **swapped, f"{attention}head_count_kv": meta[f"{attention}head_count"]})
+
+
+def olmo3_ollama_layout(source, target):
+    """source (an olmo2 GGUF of ours with a window: OLMo 3) as Ollama's converter wrote OLMo
+    3, architecture olmo3: the same tensors, its keys under that name, without the ones it
+    does not write (head sizes, rotated dimensions, the vocabulary's size)."""
+    return renamed_architecture(source, target, "olmo3", dropped={
+        "attention.key_length", "attention.value_length", "rope.dimension_count",
+        "vocab_size"})
+
+
 def tensors_of(path) -> dict:
     header = Header(path)
     data = np.memmap(path, np.uint8, mode="r")

@@ -1,5 +1,6 @@
 """DeepSeek files come two ways: llama.cpp's converter splits kv_b into k_b and v_b for
-latent attention (ours does too), Ollama's keeps kv_b and expanded heads. Both run, alike;
+latent attention (ours does too), Ollama's keeps kv_b and expanded heads. Both run, alike,
+and so do Ollama's GLM-4.7-Flash files (glm4moelite) of either kind;
 released checkpoints (one tensor per expert, a multi-token-prediction layer) convert to
 the same file as transformers' own; what llama.cpp's deepseek2 cannot express is refused."""
 
@@ -15,7 +16,9 @@ from safetensors.numpy import load_file, save_file
 from runner.convert import CheckpointError, convert
 from runner.engine.batch import Batch
 
-from tests.support.gguf_edit import deepseek2_ollama_layout, rewrite, tensors_of
+from tests.support.architectures import GLM4_MOE_LITE_OLLAMA_ARCHITECTURE
+from tests.support.gguf_edit import (deepseek2_ollama_layout, glm4moelite_ollama_layout,
+                                     rewrite, tensors_of)
 from tests.support.hf_released import per_expert
 from tests.support.hf_tiny import checkpoint
 from tests.support.parity import PROMPT, executor, reference
@@ -117,3 +120,30 @@ def test_a_file_with_an_unknown_router_is_refused(files, tmp_path):
                      values={f"{ARCH}.expert_gating_func": 7})
     with pytest.raises(ModelError, match="expert_gating_func is 7"):
         load_model(broken, None)
+
+
+def test_ollamas_glm4moelite_files_read_as_the_same_model(tmp_path, backend):
+    """GLM-4.7-Flash as Ollama's converter wrote it (architecture glm4moelite): with k_b and
+    v_b, the lengths' meanings swapped and KV heads the heads, read swapped back as the
+    latent form; before it split kv_b, the expanded form. Both give our file's logits, which
+    are transformers'."""
+    from runner.models import model_class
+
+    hf = checkpoint("glm4_moe_lite", tmp_path / "hf")
+    ours = convert(hf, tmp_path / "ours.gguf", "f32", progress=False)
+    logits = {}
+    for layout, path in {
+            "ours": ours,
+            "latent": glm4moelite_ollama_layout(ours, tmp_path / "latent.gguf"),
+            "expanded": glm4moelite_ollama_layout(ours, tmp_path / "expanded.gguf",
+                                                  latent=False)}.items():
+        model, run = executor(path, backend)
+        if layout != "ours":
+            assert model.metadata["general.architecture"] == GLM4_MOE_LITE_OLLAMA_ARCHITECTURE
+            assert type(model.model) is model_class(GLM4_MOE_LITE_OLLAMA_ARCHITECTURE)
+        assert model.model.config.latent == (layout != "expanded")
+        ids = model.tokenizer.encode(PROMPT, add_special=True)
+        logits[layout] = run.logits(Batch.of_sequence(ids, 0, all_logits=True))
+    assert np.array_equal(logits["ours"], logits["latent"])
+    assert np.abs(logits["ours"] - logits["expanded"]).max() < 1e-5
+    assert np.abs(logits["ours"] - reference(hf, ids)).max() < 1e-3

@@ -17,7 +17,8 @@ def test_every_architecture_has_its_parity_test():
     tested = set(parity.TEXT_ARCHITECTURE_OF.values()) | {
         parity.BERT_ARCHITECTURE, parity.NOMIC_ARCHITECTURE, parity.NOMIC_MOE_ARCHITECTURE,
         parity.EMBEDDING_GEMMA_ARCHITECTURE, parity.EMBEDDING_GEMMA_OLLAMA_ARCHITECTURE,
-        parity.GPT_OSS_OLLAMA_ARCHITECTURE, parity.QWEN_VL_OLLAMA_ARCHITECTURE} | \
+        parity.GPT_OSS_OLLAMA_ARCHITECTURE, parity.QWEN_VL_OLLAMA_ARCHITECTURE,
+        parity.GLM4_MOE_LITE_OLLAMA_ARCHITECTURE, parity.OLMO3_OLLAMA_ARCHITECTURE} | \
         set(parity.QWEN_VL_ARCHITECTURE_OF.values()) | set(parity.QWEN35_ARCHITECTURE_OF.values())
     assert set(ARCHITECTURES) == tested, "an architecture is registered without a parity test"
 
