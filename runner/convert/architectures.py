@@ -17,6 +17,7 @@ from .checkpoint import CheckpointError
 from .command_r import (cohere2_hparams, cohere2_hyper, cohere_shape, cohere_split,
                         command_r_hparams, command_r_hyper)
 from .deepseek2 import deepseek2_hparams, deepseek2_hyper, deepseek2_shape, deepseek2_split
+from .exaone4 import exaone4_hparams
 from .experts import fused_experts_split
 from .gemma3n import gemma3n_hparams, gemma3n_hyper, gemma3n_shape, stack_altup
 from .gemma4 import gemma4_extra, gemma4_hparams, gemma4_hyper, gemma4_shape, gemma4_split
@@ -370,6 +371,7 @@ ARCHITECTURES = {
     "cohere2": Architecture(gguf.MODEL_ARCH.COHERE2, hyper=cohere2_hyper, hparams=cohere2_hparams,
                             split=cohere_split, shape=cohere_shape),
     "starcoder2": Architecture(gguf.MODEL_ARCH.STARCODER2, hparams=starcoder2_hparams),
+    "exaone4": Architecture(gguf.MODEL_ARCH.EXAONE4, hparams=exaone4_hparams),
 }
 # multimodal checkpoints (model_type) whose text model we convert: their config.json nests it
 # under text_config, their text tensors live under one of TEXT_PREFIXES (as transformers

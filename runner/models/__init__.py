@@ -27,3 +27,4 @@ from . import (bert, deepseek2, gemma2, gemma3, gemma3n, gemma4, glm4,  # noqa: 
 from . import granite, seed_oss, smollm3  # noqa: E402,F401
 from . import command_r, starcoder2  # noqa: E402,F401
 from . import glm4moelite  # noqa: E402,F401
+from . import exaone4  # noqa: E402,F401

@@ -16,7 +16,7 @@ from runner.kvcache import CausalCache, new_cache
 from runner.tokenizer.bpe import PRE_TOKENIZERS
 
 from tests.support.corpus import corpus
-from tests.support.hf_tiny import OLMO3_YARN, PHI3_ROPE
+from tests.support.hf_tiny import EXAONE4_SMALL, OLMO3_YARN, PHI3_ROPE
 
 from .conftest import MODELS, SPECIAL
 
@@ -217,6 +217,9 @@ CONVERTED = {
     "cohere_plus": ("cohere", dict(num_hidden_layers=64)),
     "cohere2": ("cohere2", {}),
     "starcoder2": ("starcoder2", {}),
+    # the 32B's kind (64 layers: windows, global layers unrotated) and the 1.2B's
+    "exaone4": ("exaone4", {}),
+    "exaone4_small": ("exaone4", EXAONE4_SMALL),
 }
 # the largest logit difference allowed where not 0 (bit for bit); the Qwen 3.5 MoE's and
 # Qwen3-Next's experts and shared expert summed in another order (measured 2.3e-5, 3.8e-5)
@@ -505,6 +508,7 @@ QUANTIZED_SHAPE = dict(hidden_size=256, intermediate_size=512, head_dim=64,
     ("granite", {}), ("granitemoeshared", dict(shared_intermediate_size=256)),
     ("smollm3", {}), ("seed_oss", {}), ("mixtral", {}),
     ("cohere", {}), ("cohere2", {}), ("starcoder2", {}),
+    ("exaone4", dict(EXAONE4_SMALL, num_hidden_layers=8, layer_types=["full_attention"] * 8)),
     ("deepseek_v3", dict(kv_lora_rank=256, q_lora_rank=256,
                          qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
                          moe_intermediate_size=256)),

@@ -43,6 +43,8 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
                      "<|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<EOS_TOKEN>"]
               for kind in ("cohere", "cohere2")},
            "starcoder2": ["<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<|endoftext|>"],
+           "exaone4": ["[|system|]", "[|user|]", "[|assistant|]", "<think>", "</think>",
+                       "[|endofturn|]"],
            **{kind: ["<|endoftext|>", "<think>", "</think>", "<|im_start|>", "<|im_end|>"]
               for kind in ("qwen3_5", "qwen3_5_moe", "qwen3_next")}}
 PATTERN = {"llama": LLAMA3, "qwen2": QWEN2, "qwen3": QWEN2, "qwen3_think": QWEN2,
@@ -55,6 +57,7 @@ PATTERN.update({"granite": GPT2, "granitemoe": GPT2, "granitemoeshared": GPT2,
                 "smollm3": LLAMA3, "seed_oss": SEED_CODER, "mixtral": LLAMA3})
 PATTERN["phi3"] = GPT4O
 PATTERN["glm4"] = CHATGLM4
+PATTERN["exaone4"] = GPT2               # llama.cpp's exaone4 splits as GPT-2
 # digits split one by one before GPT-2's expression (llama.cpp's command-r and starcoder)
 DIGITS_FIRST = {"cohere", "cohere2", "starcoder2"}
 PATTERN.update({kind: GPT2 for kind in DIGITS_FIRST})
@@ -103,6 +106,18 @@ COHERE = dict(attention_bias=True, tie_word_embeddings=True, logit_scale=0.25,
 PARALLEL_KIN = {"cohere": dict(COHERE, use_qk_norm=True),
                 "cohere2": dict(COHERE, head_dim=16, num_hidden_layers=4, sliding_window=8),
                 "starcoder2": dict(pad_token_id=None)}
+# EXAONE 4.0 32B's kind, shrunk: hybrid attention in 64 layers (the only count llama.cpp
+# gives it: windows of 8 on three layers of four, the fourth global and unrotated), Llama
+# 3's rope scaling (4x over 16 positions) on the sliding ones, Q/K norms, norms after the
+# sublayers
+EXAONE4 = dict(num_hidden_layers=64, sliding_window=8, sliding_window_pattern=4,
+               pad_token_id=None, rope_parameters={
+                   "rope_type": "llama3", "rope_theta": 10000.0, "factor": 4.0,
+                   "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 16})
+# EXAONE 4.0 1.2B's kind: no window (so no layer kind), every layer rotated, tied output
+EXAONE4_SMALL = dict(num_hidden_layers=4, sliding_window=None,
+                     layer_types=["full_attention"] * 4, tie_word_embeddings=True)
 # Gemma 4 as its small models are (per-layer embeddings; the last layers share the cache
 # of the last cached layer of their kind and have double-wide FFNs; as in the released
 # models, and as llama.cpp requires, the last cached layer is full and the one before it
@@ -260,6 +275,7 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                "cohere": ("CohereConfig", "CohereForCausalLM"),
                "cohere2": ("Cohere2Config", "Cohere2ForCausalLM"),
                "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM"),
+               "exaone4": ("Exaone4Config", "Exaone4ForCausalLM"),
                "qwen3_5": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM"),
                "qwen3_5_moe": ("Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM"),
                "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM")}
@@ -303,6 +319,8 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
         settings.update(QWEN35_KINDS[kind])
     if kind == "phi3":
         settings.update(PHI3)
+    if kind == "exaone4":
+        settings.update(EXAONE4)
     if kind == "glm4":
         settings.update(GLM4)
     settings.update(LLAMA_KIN.get(kind, {}))
@@ -311,7 +329,7 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
     torch.manual_seed(seed)
     model = model_class(config_class(**settings)).eval()
     if kind in GEMMA4_KINDS or kind in DEEPSEEK_KINDS or kind in QWEN35_KINDS or \
-            kind in ("gemma3n", "gpt_oss", "phi3", "glm4"):
+            kind in ("gemma3n", "gpt_oss", "phi3", "glm4", "exaone4"):
         _vary_unit_weights(model, kind)
     if kind in LLAMA_KIN or kind in PARALLEL_KIN:
         _vary_unit_weights(model, kind)

@@ -30,7 +30,7 @@ def test_every_projector_has_its_parity_test():
 
 def test_unknown_and_twice_registered_names_are_clear_errors():
     with pytest.raises(ValueError, match="Unknown architecture 'mamba9'; this runner knows "
-                                         "bert, deepseek2, gemma-embedding, gemma2"):
+                                         "bert, .*deepseek2, .*gemma-embedding, gemma2"):
         model_class("mamba9")
     with pytest.raises(ValueError, match="Unknown projector type 'qwen9'; this runner knows"):
         projector_class("qwen9")
