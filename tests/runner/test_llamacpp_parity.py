@@ -201,6 +201,9 @@ CONVERTED = {
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
         "rope_theta": 10000.0})),
     "olmo3_yarn": ("olmo3", OLMO3_YARN),
+    # the first and last layers global: llama.cpp reads the pattern the file holds
+    "olmo3_pattern": ("olmo3", dict(layer_types=["full_attention", "sliding_attention",
+                                                 "sliding_attention", "full_attention"])),
     "gemma3_scaled": ("gemma3", dict(rope_parameters={            # as Gemma 3 4B to 27B
         "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
