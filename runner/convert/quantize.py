@@ -8,14 +8,15 @@ leaves alone (KEPT) and MXFP4 experts (gpt-oss's as released; llama.cpp refuses 
 requantize them) keep their type; the output matrix (or the tied embeddings, Gemma 3n's
 per-layer ones with them) gets Q6_K (Q8_0 stays Q8_0); with _M, attn_v (and DeepSeek's
 attn_kv_b and a fused attn_qkv, which llama.cpp ranks with it) and ffn_down get Q6_K in
-the layers use_more_bits picks (the first and last eighth, and every third between),
-counting ffn_down by layer index (dense, expert and shared-expert tensors of one layer
-alike) in mixture-of-experts models, as Ollama's MoE-aware counting does. A model of
-exactly 8 experts (llama.cpp's rule, made for Mixtral) keeps attn_k, attn_v, attn_qkv and
-attn_kv_b in Q8_0 and, with Q4_K_M, attn_output in Q5_K. A K-quant needs rows of a
-multiple of 256: other rows fall back as llama.cpp's do (Q4_K -> Q5_0, Q5_K -> Q5_1,
-Q6_K -> Q8_0; DeepSeek's attn_k_b, rows of 128, becomes Q5_0), and rows that are not a
-multiple of 32 become F16.
+the places use_more_bits picks (the first and last eighth, and every third between):
+attn_v-like tensors by their place among the file's (by layer; where some layers have none,
+as Gemma 4's full layers whose V is K, that is not the layer's index), ffn_down by layer
+index (dense, expert and shared-expert tensors of one layer alike) in mixture-of-experts
+models, as Ollama's MoE-aware counting does. A model of exactly 8 experts (llama.cpp's
+rule, made for Mixtral) keeps attn_k, attn_v, attn_qkv and attn_kv_b in Q8_0 and, with
+Q4_K_M, attn_output in Q5_K. A K-quant needs rows of a multiple of 256: other rows fall
+back as llama.cpp's do (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; DeepSeek's attn_k_b,
+rows of 128, becomes Q5_0), and rows that are not a multiple of 32 become F16.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ KEPT = ("ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj",
 # per-layer ones are ranked with them)
 EMBEDDINGS = ("token_embd.weight", "per_layer_token_embd.weight")
 LAYER = re.compile(r"^blk\.(\d+)\.")
+VALUE_LIKE = re.compile(r"\.(attn_v|attn_qkv|attn_kv_b)\.weight$")
 EIGHT_EXPERTS = 8
 
 
@@ -72,10 +74,20 @@ def use_more_bits(i: int, n: int) -> bool:
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
+def value_ranks(names) -> dict[str, tuple[int, int]]:
+    """Each attn_v-like tensor's place among those of the file and their count, in
+    llama.cpp's order (by layer, then name): its i_attention_wv and n_attention_wv."""
+    found = sorted((int(layer.group(1)), name) for name in names
+                   if VALUE_LIKE.search(name) and (layer := LAYER.match(name)))
+    return {name: (i, len(found)) for i, (_, name) in enumerate(found)}
+
+
 def tensor_type(name: str, shape: tuple[int, ...], mixture: Mixture, layers: int,
-                has_output: bool, experts: int = 0, source: str = "F32") -> str:
+                has_output: bool, experts: int = 0, source: str = "F32",
+                rank: tuple[int, int] | None = None) -> str:
     """The ggml type name for a tensor (shape in numpy order, its type source) of a model
-    with layers layers and experts experts a layer."""
+    with layers layers and experts experts a layer; rank: an attn_v-like tensor's
+    value_ranks (None: its layer's index among the layers)."""
     if len(shape) < 2 or not name.endswith(".weight") or name.endswith("_norm.weight") or \
             any(part in name for part in KEPT) or source in PASS_THROUGH:
         return source
@@ -84,7 +96,7 @@ def tensor_type(name: str, shape: tuple[int, ...], mixture: Mixture, layers: int
         kind = "Q8_0" if kind == "Q8_0" or shape[-1] % 256 else "Q6_K"
     elif mixture.more_bits and (layer := LAYER.match(name)) and \
             re.search(r"\.(attn_v|attn_qkv|attn_kv_b|ffn_down(_exps|_shexp)?)\.weight$", name):
-        if use_more_bits(int(layer.group(1)), layers):
+        if use_more_bits(*(rank or (int(layer.group(1)), layers))):
             kind = "Q6_K"
     if experts == EIGHT_EXPERTS and re.search(r"\.attn_(k|v|qkv|kv_b)\.weight$", name):
         kind = "Q8_0"
@@ -121,12 +133,13 @@ def quantize_file(source, target, type_name: str, progress: bool = True) -> Path
     layers = int(header.metadata.get(f"{arch}.block_count", 0))
     experts = int(header.metadata.get(f"{arch}.expert_count", 0))
     names = {t.name for t in header.tensors}
+    ranks = value_ranks(names)
     plan = []
     for info in header.tensors:
         shape = tuple(reversed(info.ne))
         source_type = pyggml.dtypes.type_name(info.type).upper()
         kind = tensor_type(info.name, shape, mixture, layers, "output.weight" in names,
-                           experts, source_type)
+                           experts, source_type, ranks.get(info.name))
         if source_type not in FLOATS and kind != source_type:
             raise ValueError(f"The tensor {info.name} is already {source_type}; quantize a "
                              "file of F32, F16 or BF16 weights.")

@@ -8,7 +8,8 @@ import pytest
 import pyggml
 from pyggml.gguf_reader import Header
 from runner.convert import convert
-from runner.convert.quantize import MIXTURES, quantize_file, tensor_type, use_more_bits
+from runner.convert.quantize import (MIXTURES, quantize_file, tensor_type, use_more_bits,
+                                     value_ranks)
 from runner.engine.batch import Batch
 
 from tests.support.cli import cli
@@ -33,6 +34,21 @@ def test_mixture_rules_follow_llama_cpp():
     assert tensor_type("blk.0.attn_norm.weight", (4096,), q4km, 32, True) == "F32"
     assert tensor_type("blk.0.ffn_gate_inp.weight", (8, 4096), q4km, 32, True) == "F32"
     assert tensor_type("blk.5.attn_q.weight", (64, 64), q4km, 32, True) == "Q5_0"
+
+
+def test_attn_v_is_ranked_among_the_files_attn_v_tensors_not_by_layer():
+    """llama.cpp counts attn_v-like tensors (i_attention_wv of n_attention_wv) in its order,
+    by layer number then name: Gemma 4 12B's full layers (every sixth) have none, their V
+    is K, so from layer 5 on a tensor's place is not its layer's."""
+    names = [f"blk.{i}.attn_v.weight" for i in range(48) if i % 6 != 5] + \
+        ["blk.0.attn_k.weight", "output.weight"]
+    ranks = value_ranks(names)
+    assert len(ranks) == 40 and ranks["blk.0.attn_v.weight"] == (0, 40)
+    assert ranks["blk.6.attn_v.weight"] == (5, 40) and ranks["blk.12.attn_v.weight"] == (10, 40)
+    rows, q4km = (4096, 4096), MIXTURES["Q4_K_M"]
+    assert tensor_type("blk.12.attn_v.weight", rows, q4km, 48, True) == "Q4_K"     # by layer
+    assert tensor_type("blk.12.attn_v.weight", rows, q4km, 48, True,
+                       rank=ranks["blk.12.attn_v.weight"]) == "Q6_K"
     assert tensor_type("output.weight", (64, 64), MIXTURES["Q4_0"], 32, True) == "Q8_0"
     assert tensor_type("per_layer_token_embd.weight", (64, 48), q4km, 32, True) == "F16"
     assert tensor_type("per_layer_token_embd.weight", rows, q4km, 32, False) == "Q6_K"
