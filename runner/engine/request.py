@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from ..multimodal.media import largest_run, run_end, run_start
-from ..sample import Sampler, SamplingOptions, logprobs, takes_candidates
+from ..sample import Sampler, SamplingOptions, logprobs
 from ..sample.budget import ThinkingBudget
 from ..sample.grammar import AfterThinking, Constraint, GrammarError
 from ..tokenizer import TextStream, Tokenizer
@@ -84,7 +84,7 @@ class Active:
         # the whole prompt counts, as Ollama's runner counts it (numPromptInputs) and OpenAI
         # does; what the cache held already is said apart
         self.prompt_eval_count, self.prompt_cached_count = len(request.tokens), reused
-        self.sampler = Sampler(request.sampling)
+        self.sampler = Sampler(request.sampling, tokenizer.vocab.suppressed)
         self.history = [t for t in request.tokens if isinstance(t, int)]    # for penalties
         self.stream, self.stops = TextStream(), StopScanner(request.options.stop)
         self.generated = 0
@@ -119,13 +119,13 @@ class Active:
         thinking budget may force one of the tokens chosen before the host looks again: a
         device that feeds its choice on would take the sampled token, not the forced one."""
         budget = self.request.budget
-        return self._sampler_alone and self.request.sampling.greedy and \
+        return self._sampler_alone and self.sampler.greedy and \
             (budget is None or budget.quiet(AHEAD))
 
     @property
     def takes_candidates(self) -> bool:
         """Its sampler needs only the largest CANDIDATES logits (a device may pick them)."""
-        return self._sampler_alone and takes_candidates(self.request.sampling, CANDIDATES)
+        return self._sampler_alone and self.sampler.takes_candidates(CANDIDATES)
 
     @property
     def _allowed(self) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -32,6 +33,17 @@ def apply_bias(logits: np.ndarray, bias: dict[int, float]) -> np.ndarray:
     logits = logits.copy()
     ids = np.fromiter(bias, dtype=np.int64, count=len(bias))
     logits[ids] += np.fromiter(bias.values(), dtype=np.float32, count=len(bias))
+    return logits
+
+
+def suppress(logits: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The model's suppressed tokens (the vocabulary's tokenizer.ggml.suppress_tokens) at
+    -inf, before anything else, whatever the request asked: llama.cpp's logit bias of -inf
+    at the head of its chain. Apart from logit_bias, which stops at -100 and may raise them."""
+    if ids.size == 0:
+        return logits
+    logits = logits.copy()          # may be the executor's own memory (finish's borrow)
+    logits[ids] = -np.inf
     return logits
 
 
@@ -76,13 +88,28 @@ def min_p(probs: np.ndarray, p: float) -> np.ndarray:
 
 
 class Sampler:
-    def __init__(self, options: SamplingOptions | None = None):
+    """A request's options over a model's logits; suppressed: the model's ids never drawn
+    (Vocab.suppressed)."""
+
+    def __init__(self, options: SamplingOptions | None = None, suppressed: Sequence[int] = ()):
         self.options = options or SamplingOptions()
+        self.suppressed = np.asarray(suppressed, dtype=np.int64)
         self.rng = np.random.default_rng(self.options.seed)
+
+    @property
+    def greedy(self) -> bool:
+        """The token is always the largest logit: a device may pick it (nothing masked)."""
+        return self.options.greedy and self.suppressed.size == 0
+
+    def takes_candidates(self, most: int) -> bool:
+        """Whether the `most` largest logits (and their ids) are enough: with the suppressed
+        ones among them dropped, the rest still hold the top-k."""
+        return takes_candidates(self.options, most - self.suppressed.size)
 
     def sample(self, logits: np.ndarray, history=()) -> int:
         o = self.options
-        logits = apply_penalties(np.asarray(logits, dtype=np.float32), history, o)
+        logits = suppress(np.asarray(logits, dtype=np.float32), self.suppressed)
+        logits = apply_penalties(logits, history, o)
         if o.logit_bias:
             logits = apply_bias(logits, o.logit_bias)
         if o.temperature == 0:
@@ -96,7 +123,10 @@ class Sampler:
     def sample_candidates(self, ids: np.ndarray, values: np.ndarray) -> int:
         """The token from the device's candidates: ids of at least top_k of the largest
         logits (any order) and their logits; the same token sample() draws from all of
-        them. For options that takes_candidates() accepts."""
+        them. For a sampler that takes_candidates() accepts."""
+        if self.suppressed.size:
+            kept = ~np.isin(ids, self.suppressed)
+            ids, values = ids[kept], values[kept]
         order = np.lexsort((ids, -values))[:max(self.options.top_k, 1)]
         if self.options.temperature == 0:
             return int(ids[order[0]])          # the first of the largest, as argmax
@@ -137,7 +167,8 @@ def _canonical(logits: np.ndarray, candidates: np.ndarray) -> np.ndarray:
 def takes_candidates(options: SamplingOptions, most: int) -> bool:
     """Whether a sampler with options needs no more of the logits than the `most` largest
     (and their ids): greedy, or a top-k of at most that many, without penalties or biases."""
-    return not options.reshaped and (options.temperature == 0 or 0 < options.top_k <= most)
+    return most > 0 and not options.reshaped and \
+        (options.temperature == 0 or 0 < options.top_k <= most)
 
 
 @dataclass

@@ -28,6 +28,9 @@ ALWAYS_ADD_BOS = {"gemma4"}
 # byte-level BPE pre-tokenizers after which llama.cpp adds BOS when the file does not say
 PRE_ADD_BOS = {"llama3", "llama-bpe", "llama-v3", "tekken", "falcon3", "falcon-h1", "pixtral",
                "midm-2.0", "lfm2", "chameleon", "jina-v5-nano"}
+# token ids the model must never generate (Gemma 4 12B's, from its generation_config.json):
+# an array of integers; llama.cpp drops the ids outside the vocabulary, and so do we
+SUPPRESS_TOKENS = "tokenizer.ggml.suppress_tokens"
 
 
 @dataclass
@@ -48,6 +51,7 @@ class Vocab:
     remove_extra_whitespaces: bool = False
     charsmap: bytes = b""             # SentencePiece's precompiled normalization map (t5)
     eog: set[int] = field(default_factory=set)   # ids that end generation
+    suppressed: tuple[int, ...] = ()   # ids never generated (the sampler's mask)
 
     @classmethod
     def from_metadata(cls, meta: dict) -> "Vocab":
@@ -77,7 +81,8 @@ class Vocab:
             remove_extra_whitespaces=bool(meta.get("tokenizer.ggml.remove_extra_whitespaces",
                                                    False)),
             charsmap=bytes(int(b) & 0xFF for b in
-                           meta.get("tokenizer.ggml.precompiled_charsmap") or ()))
+                           meta.get("tokenizer.ggml.precompiled_charsmap") or ()),
+            suppressed=suppressed_ids(meta, len(tokens)))
         vocab.eog = {t for t in (vocab.eos, vocab.eot) if t is not None} | {
             int(t) for t in meta.get("tokenizer.ggml.eos_token_ids") or ()  # Ollama's key
             if 0 <= int(t) < len(tokens)}
@@ -98,6 +103,18 @@ class Vocab:
         texts = sorted((self.tokens[i] for i in self.ids_of_type(*kinds) if self.tokens[i]),
                        key=len, reverse=True)
         return re.compile("(" + "|".join(map(re.escape, texts)) + ")") if texts else None
+
+
+def suppressed_ids(meta: dict, size: int) -> tuple[int, ...]:
+    """SUPPRESS_TOKENS's ids inside a vocabulary of size, sorted, each once."""
+    found = meta.get(SUPPRESS_TOKENS)
+    if found is None:
+        return ()
+    if not isinstance(found, list) or not all(isinstance(t, int) and not isinstance(t, bool)
+                                              for t in found):
+        raise ValueError(f"{SUPPRESS_TOKENS} must be an array of token ids, not "
+                         f"{found!r:.200}.")
+    return tuple(sorted({t for t in found if 0 <= t < size}))
 
 
 # harmony's (gpt-oss's) reply ends: a final answer and a tool call. Its <|end|> closes one

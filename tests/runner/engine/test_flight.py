@@ -11,10 +11,13 @@ from runner.engine.slots import Slot
 from runner.sample import SamplingOptions
 
 
-def sequence(seq: int, temperature: float = 0.0, logprobs: bool = False) -> Active:
+def sequence(seq: int, temperature: float = 0.0, logprobs: bool = False,
+             suppressed: tuple = ()) -> Active:
+    """suppressed: the model's ids never drawn (its vocabulary's, all the sampler reads)."""
     request = Request([1, 2, 3], lambda event: None, SamplingOptions(temperature=temperature),
                       logprobs=logprobs)
-    return Active(request, Slot(seq), 0, tokenizer=None)
+    vocab = SimpleNamespace(suppressed=suppressed)
+    return Active(request, Slot(seq), 0, tokenizer=SimpleNamespace(vocab=vocab))
 
 
 def launched(flight: Flight, writes_chain: bool = True) -> Flight:
@@ -53,3 +56,13 @@ def test_placeholders_take_the_last_flights_choices_only_where_all_of_them_can()
     assert one.chain_from(launched(last, writes_chain=False)) is None
     sampled = launched(Flight.of([Entry(a, 9, [4], 1), Entry(sequence(3, 0.8), 0, [5], 1)]))
     assert sampled.needs == "candidates" and one.chain_from(sampled) is None
+
+
+def test_a_greedy_sequence_of_a_model_that_suppresses_tokens_reads_candidates():
+    """A device's argmax may be a suppressed token: its largest CANDIDATES logits are read
+    instead (the sampler drops the suppressed ones), or all of them where those could all
+    be suppressed; its choices are never chained on."""
+    assert Flight.of([Entry(sequence(0, suppressed=(5,)), 0, [4], rows=1)]).needs == \
+        "candidates"
+    assert Flight.of([Entry(sequence(0, suppressed=tuple(range(64))), 0, [4], rows=1)]
+                     ).needs == "logits"

@@ -143,3 +143,41 @@ def test_logit_bias_reshapes_the_logits_and_is_checked():
     for bad in ({"x": 1}, {"1": 101}, {"-1": 1}, {"1": True}, [1, 2]):
         with pytest.raises(ValueError, match="logit_bias"):
             SamplingOptions(logit_bias=bad)
+
+
+@pytest.mark.parametrize("options", [
+    SamplingOptions(temperature=0), SamplingOptions(temperature=1.0, top_k=0, top_p=1.0, seed=0),
+    SamplingOptions(top_k=3, seed=0), SamplingOptions(min_p=0.01, seed=0),
+    SamplingOptions(temperature=0, logit_bias={7: 100}, repeat_penalty=1.3)],
+    ids=["greedy", "random", "top-k", "min-p", "biased"])
+def test_a_suppressed_token_is_never_drawn_even_with_the_largest_logit(options):
+    """The model's suppressed ids (tokenizer.ggml.suppress_tokens) are -inf before anything
+    else, for every request: greedy, random draws, a request's logit_bias of +100 on one."""
+    logits = np.zeros(10, dtype=np.float32)
+    logits[7], logits[3] = 50.0, 40.0      # without the mask one of them, all but always
+    assert Sampler(options).sample(logits, [7]) == 7
+    sampler = Sampler(options, suppressed=[3, 7])
+    drawn = {sampler.sample(logits, [7]) for _ in range(300)}
+    assert not drawn & {3, 7}
+    assert len(drawn) > 1 or options.temperature == 0
+    assert logits[7] == 50.0                  # the caller's logits (may be borrowed) untouched
+
+
+def test_from_a_devices_candidates_the_suppressed_ones_are_dropped():
+    ids = np.array([4, 9, 2, 6], dtype=np.int32)
+    values = np.array([5.0, 9.0, 1.0, 7.0], dtype=np.float32)
+    assert Sampler(SamplingOptions(temperature=0), [9]).sample_candidates(ids, values) == 6
+    top2 = [SamplingOptions(top_k=2, top_p=1.0, seed=seed) for seed in range(40)]
+    drawn = {Sampler(options, [9]).sample_candidates(ids, values) for options in top2}
+    assert drawn == {6, 4}
+
+
+def test_a_sampler_with_suppressed_tokens_needs_more_than_a_devices_argmax():
+    """A device's argmax may be a suppressed token: such a greedy sampler reads candidates,
+    as long as CANDIDATES less the suppressed ones still hold its top-k."""
+    greedy, top40 = SamplingOptions(temperature=0), SamplingOptions(top_k=40)
+    assert Sampler(greedy).greedy and not Sampler(greedy, [1]).greedy
+    assert Sampler(greedy, [1]).takes_candidates(64)
+    assert not Sampler(greedy, range(64)).takes_candidates(64)
+    assert Sampler(top40, range(24)).takes_candidates(64)
+    assert not Sampler(top40, range(25)).takes_candidates(64)

@@ -133,3 +133,19 @@ def test_harmony_replies_end_at_return_or_call_not_at_a_messages_end():
     assert vocab.eog == {2, 3, 4}
     other = Vocab.from_metadata({**meta, "tokenizer.ggml.tokens": tokens[:2] + ["x", "y", "z"]})
     assert 1 in other.eog                               # elsewhere <|end|> still ends a turn
+
+
+def test_suppressed_tokens_are_read_as_llama_cpp_reads_them():
+    """tokenizer.ggml.suppress_tokens (Gemma 4 12B's): ids outside the vocabulary dropped, as
+    llama.cpp drops them; an array of anything but ids refused, naming the key."""
+    from runner.tokenizer import Vocab
+
+    meta = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "gpt-4o",
+            "tokenizer.ggml.tokens": ["a", "b", "c", "d"]}
+    assert Vocab.from_metadata(meta).suppressed == ()
+    found = Vocab.from_metadata({**meta, "tokenizer.ggml.suppress_tokens": [3, -1, 1, 4, 3]})
+    assert found.suppressed == (1, 3)
+    for bad in (["1"], [1.0], [True], 2):
+        with pytest.raises(ValueError, match=r"^tokenizer.ggml.suppress_tokens must be an "
+                                             "array of token ids, not"):
+            Vocab.from_metadata({**meta, "tokenizer.ggml.suppress_tokens": bad})
