@@ -21,6 +21,7 @@ from .exaone4 import exaone4_hparams
 from .experts import fused_experts_split
 from .gemma3n import gemma3n_hparams, gemma3n_hyper, gemma3n_shape, stack_altup
 from .gemma4 import gemma4_extra, gemma4_hparams, gemma4_hyper, gemma4_shape, gemma4_split
+from .gemma4_unified import gemma4_unified_hparams, gemma4_unified_prepare
 from .gpt_oss import gpt_oss_hparams, gpt_oss_split, pair_mxfp4
 from .granite import granite_hparams, granite_hyper, granitemoe_hparams, granitemoe_split
 from .hyper import Hyper, expected_shape, extra_tensors, fused_shape
@@ -334,6 +335,11 @@ ARCHITECTURES = {
     "gemma4_text": Architecture(gguf.MODEL_ARCH.GEMMA4, space_prefix=False,
                                 hparams=gemma4_hparams, split=gemma4_split, hyper=gemma4_hyper,
                                 shape=gemma4_shape, extra=gemma4_extra),
+    # Gemma 4 12B: the same text model, its config's own defaults, suppressed tokens
+    "gemma4_unified_text": Architecture(gguf.MODEL_ARCH.GEMMA4, space_prefix=False,
+                                        hparams=gemma4_unified_hparams, split=gemma4_split,
+                                        hyper=gemma4_hyper, shape=gemma4_shape,
+                                        extra=gemma4_extra, prepare=gemma4_unified_prepare),
     "bert": Architecture(gguf.MODEL_ARCH.BERT, hparams=bert_hparams,
                          pooling=gguf.PoolingType.CLS),
     "nomic_bert": Architecture(gguf.MODEL_ARCH.NOMIC_BERT, hyper=nomic_hyper,
@@ -377,8 +383,8 @@ ARCHITECTURES = {
 # under text_config, their text tensors live under one of TEXT_PREFIXES (as transformers
 # saves them, or as the released checkpoints name them), and their other towers are left
 # out (convert/mmproj.py writes them)
-MULTIMODAL = {"gemma3", "gemma3n", "gemma4", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl",
-              "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"}
+MULTIMODAL = {"gemma3", "gemma3n", "gemma4", "gemma4_unified", "llava", "mistral3", "qwen2_vl",
+              "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"}
 TEXT_PREFIXES = ("model.language_model.", "language_model.model.")
 HEAD_PREFIXES = ("language_model.lm_head.",)
 # a text model saved under its own names beside the tower's ("visual.": Qwen2.5-VL)

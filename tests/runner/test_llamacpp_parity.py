@@ -193,7 +193,7 @@ CONVERTED = {
     **{kind: (kind, {}) for kind in ("llama", "qwen2", "qwen3", "qwen3_moe", "olmo2", "olmo3",
                                      "ministral3", "gemma2", "gemma3", "gemma4",
                                      "gemma4_moe", "deepseek_v2", "deepseek_v3", "gemma3n",
-                                     "glm4_moe_lite", "gpt_oss")},
+                                     "glm4_moe_lite", "gpt_oss", "gemma4_unified")},
     **{kind: (kind, {}) for kind in ("granite", "granitemoe", "granitemoeshared", "smollm3",
                                      "seed_oss", "mixtral")},
     "llama4": ("llama4", dict(attention_chunk_size=8192, floor_scale=8192, attn_scale=0.1)),
@@ -511,6 +511,9 @@ QUANTIZED_SHAPE = dict(hidden_size=256, intermediate_size=512, head_dim=64,
     ("granite", {}), ("granitemoeshared", dict(shared_intermediate_size=256)),
     ("smollm3", {}), ("seed_oss", {}), ("mixtral", {}),
     ("cohere", {}), ("cohere2", {}), ("starcoder2", {}),
+    # Gemma 4 12B's kind: tied (token_embd takes the output's type), K = V on full layers
+    ("gemma4_unified", dict(global_head_dim=128, layer_types=["sliding_attention"] * 5 + [
+        "full_attention", "sliding_attention", "full_attention"])),
     ("exaone4", dict(EXAONE4_SMALL, num_hidden_layers=8, layer_types=["full_attention"] * 8)),
     ("deepseek_v3", dict(kv_lora_rank=256, q_lora_rank=256,
                          qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,

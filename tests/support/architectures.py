@@ -16,7 +16,8 @@ TEXT_ARCHITECTURE_OF = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
                         "seed_oss": "seed_oss", "mixtral": "llama",
                         "gpt_oss": "gpt-oss", "phi3": "phi3", "glm4": "glm4",
                         "cohere": "command-r", "cohere2": "cohere2",
-                        "starcoder2": "starcoder2", "exaone4": "exaone4"}
+                        "starcoder2": "starcoder2", "exaone4": "exaone4",
+                        "gemma4_unified": "gemma4"}
 # Qwen 3.5 and Qwen3-Next (convert/test_qwen35.py)
 QWEN35_ARCHITECTURE_OF = {"qwen3_5": "qwen35", "qwen3_5_moe": "qwen35moe",
                           "qwen3_next": "qwen3next"}

@@ -17,6 +17,7 @@ SPECIAL = {"llama": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"],
            "gemma3n": ["<bos>", "<start_of_turn>", "<end_of_turn>", "<eos>"],
            "gemma4": ["<bos>", "<|turn>", "<turn|>", "<eos>"],
            "gemma4_moe": ["<bos>", "<|turn>", "<turn|>", "<eos>"],
+           "gemma4_unified": ["<bos>", "<|turn>", "<turn|>", "<eos>"],
            "llama4": ["<|begin_of_text|>", "<|end_of_text|>", "<|eot|>"],
            "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
            "qwen3": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
@@ -133,6 +134,13 @@ GEMMA4_KINDS = {
     "gemma4_moe": dict(GEMMA4, attention_k_eq_v=True, num_global_key_value_heads=1,
                        hidden_size_per_layer_input=0, enable_moe_block=True, num_experts=4,
                        top_k_experts=2, moe_intermediate_size=24)}
+# Gemma 4 12B ("unified") as released, shrunk: K = V on full layers with one KV head, no
+# per-layer embeddings, no experts, no sharing; a multimodal checkpoint (towers left out)
+# whose generation_config.json suppresses a token (<|turn>, SUPPRESSED)
+GEMMA4_UNIFIED = dict(GEMMA4, attention_k_eq_v=True, num_global_key_value_heads=1)
+SUPPRESSED = {"gemma4_unified": ["<|turn>"]}
+# kinds saved as a multimodal model of the text config alone: the composite config's class
+COMPOSITE = {"gemma4_unified": "Gemma4UnifiedConfig"}
 # DeepSeek's latent attention (a latent rank of 32, 8 rotated and 16 plain key dimensions a
 # head, values of 12), a dense first layer, then 8 routed experts (2 a token) and a shared
 # one. V2 as V2-Lite is (queries by one matrix, softmax routing unnormalised, YaRN with
@@ -193,7 +201,7 @@ def tokenizer(kind: str):
     from transformers import PreTrainedTokenizerFast
 
     family = kind.removesuffix("_vision")          # with a multimodal model's image tokens
-    if family in GEMMA4_KINDS:
+    if family in GEMMA4_KINDS or family == "gemma4_unified":
         return sentence_bpe_tokenizer(kind)
 
     tok = Tokenizer(models.BPE(ignore_merges=family in ("llama", "llama4")))
@@ -252,6 +260,8 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                "gemma3n": ("Gemma3nTextConfig", "Gemma3nForCausalLM"),
                "gemma4": ("Gemma4TextConfig", "Gemma4ForCausalLM"),
                "gemma4_moe": ("Gemma4TextConfig", "Gemma4ForCausalLM"),
+               "gemma4_unified": ("Gemma4UnifiedTextConfig",
+                                  "Gemma4UnifiedForConditionalGeneration"),
                "llama4": ("Llama4TextConfig", "Llama4ForCausalLM"),
                "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
                "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
@@ -309,6 +319,8 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
                         attention_chunk_size=8, floor_scale=4, attn_scale=0.1)
     if kind in GEMMA4_KINDS:
         settings.update(GEMMA4_KINDS[kind], vocab_size_per_layer_input=len(tok))
+    if kind == "gemma4_unified":
+        settings.update(GEMMA4_UNIFIED)
     if kind in DEEPSEEK_KINDS:
         settings.update(DEEPSEEK, **DEEPSEEK_KINDS[kind])
     if kind == "gemma3n":
@@ -327,7 +339,15 @@ def checkpoint(kind: str, directory: Path, seed: int = 0, **config) -> Path:
     settings.update(PARALLEL_KIN.get(kind, {}))
     settings.update(config)
     torch.manual_seed(seed)
-    model = model_class(config_class(**settings)).eval()
+    made = config_class(**settings)
+    if kind in COMPOSITE:
+        made = getattr(transformers, COMPOSITE[kind])(text_config=made.to_dict(),
+                                                      vision_config=None, audio_config=None)
+    model = model_class(made).eval()
+    if kind in SUPPRESSED:
+        model.generation_config.suppress_tokens = tok.convert_tokens_to_ids(SUPPRESSED[kind])
+    if kind in COMPOSITE:
+        _vary_unit_weights(model, kind)
     if kind in GEMMA4_KINDS or kind in DEEPSEEK_KINDS or kind in QWEN35_KINDS or \
             kind in ("gemma3n", "gpt_oss", "phi3", "glm4", "exaone4"):
         _vary_unit_weights(model, kind)

@@ -35,17 +35,19 @@ KINDS = list(TEXT_ARCHITECTURE_OF)
 # exact GELU on both sides: 3.2e-4 from the float32 reference; with ggml's GELU table, two
 # a layer over 22 layers, 5.4e-3, the table's jumps as in Gemma 4).
 TOLERANCE = {"gemma2": 2e-3, "gemma3": 2e-3, "gemma4": 1e-2, "gemma4_moe": 1e-2,
-             "gemma3n": 1e-2}
+             "gemma4_unified": 1e-2, "gemma3n": 1e-2}
 # the shift test's bound on cached keys (Gemmas' GELU table: 2e-4); Gemma 3n's sparsity
 # carries the rotations' rounding at other positions to 1.8e-3 in its deepest layers
 KEY_TOLERANCE = {"gemma3n": 5e-3}
 # f16 weights and cache: the bound on the max logit difference. Gemma 4's unscaled
 # attention over those norm weights puts scores near 50, which turns f16 rounding into ~0.1
-# of logit (0.008 with its Q/K norms scaled by 0.3). Its MoE router's near-ties on random
-# weights flip under that rounding (another expert: ~0.5 of logit, carried by attention to
-# the later positions), so only the logits' correlation is held there (None: no bound;
-# measured 0.991); Gemma 3n's sparsity cutoffs move under f16 weights likewise (0.24)
-F16_TOLERANCE = {"gemma4": 0.15, "gemma4_moe": None, "gemma3n": None}
+# of logit (0.008 with its Q/K norms scaled by 0.3; 0.16 in Gemma 4 12B's kind). Its MoE
+# router's near-ties on random weights flip under that rounding (another expert: ~0.5 of
+# logit, carried by attention to the later positions), so only the logits' correlation is
+# held there (None: no bound; measured 0.991); Gemma 3n's sparsity cutoffs move under f16
+# weights likewise (0.24)
+F16_TOLERANCE = {"gemma4": 0.15, "gemma4_moe": None, "gemma4_unified": 0.2,
+                 "gemma3n": None}
 
 
 @pytest.mark.parametrize("kind", KINDS)
