@@ -78,6 +78,15 @@ class Metadata:
         n = SIZE.checked(self.name(key), pattern)
         return tuple(n == 0 or i % n < n - 1 for i in range(layers))
 
+    def layers_run(self) -> int:
+        """block_count less the next-token prediction layers a file may hold past the model's
+        own (nextn_predict_layers: GLM's, EXAONE's, Qwen 3.5's MTP), which are not run."""
+        blocks, ahead = self.require(LLM.BLOCK_COUNT), self.get(LLM.NEXTN_PREDICT_LAYERS, 0)
+        if ahead >= blocks:
+            raise self.malformed(LLM.NEXTN_PREDICT_LAYERS, ahead, "which leaves no layer of "
+                                 f"the {blocks} of {self.name(LLM.BLOCK_COUNT)} to run")
+        return blocks - ahead
+
     def token_count(self) -> int:
         """The vocabulary's size: the count of tokenizer.ggml.tokens."""
         tokens = self.meta.get(TOKENS)

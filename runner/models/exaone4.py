@@ -55,11 +55,7 @@ class Exaone4Config(LlamaConfig):
         m = Metadata(meta, arch)
         m.require(ATTENTION.LAYERNORM_RMS_EPS)                          # llama.cpp's too
         base = LlamaConfig.from_metadata(meta, arch)
-        predictors = int(m.get(LLM.NEXTN_PREDICT_LAYERS, 0))
-        if predictors >= base.layers:
-            raise m.malformed(LLM.NEXTN_PREDICT_LAYERS, predictors, "which leaves no layer of "
-                              f"the {base.layers} of {m.name(LLM.BLOCK_COUNT)} to run")
-        layers = base.layers - predictors
+        layers = m.layers_run()
         if layers != SWA_LAYERS:
             return cls(**{**vars(base), "layers": layers})
         window = int(m.get(ATTENTION.SLIDING_WINDOW, DEFAULT_WINDOW))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .attention import attention
-from .base import ATTENTION, LLM, Metadata, Transformer, Weights, weight
+from .base import ATTENTION, Metadata, Transformer, Weights, weight
 from .contract import register
 from .fused import FusedBlock, bind_fused, gated_ffn, qkv
 from .llama import LlamaConfig
@@ -40,11 +40,7 @@ class Glm4Config(LlamaConfig):
         m = Metadata(meta, arch)
         m.require(ATTENTION.LAYERNORM_RMS_EPS)                          # llama.cpp's too
         base = LlamaConfig.from_metadata(meta, arch)
-        predictors = int(m.get(LLM.NEXTN_PREDICT_LAYERS, 0))
-        if predictors >= base.layers:
-            raise m.malformed(LLM.NEXTN_PREDICT_LAYERS, predictors, "which leaves no layer of "
-                              f"the {base.layers} of {m.name(LLM.BLOCK_COUNT)} to run")
-        return cls(**{**vars(base), "layers": base.layers - predictors})
+        return cls(**{**vars(base), "layers": m.layers_run()})
 
 
 @register("glm4")

@@ -64,11 +64,7 @@ class Qwen35Config(LlamaConfig):
     def from_metadata(cls, meta: dict, arch: str = "qwen35") -> Qwen35Config:
         m = Metadata(meta, arch)
         kv_heads = m.get(ATTENTION.HEAD_COUNT_KV, array=True)
-        blocks, ahead = m.require(LLM.BLOCK_COUNT), m.get(LLM.NEXTN_PREDICT_LAYERS, 0)
-        if ahead >= blocks:
-            raise m.malformed(LLM.NEXTN_PREDICT_LAYERS, ahead, "not fewer than "
-                              f"{m.name(LLM.BLOCK_COUNT)} ({blocks})")
-        layers = blocks - ahead
+        layers = m.layers_run()
         # Ollama's files give head_count_kv per layer, 0 for a DeltaNet's
         per_layer = isinstance(kv_heads, list)
         if per_layer and len(kv_heads) < layers:
