@@ -5,7 +5,6 @@ transformers' default, and what the converter and the model refuse."""
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from runner.models.base import ModelError
 
 from tests.support.gguf_edit import rewrite
 from tests.support.hf_tiny import checkpoint
+from tests.support.hostile_checkpoint import rewritten
 from tests.support.parity import PROMPT, executor, reference
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -29,22 +29,11 @@ def cohere2(tmp_path_factory):
     return hf, convert(hf, directory / "f32.gguf", "f32", progress=False)
 
 
-def edited(hf, directory, **changes):
-    """hf's checkpoint with config.json changed (its other files linked)."""
-    directory.mkdir()
-    for file in hf.iterdir():
-        if file.name != "config.json":
-            (directory / file.name).symlink_to(file)
-    config = json.loads((hf / "config.json").read_text())
-    (directory / "config.json").write_text(json.dumps({**config, **changes}))
-    return directory
-
-
 def test_command_r_files_hold_llama_cpps_layout(tmp_path):
     """No output projection (tied), the output's zero biases left out and Q/K/V's kept,
     Command R+'s norms per head in F32 in an F16 file, the context model_max_length gives."""
-    hf = edited(checkpoint("cohere", tmp_path / "hf"), tmp_path / "long",
-                model_max_length=1024)
+    hf = rewritten(checkpoint("cohere", tmp_path / "hf"), tmp_path / "long",
+                   config={"model_max_length": 1024})
     with pyggml.GGUFFile(convert(hf, tmp_path / "f16.gguf", "f16", progress=False)) as file:
         meta, tensors = file.metadata, {t.name: t for t in file.header.tensors}
         assert meta["command-r.context_length"] == 1024
@@ -64,7 +53,8 @@ def test_cohere2_writes_one_bool_per_layer_and_reads_any_pattern(cohere2, backen
     with pyggml.GGUFFile(path) as file:
         assert file.metadata["cohere2.attention.sliding_window_pattern"] == \
             [True, True, True, False]
-    other = edited(hf, tmp_path / "other", layer_types=[FULL, SLIDING, FULL, SLIDING])
+    other = rewritten(hf, tmp_path / "other",
+                      config={"layer_types": [FULL, SLIDING, FULL, SLIDING]})
     model, run = executor(convert(other, tmp_path / "other.gguf", "f32", progress=False),
                           backend)
     assert model.model.config.sliding == (False, True, False, True)
@@ -83,7 +73,7 @@ def test_cohere2_writes_one_bool_per_layer_and_reads_any_pattern(cohere2, backen
 def test_what_llama_cpp_cannot_run_is_refused(cohere2, tmp_path, changes, message):
     hf, _ = cohere2
     with pytest.raises(CheckpointError, match=message):
-        convert(edited(hf, tmp_path / "bad", **changes), tmp_path / "x.gguf", "f32",
+        convert(rewritten(hf, tmp_path / "bad", config=changes), tmp_path / "x.gguf", "f32",
                 progress=False)
 
 

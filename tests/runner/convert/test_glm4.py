@@ -17,6 +17,7 @@ from runner.models.base import ModelError
 
 from tests.support.gguf_edit import rewrite
 from tests.support.hf_tiny import checkpoint
+from tests.support.hostile_checkpoint import rewritten
 from tests.support.parity import PROMPT, executor
 
 # transformers' name in layer 0 -> the GGUF tensor llama.cpp's converter makes of it
@@ -90,13 +91,8 @@ def test_nextn_layers_are_left_out(glm4, backend, tmp_path):
 
 def test_m_rope_sections_are_refused(glm4, tmp_path):
     hf, _ = glm4
-    bad = tmp_path / "bad"
-    bad.mkdir()
-    for file in hf.iterdir():
-        (bad / file.name).symlink_to(file)
-    (bad / "config.json").unlink()
     config = json.loads((hf / "config.json").read_text())
     rope = dict(config["rope_parameters"], mrope_section=[2, 1, 1])
-    (bad / "config.json").write_text(json.dumps(dict(config, rope_parameters=rope)))
+    bad = rewritten(hf, tmp_path / "bad", config={"rope_parameters": rope})
     with pytest.raises(CheckpointError, match="M-RoPE sections"):
         convert(bad, tmp_path / "x.gguf", "f32", progress=False)

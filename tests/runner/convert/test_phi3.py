@@ -5,7 +5,6 @@ rotations by either set; what the converter writes and what it refuses."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -20,6 +19,7 @@ from runner.loading.loader import load_model
 
 from tests.support.corpus import corpus
 from tests.support.hf_tiny import PHI3_ROPE, checkpoint
+from tests.support.hostile_checkpoint import rewritten
 from tests.support.parity import PROMPT, reference
 
 ORIGINAL = PHI3_ROPE["original_max_position_embeddings"]
@@ -114,12 +114,6 @@ def test_the_file_holds_llama_cpps_keys_and_factors(phi3):
                                            "supported")])
 def test_malformed_longrope_is_refused(phi3, tmp_path, rope, refusal):
     hf, _ = phi3
-    bad = tmp_path / "bad"
-    bad.mkdir()
-    for file in hf.iterdir():
-        (bad / file.name).symlink_to(file)
-    (bad / "config.json").unlink()
-    config = json.loads((hf / "config.json").read_text())
-    (bad / "config.json").write_text(json.dumps(dict(config, rope_parameters=rope)))
+    bad = rewritten(hf, tmp_path / "bad", config={"rope_parameters": rope})
     with pytest.raises(CheckpointError, match=refusal):
         convert(bad, tmp_path / "x.gguf", "f32", progress=False)

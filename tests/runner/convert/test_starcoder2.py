@@ -4,7 +4,6 @@ refuse."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -14,6 +13,7 @@ from runner.models.base import ModelError
 
 from tests.support.gguf_edit import rewrite
 from tests.support.hf_tiny import checkpoint
+from tests.support.hostile_checkpoint import rewritten
 from tests.support.parity import executor
 
 
@@ -24,20 +24,10 @@ def starcoder2(tmp_path_factory):
     return hf, convert(hf, directory / "f32.gguf", "f32", progress=False)
 
 
-def edited(hf, directory, **changes):
-    """hf's checkpoint with config.json changed (its other files linked)."""
-    directory.mkdir()
-    for file in hf.iterdir():
-        if file.name != "config.json":
-            (directory / file.name).symlink_to(file)
-    config = json.loads((hf / "config.json").read_text())
-    (directory / "config.json").write_text(json.dumps({**config, **changes}))
-    return directory
-
-
 def test_a_released_window_converts_and_is_not_written(starcoder2, tmp_path):
     hf, _ = starcoder2
-    windowed = edited(hf, tmp_path / "w", sliding_window=4096, max_position_embeddings=16384)
+    windowed = rewritten(hf, tmp_path / "w", config={"sliding_window": 4096,
+                                                     "max_position_embeddings": 16384})
     with pyggml.GGUFFile(convert(windowed, tmp_path / "w.gguf", "f32", progress=False)) as file:
         assert file.metadata["starcoder2.context_length"] == 16384
         assert file.metadata["starcoder2.attention.layer_norm_epsilon"] == pytest.approx(1e-5)
@@ -50,7 +40,7 @@ def test_a_released_window_converts_and_is_not_written(starcoder2, tmp_path):
 def test_what_llama_cpp_cannot_run_is_refused(starcoder2, tmp_path, changes, message):
     hf, _ = starcoder2
     with pytest.raises(CheckpointError, match=message):
-        convert(edited(hf, tmp_path / "bad", **changes), tmp_path / "x.gguf", "f32",
+        convert(rewritten(hf, tmp_path / "bad", config=changes), tmp_path / "x.gguf", "f32",
                 progress=False)
 
 
