@@ -21,10 +21,6 @@ KEEP_F32 = ("a.conv1d.0.weight", "a.conv1d.1.weight", "a.input_projection.weight
 MEL_BINS = 128                  # the feature extractor's
 
 
-def has_audio(config: dict) -> bool:
-    return config.get("model_type") == "gemma4" and bool(config.get("audio_config"))
-
-
 def write_hparams(writer: gguf.GGUFWriter, checkpoint: Checkpoint) -> None:
     config = checkpoint.config
     audio = config["audio_config"]

@@ -23,7 +23,7 @@ import numpy as np
 from ..models.vision import FEATURE_LAYER
 from ..models.vision.gemma4v import MAX_TOKENS
 from ..models.vision.images import CLIP_MEAN, CLIP_STD
-from . import audio_tower, qwen_vl_tower
+from . import audio_tower, gemma4_unified_towers, qwen_vl_tower
 from .architectures import permute
 from .checkpoint import Checkpoint, CheckpointError
 from .writing import FILE_TYPES, write_tensors
@@ -256,6 +256,9 @@ TOWERS = {
         "vision_tower.vision_model.std_bias": "v.std_bias",
         "vision_tower.vision_model.std_scale": "v.std_scale"}, gemma4_transform, gemma4_rename,
         gemma4_shape),
+    # Gemma 4 12B's: no transformer (convert/gemma4_unified_towers.py)
+    "gemma4_unified": VisionTower("gemma4uv", gemma4_unified_towers.vision_hparams,
+                                  plan=gemma4_unified_towers.vision_plan),
     "mistral3": VisionTower("pixtral", pixtral_hparams, {
         "multi_modal_projector.linear_1.weight": "mm.1.weight",
         "multi_modal_projector.linear_1.bias": "mm.1.bias",
@@ -294,11 +297,17 @@ def tower_of(config: dict) -> VisionTower:
     return TOWERS[kind]
 
 
+# checkpoint type -> its audio tower's keys and tensors
+AUDIO_TOWERS = {"gemma4": (audio_tower.write_hparams, audio_tower.plan),
+                "gemma4_unified": (gemma4_unified_towers.audio_hparams,
+                                   gemma4_unified_towers.audio_plan)}
+
+
 def write_mmproj(checkpoint: Checkpoint, out, outtype: str, progress: bool = True) -> Path:
     """The checkpoint's vision tower, its audio tower (Gemma 4's), or both, in one file: a
     file with both names each projector type under its modality's key, as llama.cpp's."""
     config = checkpoint.config
-    audio = audio_tower.has_audio(config)
+    audio = AUDIO_TOWERS.get(config.get("model_type", "")) if config.get("audio_config") else None
     vision = tower_of(config) if config.get("vision_config") or not audio else None
     out = Path(out)
     writer = gguf.GGUFWriter(str(out), "clip")
@@ -312,8 +321,9 @@ def write_mmproj(checkpoint: Checkpoint, out, outtype: str, progress: bool = Tru
         vision.hparams(writer, checkpoint)
         plan |= vision.plan(checkpoint) if vision.plan else _plan(checkpoint, vision)
     if audio:
-        audio_tower.write_hparams(writer, checkpoint)
-        plan |= audio_tower.plan(checkpoint)
+        write_audio, audio_plan = audio
+        write_audio(writer, checkpoint)
+        plan |= audio_plan(checkpoint)
     write_tensors(writer, plan, outtype, keep_f32(outtype) + audio_tower.KEEP_F32,
                   progress=progress)
     return out

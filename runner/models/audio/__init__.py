@@ -7,4 +7,4 @@ gives the same Pixels: mel frames as patches, and the further inputs the graph r
 from __future__ import annotations
 
 # the modules register themselves
-from . import gemma4a  # noqa: F401
+from . import gemma4a, gemma4ua  # noqa: F401

@@ -16,4 +16,4 @@ def projector_class(kind: str) -> type:
 
 
 # the modules register themselves
-from . import clip, gemma4v, pixtral, qwen3_vl, qwen_vl, siglip  # noqa: E402,F401
+from . import clip, gemma4uv, gemma4v, pixtral, qwen3_vl, qwen_vl, siglip  # noqa: E402,F401

@@ -1,0 +1,120 @@
+"""Gemma 4 12B's ("unified") towers, gemma4uv and gemma4ua: a tiny
+Gemma4UnifiedForConditionalGeneration converted with --mmproj gives transformers' image and
+audio embeddings (f32)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyggml
+from runner.convert import convert
+from runner.loading.loader import open_model
+from runner.models.vision import images
+from runner.models.vision.gemma4uv import Gemma4UnifiedVision
+from runner.models.audio.gemma4ua import Gemma4UnifiedAudio
+from runner.multimodal.encoder import Encoder
+
+from tests.support import hf_tiny, hf_vision
+from tests.support.hf_vision import png
+
+# 8-pixel patches (4 x a pool of 2), a table of 64 positions a side
+VISION = dict(patch_size=4, pooling_kernel_size=2, mm_embed_dim=32, mm_posemb_size=64,
+              output_proj_dims=32)
+TOLERANCE = 1e-3
+
+
+def unified(directory):
+    import torch
+    from transformers import (Gemma4UnifiedAudioConfig, Gemma4UnifiedConfig,
+                              Gemma4UnifiedForConditionalGeneration, Gemma4UnifiedTextConfig,
+                              Gemma4UnifiedVisionConfig)
+
+    tok = hf_vision.tokenizer("gemma4")
+    ids = tok.convert_tokens_to_ids
+    text = Gemma4UnifiedTextConfig(**{**hf_tiny.SHAPE, **hf_tiny.GEMMA4_UNIFIED},
+                                   vocab_size=len(tok), bos_token_id=tok.bos_token_id,
+                                   eos_token_id=tok.eos_token_id, pad_token_id=0)
+    config = Gemma4UnifiedConfig(text_config=text.to_dict(),
+                                 vision_config=Gemma4UnifiedVisionConfig(**VISION).to_dict(),
+                                 audio_config=Gemma4UnifiedAudioConfig().to_dict(),
+                                 boi_token_id=ids("<|image>"), eoi_token_id=ids("<image|>"),
+                                 image_token_id=ids("<|image|>"))
+    torch.manual_seed(0)
+    model = Gemma4UnifiedForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, value in model.named_parameters():
+            if "language_model" not in name:             # the norms' ones and zeros too
+                value.copy_(torch.randn_like(value) * (0.5 if value.ndim > 1 else 1.0) +
+                            (1.0 if name.endswith("ln1.weight") else 0.0))
+    model.save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory, model
+
+
+@pytest.fixture(scope="module")
+def towers(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("gemma4-unified")
+    hf, model = unified(directory / "hf")
+    gguf_path = convert(hf, directory / "model.gguf", "f32", progress=False,
+                        mmproj=directory / "mmproj.gguf")
+    loaded = open_model(gguf_path, projector=directory / "mmproj.gguf")
+    cpu = pyggml.cpu_backend(threads=2)
+    loaded.load_projector(cpu.device)
+    encoders = {kind: Encoder(projector, pyggml.Scheduler([cpu]))
+                for kind, projector in loaded.projectors.items()}
+    yield model, encoders
+    for encoder in encoders.values():
+        encoder.close()
+
+
+def close(ours: np.ndarray, expected: np.ndarray) -> None:
+    assert ours.shape == expected.shape
+    assert np.abs(ours - expected).max() <= TOLERANCE * max(1.0, np.abs(expected).max())
+
+
+@pytest.mark.parametrize("height,width", [(40, 56), (20, 12), (57, 31)])
+def test_image_rows_are_the_reference_embeddings(towers, height, width):
+    import torch
+
+    model, encoders = towers
+    encoder = encoders["image"]
+    assert type(encoder.projector) is Gemma4UnifiedVision
+    pixels = encoder.projector.preprocess(images.decode(png(height * width, height, width)))
+    n, p = pixels.patches.shape[0], encoder.projector.patch
+    # the reference's patches: (row, column, channel) pixels; its positions (x, y) a patch
+    hwc = pixels.patches.reshape(n, 3, p, p).transpose(0, 2, 3, 1).reshape(1, n, -1)
+    positions = pixels.inputs["positions"].T[None].astype(np.int64)
+    with torch.no_grad():
+        expected = model.model.get_image_features(
+            torch.tensor(hwc), torch.tensor(positions)).pooler_output[0].numpy()
+    ours = encoder.encode(b"%d" % (height * width), pixels)
+    assert ours.shape[0] == pixels.rows == n
+    close(ours, expected)
+
+
+def test_an_image_is_resized_to_whole_48_pixel_patches_within_1120():
+    from runner.models.vision.gemma4v import fitted_size
+
+    height, width = fitted_size(3000, 4000, 48, 1120, 1)
+    assert height % 48 == 0 and width % 48 == 0
+    assert (height // 48) * (width // 48) <= 1120
+
+
+@pytest.mark.parametrize("samples", [640, 2000, 16000])
+def test_audio_rows_are_the_reference_embeddings(towers, samples):
+    import torch
+
+    model, encoders = towers
+    encoder = encoders["audio"]
+    assert type(encoder.projector) is Gemma4UnifiedAudio
+    wave = np.random.default_rng(samples).uniform(-1, 1, samples).astype(np.float32)
+    pixels = encoder.projector.preprocess(wave)
+    frames = -(-samples // 640)
+    assert pixels.patches.shape == (frames, 640) and pixels.rows == frames
+    padded = np.zeros(frames * 640, np.float32)
+    padded[:samples] = wave
+    with torch.no_grad():
+        expected = model.model.get_audio_features(
+            torch.tensor(padded.reshape(1, frames, 640))).pooler_output[0].numpy()
+    close(encoder.encode(b"a%d" % samples, pixels), expected)
