@@ -93,6 +93,49 @@ def test_image_rows_are_the_reference_embeddings(towers, height, width):
     close(ours, expected)
 
 
+def reference_patching():
+    """transformers' convert_image_to_patches and patches_merge, read from its image
+    processor's source (whose module needs torchvision, which is not installed here)."""
+    import ast
+    import math
+    import os
+
+    import torch
+    import transformers
+
+    path = os.path.join(os.path.dirname(transformers.__file__),
+                        "models/gemma4_unified/image_processing_gemma4_unified.py")
+    wanted = ("convert_image_to_patches", "patches_merge")
+    found: dict = {"torch": torch, "math": math}
+    for node in ast.parse(open(path).read()).body:
+        if isinstance(node, ast.FunctionDef) and node.name in wanted:
+            exec(compile(ast.Module([node], []), path, "exec"), found)
+    return found["convert_image_to_patches"], found["patches_merge"]
+
+
+@pytest.mark.parametrize("height,width", [(40, 56), (57, 31)])
+def test_patches_and_positions_are_the_reference_processors(towers, height, width):
+    """The reference cuts the resized image into 16-pixel (here 4) patches and merges each
+    k x k into one: the same pixels, (row, column, channel) each, and (x, y) positions."""
+    import torch
+
+    _, encoders = towers
+    projector = encoders["image"].projector
+    pixels = projector.preprocess(images.decode(png(height * width, height, width)))
+    rows, cols = pixels.grid
+    n, p, k = rows * cols, projector.patch, VISION["pooling_kernel_size"]
+    small = VISION["patch_size"]
+    planes = pixels.patches.reshape(rows, cols, 3, p, p).transpose(2, 0, 3, 1, 4) \
+        .reshape(3, rows * p, cols * p)                                   # the resized image
+    to_patches, merge = reference_patching()
+    teacher = to_patches(torch.tensor(planes), small)
+    xs, ys = torch.meshgrid(torch.arange(cols * k), torch.arange(rows * k), indexing="xy")
+    merged, positions = merge(teacher[None], torch.stack([xs, ys], -1).reshape(-1, 2)[None], n)
+    hwc = pixels.patches.reshape(n, 3, p, p).transpose(0, 2, 3, 1).reshape(n, -1)
+    assert np.array_equal(merged[0].numpy(), hwc)
+    assert np.array_equal(positions[0].numpy(), pixels.inputs["positions"].T)
+
+
 def test_an_image_is_resized_to_whole_48_pixel_patches_within_1120():
     from runner.models.vision.gemma4v import fitted_size
 
