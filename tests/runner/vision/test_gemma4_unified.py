@@ -63,7 +63,7 @@ def towers(tmp_path_factory):
     loaded.load_projector(cpu.device)
     encoders = {kind: Encoder(projector, pyggml.Scheduler([cpu]))
                 for kind, projector in loaded.projectors.items()}
-    yield model, encoders
+    yield model, encoders, {"model": gguf_path, "mmproj": directory / "mmproj.gguf"}
     for encoder in encoders.values():
         encoder.close()
 
@@ -77,7 +77,7 @@ def close(ours: np.ndarray, expected: np.ndarray) -> None:
 def test_image_rows_are_the_reference_embeddings(towers, height, width):
     import torch
 
-    model, encoders = towers
+    model, encoders, _ = towers
     encoder = encoders["image"]
     assert type(encoder.projector) is Gemma4UnifiedVision
     pixels = encoder.projector.preprocess(images.decode(png(height * width, height, width)))
@@ -119,7 +119,7 @@ def test_patches_and_positions_are_the_reference_processors(towers, height, widt
     k x k into one: the same pixels, (row, column, channel) each, and (x, y) positions."""
     import torch
 
-    _, encoders = towers
+    _, encoders, _ = towers
     projector = encoders["image"].projector
     pixels = projector.preprocess(images.decode(png(height * width, height, width)))
     rows, cols = pixels.grid
@@ -148,7 +148,7 @@ def test_an_image_is_resized_to_whole_48_pixel_patches_within_1120():
 def test_audio_rows_are_the_reference_embeddings(towers, samples):
     import torch
 
-    model, encoders = towers
+    model, encoders, _ = towers
     encoder = encoders["audio"]
     assert type(encoder.projector) is Gemma4UnifiedAudio
     wave = np.random.default_rng(samples).uniform(-1, 1, samples).astype(np.float32)
@@ -161,3 +161,24 @@ def test_audio_rows_are_the_reference_embeddings(towers, samples):
         expected = model.model.get_audio_features(
             torch.tensor(padded.reshape(1, frames, 640))).pooler_output[0].numpy()
     close(encoder.encode(b"a%d" % samples, pixels), expected)
+
+
+@pytest.mark.slow
+def test_llama_cpp_encodes_the_same_rows(towers):
+    """llama.cpp's mtmd reads both towers of our file: the same rows for audio, and for
+    images whose size both keep (1120 8-pixel patches exactly: llama.cpp keeps any size
+    within 70 to 1120 patches, ours scales to the budget as transformers' processor does)."""
+    from tests.support.mtmd import mtmd_rows
+
+    _, encoders, paths = towers
+    wave = np.random.default_rng(0).uniform(-1, 1, 2000).astype(np.float32)
+    audio = encoders["audio"]
+    ours = audio.encode(b"llama.cpp audio", audio.projector.preprocess(wave))
+    close(ours, mtmd_rows(paths["model"], paths["mmproj"], wave))
+    image = encoders["image"]
+    for height, width in [(224, 320), (280, 256)]:
+        picture = images.decode(png(height + width, height, width))
+        pixels = image.projector.preprocess(picture)
+        assert pixels.grid == (height // 8, width // 8)
+        ours = image.encode(b"llama.cpp %dx%d" % (height, width), pixels)
+        close(ours, mtmd_rows(paths["model"], paths["mmproj"], np.asarray(picture)))
