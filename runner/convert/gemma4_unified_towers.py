@@ -36,6 +36,12 @@ AUDIO_NAMES = {"embed_audio.embedding_projection.weight": "mm.a.input_projection
 CHANNEL_FIRST = ("v.patch_norm.1.weight", "v.patch_norm.1.bias", "v.patch_embd.weight")
 
 
+def keep_f32(outtype: str) -> tuple[str, ...]:
+    """As llama.cpp's converter types them: the patch kernel F16 in an f16 file, else F32;
+    the position table as any other (its gemma4v rule names the other tower's table)."""
+    return () if outtype == "f16" else ("patch_embd.weight",)
+
+
 def model_patch(vision: dict) -> int:
     return vision.get("patch_size", 16) * vision.get("pooling_kernel_size", 3)
 

@@ -55,6 +55,8 @@ class VisionTower:
     permute_qk: bool = False       # Q and K rows: each head's rotated pairs made adjacent
     # the whole plan (GGUF name -> (shape, load)) where names alone do not say it
     plan: Callable[[Checkpoint], dict] | None = None
+    # name endings that stay F32 in a file of that outtype
+    keep_f32: Callable[[str], tuple[str, ...]] = lambda outtype: keep_f32(outtype)
 
 
 def gemma3_hparams(writer: gguf.GGUFWriter, checkpoint: Checkpoint) -> None:
@@ -258,7 +260,8 @@ TOWERS = {
         gemma4_shape),
     # Gemma 4 12B's: no transformer (convert/gemma4_unified_towers.py)
     "gemma4_unified": VisionTower("gemma4uv", gemma4_unified_towers.vision_hparams,
-                                  plan=gemma4_unified_towers.vision_plan),
+                                  plan=gemma4_unified_towers.vision_plan,
+                                  keep_f32=gemma4_unified_towers.keep_f32),
     "mistral3": VisionTower("pixtral", pixtral_hparams, {
         "multi_modal_projector.linear_1.weight": "mm.1.weight",
         "multi_modal_projector.linear_1.bias": "mm.1.bias",
@@ -297,10 +300,10 @@ def tower_of(config: dict) -> VisionTower:
     return TOWERS[kind]
 
 
-# checkpoint type -> its audio tower's keys and tensors
-AUDIO_TOWERS = {"gemma4": (audio_tower.write_hparams, audio_tower.plan),
+# checkpoint type -> its audio tower's keys, tensors and the name endings kept F32
+AUDIO_TOWERS = {"gemma4": (audio_tower.write_hparams, audio_tower.plan, audio_tower.KEEP_F32),
                 "gemma4_unified": (gemma4_unified_towers.audio_hparams,
-                                   gemma4_unified_towers.audio_plan)}
+                                   gemma4_unified_towers.audio_plan, ())}
 
 
 def write_mmproj(checkpoint: Checkpoint, out, outtype: str, progress: bool = True) -> Path:
@@ -315,17 +318,19 @@ def write_mmproj(checkpoint: Checkpoint, out, outtype: str, progress: bool = Tru
     writer.add_name(checkpoint.dir.name)
     writer.add_file_type(FILE_TYPES[outtype])
     plan: dict[str, tuple] = {}
+    kept: tuple[str, ...] = ()
     if vision is not None:
         writer.add_string(VISION.PROJECTOR_TYPE if audio else gguf.Keys.Clip.PROJECTOR_TYPE,
                           vision.projector)
         vision.hparams(writer, checkpoint)
         plan |= vision.plan(checkpoint) if vision.plan else _plan(checkpoint, vision)
+        kept += vision.keep_f32(outtype)
     if audio:
-        write_audio, audio_plan = audio
+        write_audio, audio_plan, audio_kept = audio
         write_audio(writer, checkpoint)
         plan |= audio_plan(checkpoint)
-    write_tensors(writer, plan, outtype, keep_f32(outtype) + audio_tower.KEEP_F32,
-                  progress=progress)
+        kept += audio_kept
+    write_tensors(writer, plan, outtype, kept, progress=progress)
     return out
 
 

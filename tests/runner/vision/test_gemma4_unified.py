@@ -182,3 +182,17 @@ def test_llama_cpp_encodes_the_same_rows(towers):
         assert pixels.grid == (height // 8, width // 8)
         ours = image.encode(b"llama.cpp %dx%d" % (height, width), pixels)
         close(ours, mtmd_rows(paths["model"], paths["mmproj"], np.asarray(picture)))
+
+
+def test_an_f16_file_types_the_tensors_as_llama_cpps_converter(tmp_path):
+    """F16 for the patch kernel, the position table and both projections (llama.cpp's
+    converter keeps only the other Gemma 4's table F32), F32 for the vectors."""
+    import gguf
+
+    hf, _ = unified(tmp_path / "hf")
+    convert(hf, tmp_path / "model.gguf", "f16", progress=False, mmproj=tmp_path / "mm.gguf")
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(tmp_path / "mm.gguf").tensors}
+    f16 = {"v.patch_embd.weight", "v.position_embd.weight", "mm.input_projection.weight",
+           "mm.a.input_projection.weight"}
+    assert {name for name, kind in types.items() if kind == "F16"} == f16
+    assert all(kind == "F32" for name, kind in types.items() if name not in f16)
