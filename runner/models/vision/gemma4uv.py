@@ -1,10 +1,11 @@
 """Gemma 4 12B's ("unified") vision, as llama.cpp's gemma4uv runs it: no transformer. The
-image keeps its aspect ratio, resized (bicubic) to the most 48-pixel patches its budget of
-1120 allows (pooling x patch pixels a side, nothing merged after); each patch's raw pixels
-(0..1) go through a LayerNorm, a biased dense layer and a second LayerNorm (eps 1e-5, as
-PyTorch's), gain learned x and y position embeddings (the two halves of one table, by column
-and by row), a third LayerNorm, then an unweighted RMSNorm and the projection into the text
-model.
+image is sized as llama.cpp's mtmd sizes it (mtmd_sizing): each side rounded to whole 48-pixel
+patches (pooling x patch pixels a side, nothing merged after), kept when that makes 70 to 1120
+patches, else scaled to that range, and the image fitted onto it (bicubic, black borders); each
+patch's raw pixels (0..1) go through a LayerNorm, a biased dense layer and a second LayerNorm
+(eps 1e-5, as PyTorch's), gain learned x and y position embeddings (the two halves of one
+table, by column and by row), a third LayerNorm, then an unweighted RMSNorm and the projection
+into the text model.
 
 Tensor names are llama.cpp's: v.patch_norm.1 over the patch's pixels in channel-first order
 (as its im2col lays them out, the converter reordering the checkpoint's), v.patch_embd
@@ -14,7 +15,6 @@ Tensor names are llama.cpp's: v.patch_norm.1 over the patch's pixels in channel-
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import gguf
@@ -23,14 +23,15 @@ import numpy as np
 from ..base import Metadata, ModelError, Weights
 from ..contract import register_projector
 from . import images
-from .gemma4v import fitted_size
+from .mtmd_sizing import cell_size, letterboxed
 from .pixels import Layout, Pixels
 from .vit import layer_norm, patchify
 
 VISION = gguf.Keys.ClipVision
 LAYER_NORM_EPS = 1e-5           # PyTorch's LayerNorm default, which llama.cpp's graph fixes
 DEFAULT_POOL = 3                # llama.cpp's n_merge when the file does not say
-MAX_TOKENS = 1120               # llama.cpp's limit for gemma4uv (and the table's size)
+MIN_TOKENS, MAX_TOKENS = 70, 1120   # llama.cpp's range for gemma4uv (and the table's size)
+LARGEST_GRID = (28, 40)         # rows x columns: MAX_TOKENS patches
 
 
 @dataclass(frozen=True)
@@ -81,19 +82,23 @@ class Gemma4UnifiedVision:
 
     def preprocess(self, image) -> Pixels:
         p = self.patch
-        height, width = fitted_size(image.height, image.width, p, MAX_TOKENS, 1)
-        planes = images.pixels(images.resize(image, height, width, "bicubic"))   # 0..1
+        height, width = cell_size(image.height, image.width, p, MIN_TOKENS, MAX_TOKENS)
         rows, cols = height // p, width // p
+        if rows * cols > MAX_TOKENS:
+            raise images.ImageError(f"A {image.width}x{image.height} image is too narrow: "
+                                    f"with one patch across it makes {rows * cols} patches, "
+                                    f"and at most {MAX_TOKENS} are read.")
         if max(rows, cols) > self.position_embd.shape[1]:
             raise images.ImageError(f"The image makes a {cols}x{rows} patch grid; the model "
                                     f"knows positions up to {self.position_embd.shape[1]}.")
+        planes = images.pixels(letterboxed(image, height, width, "bicubic"))  # (3, H, W) 0..1
         ys, xs = np.divmod(np.arange(rows * cols), cols)
         positions = np.stack([xs, ys]).astype(np.int32)                       # (2, P)
         return Pixels(patchify(planes, p), (rows, cols), rows * cols, {"positions": positions})
 
     def largest(self) -> Pixels:
-        side = math.isqrt(MAX_TOKENS) * self.patch
-        return self.preprocess(images.blank(side, side))
+        rows, cols = LARGEST_GRID                     # MAX_TOKENS patches, kept as they are
+        return self.preprocess(images.blank(cols * self.patch, rows * self.patch))
 
     def forward(self, patches, grid: tuple[int, int], positions, flash: bool = False):
         """patches (P, 3*p*p) channel-first, positions int32 (2, P) x and y -> (P, text E)."""

@@ -136,12 +136,41 @@ def test_patches_and_positions_are_the_reference_processors(towers, height, widt
     assert np.array_equal(positions[0].numpy(), pixels.inputs["positions"].T)
 
 
-def test_an_image_is_resized_to_whole_48_pixel_patches_within_1120():
-    from runner.models.vision.gemma4v import fitted_size
+@pytest.mark.parametrize("height,width,expected", [
+    (480, 640, (480, 624)),       # 10 x 13 patches: within 70 to 1120, kept
+    (600, 1200, (624, 1200)),     # 12.5 rounds away from zero (std::round), not to even
+    (50, 100, (288, 576)),        # 2 patches: scaled up past 70, sides rounded up
+    (3000, 4000, (1344, 1824)),   # 5229 patches: scaled down under 1120, sides rounded down
+])
+def test_an_image_is_sized_as_llama_cpps_mtmd_sizes_it(height, width, expected):
+    from runner.models.vision.mtmd_sizing import cell_size
 
-    height, width = fitted_size(3000, 4000, 48, 1120, 1)
-    assert height % 48 == 0 and width % 48 == 0
-    assert (height // 48) * (width // 48) <= 1120
+    assert cell_size(height, width, 48, 70, 1120) == expected
+
+
+def test_an_image_is_fitted_onto_its_patch_grid_centred_on_black():
+    """130 x 100 onto 128 x 104: scaled by 128/130, 99 columns wide (98.46 rounded up), two
+    black columns on the left and three on the right, as llama.cpp's PAD_CEIL resize."""
+    from PIL import Image
+
+    from runner.models.vision.mtmd_sizing import letterboxed
+
+    white = Image.new("RGB", (100, 130), "white")
+    planes = np.asarray(letterboxed(white, 128, 104, "bicubic"))              # (H, W, 3)
+    assert planes.shape == (128, 104, 3)
+    assert not planes[:, [0, 1, 101, 102, 103]].any()
+    assert (planes[:, 2:101] == 255).all()
+
+
+def test_the_largest_image_fills_the_budget(towers):
+    _, encoders, _ = towers
+    assert encoders["image"].projector.largest().rows == 1120
+
+
+def test_an_image_too_narrow_for_the_budget_is_refused(towers):
+    _, encoders, _ = towers
+    with pytest.raises(images.ImageError, match="too narrow"):
+        encoders["image"].projector.preprocess(images.blank(10, 100000))
 
 
 @pytest.mark.parametrize("samples", [640, 2000, 16000])
@@ -163,11 +192,22 @@ def test_audio_rows_are_the_reference_embeddings(towers, samples):
     close(encoder.encode(b"a%d" % samples, pixels), expected)
 
 
+# (height, width) and the patch grid llama.cpp's mtmd gives with 8-pixel patches
+MTMD_SIZES = [
+    ((224, 320), (28, 40)),       # 1120 patches: kept as it is
+    ((130, 100), (16, 13)),       # within 70 to 1120: fitted onto 128 x 104, black at the sides
+    ((30, 40), (8, 10)),          # 20 patches: scaled up to at least 70
+    ((400, 600), (27, 40)),       # 3750 patches: scaled down to at most 1120
+    ((20, 300), (3, 38)),         # 2.5 x 37.5 patches, both rounded up; black above and below
+    ((600, 200), (57, 19)),       # tall, over the budget (Pillow alone resizes its height first)
+]
+
+
 @pytest.mark.slow
 def test_llama_cpp_encodes_the_same_rows(towers):
-    """llama.cpp's mtmd reads both towers of our file: the same rows for audio, and for
-    images whose size both keep (1120 8-pixel patches exactly: llama.cpp keeps any size
-    within 70 to 1120 patches, ours scales to the budget as transformers' processor does)."""
+    """llama.cpp's mtmd reads both towers of our file: the same rows, bit for bit, for audio
+    and for images of any size (its sizing: kept within 70 to 1120 patches, scaled outside,
+    fitted onto the patch grid with black borders)."""
     from tests.support.mtmd import mtmd_rows
 
     _, encoders, paths = towers
@@ -176,12 +216,14 @@ def test_llama_cpp_encodes_the_same_rows(towers):
     ours = audio.encode(b"llama.cpp audio", audio.projector.preprocess(wave))
     close(ours, mtmd_rows(paths["model"], paths["mmproj"], wave))
     image = encoders["image"]
-    for height, width in [(224, 320), (280, 256)]:
+    for (height, width), grid in MTMD_SIZES:
         picture = images.decode(png(height + width, height, width))
         pixels = image.projector.preprocess(picture)
-        assert pixels.grid == (height // 8, width // 8)
+        assert pixels.grid == grid
         ours = image.encode(b"llama.cpp %dx%d" % (height, width), pixels)
-        close(ours, mtmd_rows(paths["model"], paths["mmproj"], np.asarray(picture)))
+        theirs = mtmd_rows(paths["model"], paths["mmproj"], np.asarray(picture))
+        assert theirs.shape[0] == grid[0] * grid[1]
+        assert np.array_equal(ours, theirs), f"{height}x{width}: {np.abs(ours - theirs).max()}"
 
 
 def test_an_f16_file_types_the_tensors_as_llama_cpps_converter(tmp_path):
