@@ -43,7 +43,7 @@ def convert_in_child(checkpoint: Path) -> tuple[int, str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "runner", "convert", str(checkpoint), "-o",
          str(checkpoint.parent / f"{checkpoint.name}.gguf")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=checkpoint.parent)
     with MemoryWatchdog(process.pid, limit_mib=LIMIT_MIB):
         try:
             _, errors = process.communicate(timeout=SECONDS)

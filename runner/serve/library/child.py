@@ -53,7 +53,7 @@ async def run_bounded(command: list[str], bounds: Bounds) -> None:
     sentence, if it fails or passes its time. Cancelled, it kills the child first."""
     what = WORK[command[0]]
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", __name__, str(bounds.memory), *command,
+        sys.executable, "-m", __name__, str(bounds.memory), *command, cwd="/",
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE, env={**os.environ, **CHILD_ENVIRONMENT})
     assert process.stderr is not None

@@ -89,7 +89,7 @@ class Upload:
 
 class Library:
     def __init__(self, root: Path | None = None):
-        self.root = Path(root or store.store_dir())
+        self.root = Path(root or store.store_dir()).absolute()
         self.blobs, self.manifests = self.root / "blobs", self.root / "manifests"
         self._lock = threading.Lock()
         self._digests: dict[Path, tuple[float, str]] = {}
