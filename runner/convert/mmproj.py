@@ -310,6 +310,11 @@ def write_mmproj(checkpoint: Checkpoint, out, outtype: str, progress: bool = Tru
     """The checkpoint's vision tower, its audio tower (Gemma 4's), or both, in one file: a
     file with both names each projector type under its modality's key, as llama.cpp's."""
     config = checkpoint.config
+    if config.get("model_type") in AUDIO_TOWERS and not (config.get("vision_config") or
+                                                         config.get("audio_config")):
+        raise CheckpointError(f"The {config['model_type']!r} checkpoint has neither a vision "
+                              "nor an audio tower (config.json's vision_config and "
+                              "audio_config are empty): there is no projector to write.")
     audio = AUDIO_TOWERS.get(config.get("model_type", "")) if config.get("audio_config") else None
     vision = tower_of(config) if config.get("vision_config") or not audio else None
     out = Path(out)

@@ -42,4 +42,6 @@ PROJECTOR_OF = {"gemma3": "gemma3", "llava": "mlp", "gemma4": "gemma4v", "mistra
                 "pixtral": "pixtral", "qwen2_5_vl": "qwen2.5vl_merger",
                 "qwen2_vl": "qwen2vl_merger", "qwen3_vl": "qwen3vl_merger",
                 "qwen3_5": "qwen3vl_merger"}
+# Gemma 4 12B's towers, against transformers' embedders (vision/test_gemma4_unified.py)
+UNIFIED_PROJECTORS = ("gemma4uv", "gemma4ua")
 AUDIO_PROJECTOR = "gemma4a"     # the tiny checkpoint's clip.audio.projector_type (audio/)

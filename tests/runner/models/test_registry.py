@@ -24,7 +24,8 @@ def test_every_architecture_has_its_parity_test():
 
 
 def test_every_projector_has_its_parity_test():
-    tested = set(parity.PROJECTOR_OF.values()) | {parity.AUDIO_PROJECTOR}
+    tested = set(parity.PROJECTOR_OF.values()) | {parity.AUDIO_PROJECTOR} | \
+        set(parity.UNIFIED_PROJECTORS)
     assert set(PROJECTORS) == tested, "a projector is registered without a parity test"
 
 
