@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import resource
 import signal
@@ -111,7 +112,9 @@ def main(argv: list[str]) -> int:
         from ...cli.main import main as command_line
 
         return command_line(command)
-    except MemoryError:
+    except (MemoryError, OSError) as error:
+        if isinstance(error, OSError) and error.errno != errno.ENOMEM:
+            raise                   # an allocation the system refused reads as ENOMEM
         print(f"error: The {WORK.get(command[0], command[0])} needed more memory than its "
               f"bound of {memory >> 20} MiB.", file=sys.stderr)
         return 1
